@@ -1,0 +1,1 @@
+"""Benchmarks: BFCL, Tau2-bench, the data-intensive suite, and perf micro-benchmarks."""

@@ -1,0 +1,213 @@
+"""The LLM protocol: one verb, ``complete``, plus ``stream`` that yields the same thing.
+
+Every backend implements ``stream`` (or ``_complete`` for backends that cannot
+stream); ``complete`` is always "consume the stream and return its final
+Completion", so token accounting is identical in the streaming and
+non-streaming paths: the same code runs in both.
+"""
+
+from __future__ import annotations
+
+from abc import ABC
+from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+Message = dict[str, Any]  # OpenAI chat format: {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_tokens: int = 0  # prompt tokens served from a prefix cache, when the backend reports it
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.total_tokens + other.total_tokens,
+            self.cached_tokens + other.cached_tokens,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class Completion:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"  # "stop" | "length" | "error" | ...
+    token_ids: list[int] | None = None  # response token ids (for training)
+    logprobs: list[float] | None = None  # per response token, at sampling time
+    prompt_token_ids: list[int] | None = None
+    model: str = ""
+    tool_calls: list[dict[str, Any]] | None = None  # OpenAI-format tool calls, when the backend returns them
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TextDelta:
+    """A piece of streamed text. The stream's last item is always a Completion."""
+
+    text: str
+
+
+StreamItem = TextDelta | Completion
+
+
+class LLMError(Exception):
+    """A backend failed in a way retries did not fix. The message says what to check."""
+
+
+class LLM(ABC):
+    """Base class of every backend.
+
+    Subclasses override ``stream`` (preferred) or ``_complete``. Either way,
+    ``complete`` and ``stream`` return the same Completion, usage included.
+    """
+
+    name: str = "llm"
+    context_window: int = 8192
+    supports_tools: bool = False  # native OpenAI tool calling
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> Completion:
+        final: Completion | None = None
+        async for item in self.stream(
+            messages, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed, **kwargs
+        ):
+            if isinstance(item, Completion):
+                final = item
+        if final is None:
+            raise LLMError(f"{type(self).__name__}.stream ended without a Completion")
+        return final
+
+    async def stream(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[StreamItem]:
+        completion = await self._complete(
+            messages, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed, **kwargs
+        )
+        if completion.text:
+            yield TextDelta(completion.text)
+        yield completion
+
+    async def _complete(self, messages: list[Message], **kwargs: Any) -> Completion:
+        raise NotImplementedError(f"{type(self).__name__} must implement stream() or _complete()")
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` by this backend's tokenizer; a 4-chars-per-token estimate by default."""
+        return max(1, len(text) // 4)
+
+    async def aclose(self) -> None:  # noqa: B027 - optional
+        """Release resources (HTTP clients, model memory)."""
+
+
+# -- registry ----------------------------------------------------------------------------
+BACKENDS: dict[str, Callable[..., LLM]] = {}
+
+
+def register_backend(name: str) -> Callable[[Callable[..., LLM]], Callable[..., LLM]]:
+    """Decorator: make a backend available by name (``backend: NAME`` in task files)."""
+
+    def deco(factory: Callable[..., LLM]) -> Callable[..., LLM]:
+        BACKENDS[name] = factory
+        if isinstance(factory, type):
+            factory.name = name
+        return factory
+
+    return deco
+
+
+def create_backend(name: str, **options: Any) -> LLM:
+    """Instantiate a registered backend by name, e.g. ``create_backend("openai", base_url=..., model=...)``."""
+    import cave.llm  # noqa: F401 - importing the package registers the built-in backends
+
+    if name not in BACKENDS:
+        known = ", ".join(sorted(BACKENDS)) or "(none)"
+        raise KeyError(f"unknown backend {name!r}; known backends: {known}")
+    return BACKENDS[name](**options)
+
+
+# -- the public test double -----------------------------------------------------------------
+Reply = str | Completion
+ReplyFn = Callable[[list[Message]], Reply]
+
+
+@register_backend("scripted")
+class Scripted(LLM):
+    """Replays given replies, in order (or a function of the messages), reporting usage.
+
+    >>> import asyncio
+    >>> llm = Scripted(["```python\\nfinal_answer(1 + 1)\\n```"])
+    >>> c = asyncio.run(llm.complete([{"role": "user", "content": "add"}]))
+    >>> c.text.splitlines()[1], c.usage.completion_tokens > 0
+    ('final_answer(1 + 1)', True)
+
+    Usage is counted with the same 4-chars-per-token estimate as ``count_tokens``,
+    so tests can check totals. ``calls`` records every message list it was sent.
+    """
+
+    def __init__(
+        self,
+        replies: list[Reply] | ReplyFn | None = None,
+        *,
+        repeat_last: bool = False,
+        context_window: int = 8192,
+        stream_chunk: int = 16,
+    ) -> None:
+        self.replies = replies if replies is not None else []
+        self.repeat_last = repeat_last
+        self.context_window = context_window
+        self.stream_chunk = stream_chunk
+        self.calls: list[list[Message]] = []
+        self._i = 0
+
+    def _next(self, messages: list[Message]) -> Completion:
+        if callable(self.replies):
+            reply = self.replies(messages)
+        elif self._i < len(self.replies):
+            reply = self.replies[self._i]
+        elif self.repeat_last and self.replies:
+            reply = self.replies[-1]
+        else:
+            raise LLMError(f"Scripted backend ran out of replies after {self._i} calls; give more replies or repeat_last=True")
+        self._i += 1
+        if isinstance(reply, Completion):
+            return reply
+        prompt = sum(self.count_tokens(str(m.get("content") or "")) for m in messages)
+        completion = self.count_tokens(reply) if reply else 0
+        return Completion(
+            text=reply,
+            usage=Usage(prompt, completion, prompt + completion),
+            finish_reason="stop",
+            model="scripted",
+        )
+
+    async def stream(self, messages: list[Message], **kwargs: Any) -> AsyncIterator[StreamItem]:
+        self.calls.append([dict(m) for m in messages])
+        completion = self._next(messages)
+        text = completion.text
+        for i in range(0, len(text), self.stream_chunk):
+            yield TextDelta(text[i : i + self.stream_chunk])
+        yield completion

@@ -1,0 +1,209 @@
+"""The runtime protocol: where agents' code runs and where live objects live.
+
+A runtime has few verbs: inject / execute / retrieve / describe, plus lifecycle
+(interrupt, restart, close). Implementations live one per file
+(``inprocess.py``, ``kernel.py``) and register themselves by name so task files
+and teams can say ``runtime: kernel``.
+
+This package is the leaf of the architecture: it imports nothing from ``cave``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+VariableKind = Literal["variable", "function", "type", "module"]
+
+
+@dataclass
+class ExecError:
+    """An error raised by the agent's own code (never raised out of ``execute``)."""
+
+    type: str  # e.g. "ZeroDivisionError", "SyntaxError"
+    message: str
+    traceback: str = ""  # trimmed to the agent's own code; SyntaxErrors carry line + caret
+    lineno: int | None = None  # line in the agent's cell, 1-based
+
+    def __str__(self) -> str:
+        return self.traceback or f"{self.type}: {self.message}"
+
+
+@dataclass
+class Execution:
+    """What happened when a cell ran."""
+
+    stdout: str = ""
+    stderr: str = ""
+    result: str | None = None  # repr of the trailing expression, if any
+    error: ExecError | None = None
+    duration: float = 0.0  # seconds
+    timed_out: bool = False
+    # What the runtime had to do to recover, if anything: "interrupted" (the cell was
+    # interrupted at its timeout), "restarted" (the runtime was restarted and registered
+    # objects re-injected), "crashed" (the process died; it was restarted on this call).
+    recovery: Literal["interrupted", "restarted", "crashed"] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.timed_out
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Execution:
+        d = dict(d)
+        if d.get("error") is not None:
+            d["error"] = ExecError(**d["error"])
+        return cls(**d)
+
+
+@dataclass
+class VariableInfo:
+    """One user-visible variable of a runtime, described for a prompt.
+
+    ``preview`` is bounded (a few hundred characters at most) whatever the object.
+    """
+
+    name: str
+    type: str  # qualified-ish type name, e.g. "pandas.DataFrame", "function"
+    kind: VariableKind = "variable"
+    preview: str = ""  # shape/columns, len + element type, signature + doc line, fields...
+    description: str | None = None  # given by whoever injected it
+    injected: bool = False  # True if registered by the host, False if the agent created it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Registration:
+    """An object the host injected, remembered so restart() can re-inject it."""
+
+    name: str
+    value: Any
+    kind: VariableKind = "variable"
+    description: str | None = None
+
+
+class RuntimeError_(Exception):
+    """Base class for errors of the runtime itself (not the agent's code)."""
+
+
+class TransferError(RuntimeError_):
+    """An object cannot cross into or out of a runtime (e.g. not picklable, no recipe)."""
+
+
+class Runtime(ABC):
+    """A persistent Python runtime.
+
+    Subclasses implement the verbs below. ``inject_function`` and ``inject_type``
+    default to ``inject`` with the object's own name; ``aexecute`` defaults to
+    running ``execute`` in a worker thread.
+    """
+
+    name: str = "runtime"
+
+    def __init__(self) -> None:
+        self._registered: dict[str, Registration] = {}
+
+    # -- injection -------------------------------------------------------------------
+    @abstractmethod
+    def inject(self, name: str, value: Any, description: str | None = None) -> None:
+        """Make ``value`` available to code as ``name``; remembered across restarts."""
+
+    def inject_function(self, fn: Callable[..., Any], description: str | None = None, name: str | None = None) -> None:
+        self._inject_kind(name or fn.__name__, fn, "function", description)
+
+    def inject_type(self, cls: type, description: str | None = None, name: str | None = None) -> None:
+        self._inject_kind(name or cls.__name__, cls, "type", description)
+
+    def _inject_kind(self, name: str, value: Any, kind: VariableKind, description: str | None) -> None:
+        self.inject(name, value, description)
+        self._registered[name].kind = kind
+
+    @property
+    def registered(self) -> dict[str, Registration]:
+        """Objects the host injected, by name (read-only view)."""
+        return dict(self._registered)
+
+    # -- the rest of the protocol ----------------------------------------------------
+    @abstractmethod
+    def retrieve(self, name: str) -> Any:
+        """The live object (in-process) or a faithful copy (out of process).
+
+        Raises KeyError listing the available names when ``name`` does not exist.
+        """
+
+    @abstractmethod
+    def execute(self, code: str, timeout: float | None = None) -> Execution:
+        """Run a cell. The agent's own errors come back in ``Execution.error``."""
+
+    async def aexecute(self, code: str, timeout: float | None = None) -> Execution:
+        return await asyncio.to_thread(self.execute, code, timeout)
+
+    @abstractmethod
+    def describe(self) -> list[VariableInfo]:
+        """Every user-visible variable, injected and agent-created, with bounded previews."""
+
+    def interrupt(self) -> None:  # noqa: B027 - optional verb
+        """Interrupt the running cell, if the runtime can."""
+
+    @abstractmethod
+    def restart(self) -> None:
+        """Clear all state, then re-inject every registered object."""
+
+    def close(self) -> None:  # noqa: B027 - optional verb
+        """Release resources (processes, files). Idempotent."""
+
+    def __enter__(self) -> Runtime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# -- registry ----------------------------------------------------------------------------
+RUNTIMES: dict[str, type[Runtime]] = {}
+
+
+def register_runtime(name: str) -> Callable[[type[Runtime]], type[Runtime]]:
+    """Class decorator: make a runtime available by name (``runtime: NAME`` in task files)."""
+
+    def deco(cls: type[Runtime]) -> type[Runtime]:
+        RUNTIMES[name] = cls
+        cls.name = name
+        return cls
+
+    return deco
+
+
+def create_runtime(name: str, **options: Any) -> Runtime:
+    """Instantiate a registered runtime by name."""
+    import runtimes  # noqa: F401 - importing the package registers the built-in runtimes
+
+    if name not in RUNTIMES:
+        known = ", ".join(sorted(RUNTIMES)) or "(none)"
+        raise KeyError(f"unknown runtime {name!r}; known runtimes: {known}")
+    return RUNTIMES[name](**options)
+
+
+def missing_name_error(name: str, available: list[str]) -> KeyError:
+    """The KeyError retrieve() raises: it lists what does exist."""
+    shown = ", ".join(sorted(available)) if available else "(no variables yet)"
+    return KeyError(f"no variable named {name!r} in the runtime; available: {shown}")
+
+
+@dataclass
+class RuntimeOptions:
+    """Options shared by runtimes (implementations may accept more)."""
+
+    timeout: float = 60.0  # default per-cell timeout, seconds
+    memory_limit_mb: int | None = None
+    cpu_time_limit_s: int | None = None
+    workdir: str | None = None
+    env: dict[str, str] = field(default_factory=dict)

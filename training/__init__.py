@@ -1,0 +1,1 @@
+"""Dr. MAS: multi-agent RL with agent-wise advantage normalization."""
