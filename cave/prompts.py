@@ -1,0 +1,285 @@
+"""What the model reads: the system prompt, code extraction, observations.
+
+The system prompt is rendered from ``runtime.describe()`` every step (the
+"dual stream": state lives in the runtime, the prompt carries a description
+of it, not its contents), within a token budget. Observations are stdout, the
+trailing value and errors, truncated head + tail so the model always sees
+how the output starts and how it ends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+
+from runtimes.base import Execution, VariableInfo
+
+# Names the agent loop injects for itself; they are described in the instructions, not listed as state.
+LOOP_NAMES = frozenset({"final_answer", "_final_answer", "FinalAnswer"})
+
+INSTRUCTIONS = """\
+You are an expert Python data analyst working in a persistent Python session.
+Solve the task by writing Python code; you will see what it prints.
+
+How to work:
+- Reply with one short sentence of reasoning, then one ```python code block.
+- The variables and functions listed below already exist in the session: use them directly by name.
+  Do not re-create them and do not read files unless the task says so.
+- Variables you create are kept between steps.
+- print() what you need to see: only printed output and the last expression's value are shown to you.
+- When you have the result, call final_answer(result) in a code block. Pass the object itself
+  (a DataFrame, a number, a list), not a sentence describing it.
+
+Example reply:
+I will count the rows first.
+```python
+n = len(df)
+print(n)
+```"""
+
+CountFn = Callable[[str], int]
+
+
+def estimate_tokens(text: str) -> int:
+    """The 4-characters-per-token estimate (used when no tokenizer is at hand).
+
+    >>> estimate_tokens("abcdefgh")
+    2
+    """
+    return max(1, len(text) // 4)
+
+
+# -- the system prompt ---------------------------------------------------------------------------
+def render_system_prompt(
+    variables: Iterable[VariableInfo],
+    *,
+    budget_tokens: int = 1500,
+    count_tokens: CountFn = estimate_tokens,
+    instructions: str = INSTRUCTIONS,
+    extra_sections: Iterable[str] = (),
+) -> str:
+    """The system prompt: instructions, then functions, types and variables, within ``budget_tokens``.
+
+    Sections shrink in steps until the prompt fits: full previews, then one-line previews,
+    then names and types only, then a count of what was left out (never silently).
+
+    >>> v = [VariableInfo("sales", "pandas.DataFrame", preview="3 rows x 2 columns: a (int64), b (str)", injected=True)]
+    >>> p = render_system_prompt(v, instructions="Solve it.")
+    >>> "- sales: pandas.DataFrame - 3 rows x 2 columns" in p
+    True
+    """
+    infos = [v for v in variables if v.name not in LOOP_NAMES]
+    head = "\n\n".join(s for s in [instructions, *extra_sections] if s)
+    budget = budget_tokens - count_tokens(head)
+    for detail in ("full", "line", "name"):
+        body = _state_sections(infos, detail)
+        if count_tokens(body) <= budget:
+            return f"{head}\n\n{body}" if body else head
+    return f"{head}\n\n{_fit_lines(body, budget, count_tokens)}"
+
+
+def _state_sections(infos: list[VariableInfo], detail: str) -> str:
+    functions = [v for v in infos if v.kind == "function"]
+    types = [v for v in infos if v.kind == "type"]
+    injected = [v for v in infos if v.kind in ("variable", "module") and v.injected]
+    created = [v for v in infos if v.kind in ("variable", "module") and not v.injected]
+    parts = []
+    for title, items in (
+        ("Functions you can call", functions),
+        ("Types you can use", types),
+        ("Variables given to you", injected),
+        ("Variables you created", created),
+    ):
+        if items:
+            parts.append(f"## {title}\n" + "\n".join(_describe_line(v, detail) for v in items))
+    return "\n\n".join(parts)
+
+
+def _describe_line(v: VariableInfo, detail: str) -> str:
+    if v.kind == "function":
+        # The preview of a function is its signature (+ doc); show it as a call.
+        preview = v.preview or f"{v.name}(...)"
+        text = preview if preview.startswith(v.name) else f"{v.name}: {preview}"
+    else:
+        text = f"{v.name}: {v.type}"
+        if v.preview and detail != "name":
+            text += f" - {v.preview}"
+    if v.description and detail != "name":
+        text += f"\n  ({v.description.strip()})"
+    if detail == "full":
+        return "- " + text.replace("\n", "\n  ")
+    first = text.splitlines()[0] if text else ""
+    return "- " + (first[:157] + "..." if len(first) > 160 else first)
+
+
+def _fit_lines(body: str, budget: int, count_tokens: CountFn) -> str:
+    """Keep whole lines while they fit; say how many were left out."""
+    kept: list[str] = []
+    lines = body.splitlines()
+    used = 0
+    for i, line in enumerate(lines):
+        cost = count_tokens(line + "\n")
+        if used + cost > budget - 20:
+            left = sum(1 for x in lines[i:] if x.startswith("- "))
+            kept.append(f"... ({left} more names not shown; print(dir()) lists them all)")
+            break
+        kept.append(line)
+        used += cost
+    return "\n".join(kept)
+
+
+# -- code extraction -----------------------------------------------------------------------------
+_FENCE = re.compile(r"^[ \t]*```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<body>.*?)^[ \t]*```[ \t]*$", re.S | re.M)
+_CODE_LANGS = {"python", "py", "python3", "ipython", ""}
+
+
+def extract_code(text: str) -> list[str]:
+    """The code blocks of a reply, in order: ```python (or unlabeled) fences, plus a trailing unclosed one.
+
+    >>> extract_code("Let me see.\\n```python\\nx = 1\\n```\\nand\\n```py\\nprint(x)\\n```")
+    ['x = 1', 'print(x)']
+    >>> extract_code("no code here")
+    []
+    >>> extract_code("```python\\nx = [1,\\n")  # cut off by the token limit
+    ['x = [1,']
+    """
+    blocks = []
+    end = 0
+    for m in _FENCE.finditer(text):
+        end = m.end()
+        if m.group("lang").lower() in _CODE_LANGS:
+            code = m.group("body").strip("\n")
+            if code.strip():
+                blocks.append(_dedent(code))
+    tail = unclosed_code(text[end:])
+    if tail is not None and tail.strip():
+        blocks.append(_dedent(tail.strip("\n")))
+    return blocks
+
+
+def unclosed_code(text: str) -> str | None:
+    """The code after an opening ```python fence that was never closed, else None.
+
+    >>> unclosed_code("ok\\n```python\\nprint(1)")
+    'print(1)'
+    >>> unclosed_code("```python\\nprint(1)\\n```") is None
+    True
+    """
+    fences = list(re.finditer(r"^[ \t]*```[ \t]*([\w+-]*)[^\n]*$", text, re.M))
+    if len(fences) % 2 == 0:
+        return None
+    last = fences[-1]
+    if last.group(1).lower() not in _CODE_LANGS:
+        return None
+    return text[last.end() + 1 :]
+
+
+def _dedent(code: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(code)
+
+
+# -- observations --------------------------------------------------------------------------------
+def truncate_middle(text: str, limit: int) -> str:
+    """Keep the head and the tail of ``text`` within ``limit`` characters, with a marker between.
+
+    >>> truncate_middle("a" * 10 + "b" * 10, 12)
+    'aaaaa\\n... [10 characters truncated] ...\\nbbbbb'
+    >>> truncate_middle("short", 100)
+    'short'
+    """
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, limit // 2)
+    head_n = keep // 2
+    tail_n = keep - head_n
+    head = text[:head_n]
+    tail = text[-tail_n:] if tail_n else ""
+    # Cut at line boundaries when a newline is close, so lines stay readable.
+    nl = head.rfind("\n")
+    if nl > head_n * 0.6:
+        head = head[:nl]
+    nl = tail.find("\n")
+    if 0 <= nl < tail_n * 0.4:
+        tail = tail[nl + 1 :]
+    dropped = len(text) - len(head) - len(tail)
+    return f"{head}\n... [{dropped} characters truncated] ...\n{tail}"
+
+
+def trim_traceback(tb: str, max_frames: int = 3) -> str:
+    """Keep the header, the last ``max_frames`` frames and the error line of a traceback.
+
+    >>> tb = "Traceback (most recent call last):\\n" + "".join(
+    ...     f'  File "<cell>", line {i}, in f{i}\\n    f{i+1}()\\n' for i in range(6)) + "ValueError: bad"
+    >>> out = trim_traceback(tb, 2)
+    >>> out.count('File "<cell>"'), "4 frames omitted" in out, out.endswith("ValueError: bad")
+    (2, True, True)
+    """
+    lines = tb.rstrip("\n").splitlines()
+    frame_starts = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    if len(frame_starts) <= max_frames:
+        return "\n".join(lines)
+    first, keep_from = frame_starts[0], frame_starts[-max_frames]
+    omitted = len(frame_starts) - max_frames
+    return "\n".join(lines[:first] + [f"  ... ({omitted} frames omitted) ..."] + lines[keep_from:])
+
+
+def format_execution(ex: Execution, *, limit: int = 4000, max_frames: int = 3) -> str:
+    """One block's result as the model sees it: stdout, stderr, the trailing value, the error.
+
+    >>> format_execution(Execution(stdout="hi\\n", result="42"))
+    'hi\\nOut: 42'
+    >>> format_execution(Execution())
+    '(no output)'
+    """
+    parts = []
+    if ex.stdout:
+        parts.append(ex.stdout.rstrip("\n"))
+    if ex.stderr and ex.stderr.strip():
+        parts.append("[stderr]\n" + ex.stderr.rstrip("\n"))
+    if ex.result is not None:
+        parts.append(f"Out: {ex.result}")
+    body = truncate_middle("\n".join(parts), limit) if parts else ""
+    tail = []
+    if ex.timed_out:
+        tail.append(f"TimeoutError: the code ran longer than the time limit and was stopped ({ex.recovery or 'interrupted'}).")
+    elif ex.error is not None:
+        # Errors get their own budget: the last frames and the message are what the model needs.
+        tail.append(truncate_middle(trim_traceback(str(ex.error), max_frames), max(limit // 2, 400)))
+    if ex.recovery in ("restarted", "crashed"):
+        tail.append(f"(the runtime {ex.recovery} and was restored: injected objects are back, variables you created are gone)")
+    out = "\n".join(p for p in [body, *tail] if p)
+    return out or "(no output)"
+
+
+def observation_message(formatted_blocks: list[str], skipped: int = 0) -> str:
+    """The user message after a step: one section per code block that ran.
+
+    >>> observation_message(["1"])
+    'Observation:\\n1'
+    >>> observation_message(["1", "2"], skipped=1)
+    'Observation:\\n[block 1]\\n1\\n[block 2]\\n2\\n(1 later block not run because this one failed)'
+    """
+    if len(formatted_blocks) == 1 and not skipped:
+        return "Observation:\n" + formatted_blocks[0]
+    parts = [f"[block {i}]\n{text}" for i, text in enumerate(formatted_blocks, 1)]
+    if skipped:
+        parts.append(f"({skipped} later block{'s' if skipped > 1 else ''} not run because this one failed)")
+    return "Observation:\n" + "\n".join(parts)
+
+
+NO_CODE_NUDGE = "Your reply had no ```python code block."
+CONTINUE_PROMPT = (
+    "Your reply was cut off by the length limit inside a code block. Continue exactly where it stopped: "
+    "write only the rest of the code, do not repeat what you already wrote, and close the code block."
+)
+MAX_STEPS_PROMPT = (
+    "You have used all your steps. Do not write code. In a few sentences, state the answer to the task "
+    "as best you can from what you found, and what is still missing."
+)
+SUMMARY_PROMPT = (
+    "Summarize the conversation so far for yourself, to continue the task with less context: what the task is, "
+    "what you tried, what worked, what failed and why, and the names of the variables that hold your results. "
+    "Be brief (at most 200 words). Do not write code."
+)

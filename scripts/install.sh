@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install cave (editable) with the given extras into the active Python environment.
+#
+#   scripts/install.sh            # core + [kernel,local]: the runtime and the embedded model
+#   scripts/install.sh all        # everything the test suite needs (kernel, local, train, dev)
+#   scripts/install.sh kernel,dev # any comma-separated list of extras
+#
+# Two things a plain `pip install -e .[...]` gets wrong on many machines, handled here:
+# - llama-cpp-python is an sdist; its default -march=native build segfaults in the AMX matmul path on recent Xeons.
+#   We build it portably (AVX2/FMA, no AVX-512/AMX). Set CMAKE_ARGS yourself to override (e.g. for CUDA).
+# - torch must be pinned before anything pulls it in, or pip resolves a multi-GB CUDA build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+EXTRAS="${1:-kernel,local}"
+PY="${PYTHON:-python}"
+
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF}"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+"$PY" -m pip install -q -U pip wheel setuptools
+case ",$EXTRAS," in
+  *,train,* | *,all,*) "$PY" -m pip install -q "torch==2.13.0" ;;
+esac
+# pip's wheel cache keeps the compiled llama-cpp-python wheel, so only the first install pays the ~6 min build.
+"$PY" -m pip install -q -e ".[$EXTRAS]"
+echo "cave installed with extras [$EXTRAS]"
