@@ -1,3 +1,57 @@
-"""cave: LLM agents that act by writing Python in a persistent runtime."""
+"""cave: LLM agents that act by writing Python in a persistent runtime.
+
+    from cave import Agent, Runtime
+    agent = Agent(model="local", runtime="inprocess")
+    agent.runtime.inject("sales", df)
+    result = agent.run("Total revenue by region as a DataFrame")
+    result.answer, result.status, result.trajectory
+
+Names are imported on first use, so ``import cave`` stays cheap (a kernel that
+unpickles ``final_answer`` imports ``cave.agent`` and nothing else).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Agent": "cave.agent",
+    "RunResult": "cave.agent",
+    "FinalAnswer": "cave.agent",
+    "final_answer": "cave.agent",
+    "Runtime": "cave.sdk",
+    "run_task": "cave.sdk",
+    "arun_task": "cave.sdk",
+    "Scripted": "cave.llm.base",
+    "LLM": "cave.llm.base",
+    "Completion": "cave.llm.base",
+    "Usage": "cave.llm.base",
+    "create_backend": "cave.llm.base",
+    "Trajectory": "cave.trajectory",
+    "Step": "cave.trajectory",
+    "Store": "cave.store",
+    "load_task": "cave.task",
+    "TaskError": "cave.task",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:
+    from cave.agent import Agent, FinalAnswer, RunResult, final_answer
+    from cave.llm.base import LLM, Completion, Scripted, Usage, create_backend
+    from cave.sdk import Runtime, arun_task, run_task
+    from cave.store import Store
+    from cave.task import TaskError, load_task
+    from cave.trajectory import Step, Trajectory
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'cave' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

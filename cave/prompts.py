@@ -22,20 +22,14 @@ You are an expert Python data analyst working in a persistent Python session.
 Solve the task by writing Python code; you will see what it prints.
 
 How to work:
-- Reply with one short sentence of reasoning, then one ```python code block.
+- Reply with one short sentence of reasoning, then a ```python code block.
 - The variables and functions listed below already exist in the session: use them directly by name.
   Do not re-create them and do not read files unless the task says so.
 - Variables you create are kept between steps.
 - print() what you need to see: only printed output and the last expression's value are shown to you.
 - When you have the result, call final_answer(result) in a code block. Pass the object itself
-  (a DataFrame, a number, a list), not a sentence describing it.
-
-Example reply:
-I will count the rows first.
-```python
-n = len(df)
-print(n)
-```"""
+  (a DataFrame, a number, a list), not a sentence describing it.\
+"""
 
 CountFn = Callable[[str], int]
 
@@ -82,7 +76,8 @@ def _state_sections(infos: list[VariableInfo], detail: str) -> str:
     functions = [v for v in infos if v.kind == "function"]
     types = [v for v in infos if v.kind == "type"]
     injected = [v for v in infos if v.kind in ("variable", "module") and v.injected]
-    created = [v for v in infos if v.kind in ("variable", "module") and not v.injected]
+    created = [v for v in infos if v.kind == "variable" and not v.injected]
+    modules = [v for v in infos if v.kind == "module" and not v.injected]
     parts = []
     for title, items in (
         ("Functions you can call", functions),
@@ -92,7 +87,16 @@ def _state_sections(infos: list[VariableInfo], detail: str) -> str:
     ):
         if items:
             parts.append(f"## {title}\n" + "\n".join(_describe_line(v, detail) for v in items))
+    if modules:  # imports take one line, not one per module
+        parts.append("## Modules you imported\n" + ", ".join(_module_label(v) for v in modules))
     return "\n\n".join(parts)
+
+
+def _module_label(v: VariableInfo) -> str:
+    # preview looks like "module pandas 3.1.0"
+    words = v.preview.split()
+    real = words[1] if len(words) > 1 and words[0] == "module" else v.name
+    return v.name if real == v.name else f"{v.name} ({real})"
 
 
 def _describe_line(v: VariableInfo, detail: str) -> str:
@@ -104,12 +108,12 @@ def _describe_line(v: VariableInfo, detail: str) -> str:
         text = f"{v.name}: {v.type}"
         if v.preview and detail != "name":
             text += f" - {v.preview}"
+    if detail != "full":
+        first = text.splitlines()[0] if text else ""
+        text = first[:157] + "..." if len(first) > 160 else first
     if v.description and detail != "name":
-        text += f"\n  ({v.description.strip()})"
-    if detail == "full":
-        return "- " + text.replace("\n", "\n  ")
-    first = text.splitlines()[0] if text else ""
-    return "- " + (first[:157] + "..." if len(first) > 160 else first)
+        text += "\n" + " ".join(v.description.split())
+    return "- " + text.replace("\n", "\n  ")
 
 
 def _fit_lines(body: str, budget: int, count_tokens: CountFn) -> str:
@@ -185,7 +189,7 @@ def truncate_middle(text: str, limit: int) -> str:
     """Keep the head and the tail of ``text`` within ``limit`` characters, with a marker between.
 
     >>> truncate_middle("a" * 10 + "b" * 10, 12)
-    'aaaaa\\n... [10 characters truncated] ...\\nbbbbb'
+    'aaa\\n... [14 characters truncated] ...\\nbbb'
     >>> truncate_middle("short", 100)
     'short'
     """

@@ -1,6 +1,9 @@
 """Persistent Python runtimes: inject / execute / retrieve / describe.
 
-The execution layer of cave. It imports nothing from ``cave``.
+The execution layer of cave. It imports nothing from ``cave``. Importing this package
+registers the built-in runtimes ("inprocess", "kernel"); the kernel runtime imports
+jupyter-client only when one is started, so the core install works without the
+[kernel] extra.
 """
 
 from runtimes.base import (
@@ -14,11 +17,13 @@ from runtimes.base import (
     create_runtime,
     register_runtime,
 )
+from runtimes.inprocess import InProcessRuntime
 
 __all__ = [
     "RUNTIMES",
     "ExecError",
     "Execution",
+    "InProcessRuntime",
     "Registration",
     "Runtime",
     "TransferError",

@@ -8,8 +8,10 @@ non-streaming paths: the same code runs in both.
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from abc import ABC
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -191,7 +193,9 @@ class Scripted(LLM):
         elif self.repeat_last and self.replies:
             reply = self.replies[-1]
         else:
-            raise LLMError(f"Scripted backend ran out of replies after {self._i} calls; give more replies or repeat_last=True")
+            raise LLMError(
+                f"Scripted backend ran out of replies after {self._i} calls; give more replies or repeat_last=True"
+            )
         self._i += 1
         if isinstance(reply, Completion):
             return reply
@@ -211,3 +215,73 @@ class Scripted(LLM):
         for i in range(0, len(text), self.stream_chunk):
             yield TextDelta(text[i : i + self.stream_chunk])
         yield completion
+
+
+# -- helpers shared by the in-process backends ----------------------------------------------
+def stop_position(text: str, stops: list[str], start: int = 0) -> int | None:
+    """Index of the earliest stop sequence in ``text[start:]``, or None.
+
+    >>> stop_position("abc```x", ["```"]), stop_position("abc", ["```"])
+    (3, None)
+    """
+    hits = [i for s in stops if s and (i := text.find(s, start)) != -1]
+    return min(hits) if hits else None
+
+
+def held_back(text: str, stops: list[str]) -> int:
+    """Length of the longest suffix of ``text`` that could still grow into a stop sequence.
+
+    Streaming must not emit it yet, or a stop sequence split over two tokens would leak out.
+
+    >>> held_back("print(1)\\n``", ["```"]), held_back("x = 1", ["```"])
+    (2, 0)
+    """
+    best = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), best, -1):
+            if text.endswith(s[:k]):
+                best = k
+                break
+    return best
+
+
+_DONE = object()
+
+
+async def iterate_in_thread(gen: Iterator[Any], cancel: threading.Event) -> AsyncIterator[Any]:
+    """Drive a blocking iterator in a worker thread; yield its items on the event loop as they come.
+
+    Closing the async iterator sets ``cancel`` so the worker stops at its next item.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    def put(item: Any) -> None:
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # the loop closed under us: nobody is listening any more
+            cancel.set()
+
+    def work() -> None:
+        try:
+            for item in gen:
+                put(item)
+                if cancel.is_set():
+                    break
+        except BaseException as e:  # handed to the consumer, raised there
+            put(e)
+        finally:
+            gen.close()
+            put(_DONE)
+
+    worker = threading.Thread(target=work, name="cave-llm-generate", daemon=True)
+    worker.start()
+    try:
+        while (item := await queue.get()) is not _DONE:
+            if isinstance(item, BaseException):
+                if isinstance(item, LLMError):
+                    raise item
+                raise LLMError(f"generation failed: {type(item).__name__}: {item}") from item
+            yield item
+    finally:
+        cancel.set()

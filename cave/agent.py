@@ -1,0 +1,541 @@
+"""The code-as-action agent loop.
+
+One step = one LLM call + running the ```python blocks of its reply (in order)
+in a persistent runtime. The run ends when the code calls ``final_answer(value)``
+(status ``success``; the value is the live object), on a reply without code
+(status ``no_code``; the text is the answer), or after ``max_steps`` (status
+``max_steps``, after one last summarizing call).
+
+The loop is async inside and yields events; ``Agent.run`` is the sync edge:
+
+    agent = Agent(model=Scripted(["```python\\nfinal_answer(len(sales))\\n```"]), runtime="inprocess")
+    agent.runtime.inject("sales", df)
+    result = agent.run("How many orders?")       # result.answer == len(df)
+
+    async for event in agent.stream("..."):     # StepStarted, TextChunk, CodeStarted, Observation,
+        ...                                     # StepFinished, Compacted, RunFinished, RunError
+
+The system prompt is rendered from ``runtime.describe()`` before every call, so
+the model sees the variables it created without their contents travelling
+through the message stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cave import prompts
+from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
+from cave.trajectory import Step, Trajectory
+from runtimes.base import ExecError, Execution, Runtime, create_runtime
+
+
+# -- the final_answer signal -------------------------------------------------------------------
+class FinalAnswer(BaseException):  # noqa: N818 - a signal, not an error
+    """Raised by ``final_answer``. A BaseException so ``except Exception`` in the model's code cannot swallow it."""
+
+    def __init__(self, value: Any = None) -> None:
+        super().__init__("final_answer() was called")
+        self.value = value
+
+
+FINAL_VAR = "_final_answer"
+
+
+def final_answer(value: Any) -> None:
+    """Finish the task with ``value``: the result object itself (a DataFrame, a number, a list), not a description."""
+    # Stash the value in the namespace of the code that called us (the runtime's globals), so a
+    # host on the far side of a process boundary can retrieve it even if only the error type crosses.
+    sys._getframe(1).f_globals[FINAL_VAR] = value
+    raise FinalAnswer(value)
+
+
+def _is_final_error(error: ExecError | None) -> bool:
+    return error is not None and error.type.rsplit(".", 1)[-1] == "FinalAnswer"
+
+
+# -- events --------------------------------------------------------------------------------------
+@dataclass(slots=True)
+class RunStarted:
+    trajectory: Trajectory
+    resumed: bool = False
+
+
+@dataclass(slots=True)
+class StepStarted:
+    index: int
+    max_steps: int
+
+
+@dataclass(slots=True)
+class TextChunk:
+    """Streamed reply text (for live display)."""
+
+    index: int
+    text: str
+
+
+@dataclass(slots=True)
+class CodeStarted:
+    index: int
+    block: int
+    code: str
+
+
+@dataclass(slots=True)
+class Observation:
+    index: int
+    block: int
+    execution: Execution
+    text: str  # what the model is shown for this block
+    final: bool = False
+
+
+@dataclass(slots=True)
+class StepFinished:
+    step: Step
+
+
+@dataclass(slots=True)
+class Compacted:
+    """Old context was shrunk: ``how`` is "elide" (observations replaced by markers) or "summary"."""
+
+    how: str
+    tokens_before: int
+    tokens_after: int
+    step: Step | None = None  # the summarizing LLM call, when how == "summary"
+
+
+@dataclass(slots=True)
+class RunError:
+    message: str
+    exception: BaseException | None = None
+
+
+@dataclass(slots=True)
+class RunFinished:
+    trajectory: Trajectory
+
+
+Event = RunStarted | StepStarted | TextChunk | CodeStarted | Observation | StepFinished | Compacted | RunError | RunFinished
+
+
+class Skills(Protocol):
+    """What the agent needs from an Agent Skills set (see cave.skills)."""
+
+    def prompt_section(self) -> str: ...
+
+    def install(self, runtime: Runtime) -> None: ...
+
+
+@dataclass
+class RunResult:
+    answer: Any
+    status: str
+    trajectory: Trajectory
+
+    @property
+    def run_id(self) -> str:
+        return self.trajectory.run_id
+
+    @property
+    def usage(self) -> Usage:
+        return self.trajectory.usage
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("success", "no_code")
+
+
+@dataclass
+class _Generation:
+    text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str = "stop"
+    completions: list[Completion] = field(default_factory=list)
+
+
+# -- the agent -----------------------------------------------------------------------------------
+class Agent:
+    """A code-as-action agent: an LLM backend plus a persistent runtime.
+
+    ``model``: an LLM instance or a registered backend name ("local", the embedded default;
+    "openai", "transformers", "vllm", "scripted"); ``model_options`` go to the backend.
+    ``runtime``: a Runtime or a registered name ("inprocess", "kernel"). The runtime persists
+    across ``run`` calls, so a second run sees what the first one left behind.
+    """
+
+    def __init__(
+        self,
+        model: str | LLM = "local",
+        runtime: str | Runtime = "inprocess",
+        *,
+        max_steps: int = 8,
+        max_tokens: int = 768,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        timeout: float | None = None,
+        skills: Skills | None = None,
+        instructions: str | None = None,
+        prompt_budget: int | None = None,
+        observation_limit: int = 3000,
+        max_continuations: int = 2,
+        compact_at: float = 0.85,
+        keep_recent: int = 2,
+        stream: bool = True,
+        role: str = "agent",
+        model_options: dict[str, Any] | None = None,
+        runtime_options: dict[str, Any] | None = None,
+    ) -> None:
+        self.llm: LLM = create_backend(model, **(model_options or {})) if isinstance(model, str) else model
+        self.runtime: Runtime = create_runtime(runtime, **(runtime_options or {})) if isinstance(runtime, str) else runtime
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.seed = seed
+        self.timeout = timeout
+        self.skills = skills
+        self.instructions = instructions
+        window = getattr(self.llm, "context_window", 8192) or 8192
+        self.prompt_budget = prompt_budget or max(256, min(1500, window // 4))
+        self.observation_limit = observation_limit
+        self.max_continuations = max_continuations
+        self.compact_at = compact_at
+        self.keep_recent = keep_recent
+        self.use_stream = stream
+        self.role = role
+        self.history: list[Message] = []  # earlier turns (task + answer), for multi-turn runs
+        self._started = False
+        self._count = getattr(self.llm, "count_tokens", prompts.estimate_tokens)
+
+    # -- sync and async edges ------------------------------------------------------------------
+    def run(self, task: str, **kwargs: Any) -> RunResult:
+        """Run to the end and return the result (sync). Use ``arun`` inside an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(task, **kwargs))
+        raise RuntimeError("Agent.run() was called inside a running event loop; use `await agent.arun(...)` there")
+
+    async def arun(self, task: str, *, on_event: Any = None, resume: Trajectory | None = None) -> RunResult:
+        traj: Trajectory | None = None
+        async for event in self.stream(task, resume=resume):
+            if on_event is not None:
+                on_event(event)
+            if isinstance(event, RunFinished):
+                traj = event.trajectory
+        assert traj is not None
+        return RunResult(traj.final_answer, traj.status, traj)
+
+    # -- setup ---------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Inject final_answer and install skills (once per runtime; again after a restart is harmless)."""
+        if self._started:
+            return
+        self.runtime.inject_function(final_answer, description="finish the task with the result object")
+        if self.skills is not None:
+            self.skills.install(self.runtime)
+        self._started = True
+
+    async def describe(self) -> list[Any]:
+        adescribe = getattr(self.runtime, "adescribe", None)
+        if adescribe is not None:
+            return await adescribe()
+        if self.runtime.name == "inprocess":  # cheap, no I/O: skip the thread hop
+            return self.runtime.describe()
+        return await asyncio.to_thread(self.runtime.describe)
+
+    async def system_prompt(self) -> str:
+        extra = []
+        if self.skills is not None:
+            extra.append(self.skills.prompt_section())
+        if self.instructions:
+            extra.append(self.instructions)
+        return prompts.render_system_prompt(
+            await self.describe(), budget_tokens=self.prompt_budget, count_tokens=self._count, extra_sections=extra
+        )
+
+    # -- the loop ------------------------------------------------------------------------------
+    async def stream(self, task: str, *, resume: Trajectory | None = None) -> AsyncIterator[Event]:
+        """Run the task, yielding events. The last event is always RunFinished."""
+        self.start()
+        if resume is not None:
+            traj = resume
+            traj.status, traj.error, traj.finished_at = "running", None, None
+            messages = resume_messages(resume)
+        else:
+            traj = Trajectory(task=task)
+            messages = [{"role": "system", "content": ""}, *self.history, {"role": "user", "content": task}]
+            traj.meta["head"] = len(messages)
+        head = int(traj.meta.get("head", 2))  # system + earlier turns + task: never compacted away
+        yield RunStarted(traj, resumed=resume is not None)
+        try:
+            while traj.status == "running" and _action_steps(traj) < self.max_steps:
+                async for event in self._step(traj, messages, head):
+                    yield event
+            if traj.status == "running":
+                async for event in self._summarize_at_limit(traj, messages):
+                    yield event
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            traj.status, traj.error = "interrupted", "interrupted by the user"
+            traj.finished_at = time.time()
+            raise
+        except Exception as e:  # a backend or runtime failure: end the run with a clear status
+            traj.status, traj.error = "error", f"{type(e).__name__}: {e}"
+            yield RunError(traj.error, e)
+        traj.finished_at = time.time()
+        if traj.status in ("success", "no_code", "max_steps"):
+            self.history += [messages[head - 1], {"role": "assistant", "content": _answer_note(traj)}]
+        yield RunFinished(traj)
+
+    async def _step(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
+        messages[0] = {"role": "system", "content": await self.system_prompt()}
+        async for event in self._maybe_compact(traj, messages, head):
+            yield event
+        index = _next_index(traj)
+        yield StepStarted(index, self.max_steps)
+        t0 = time.time()
+        step = Step(index=index, role=self.role, messages=list(messages), run_id=traj.run_id, started_at=t0)
+        step.team_run_id = traj.team_run_id
+        gen = _Generation()
+        async for event in self._generate(index, messages, gen):
+            yield event
+        _fill_llm_fields(step, gen, time.time() - t0)
+        messages.append({"role": "assistant", "content": gen.text})
+
+        blocks = prompts.extract_code(gen.text)
+        if not blocks:
+            traj.status, traj.final_answer = "no_code", gen.text.strip()
+            step.duration = time.time() - t0
+            traj.steps.append(step)
+            yield StepFinished(step)
+            return
+
+        formatted: list[str] = []
+        records: list[dict[str, Any]] = []
+        executions: list[Execution] = []
+        skipped = 0
+        for b, code in enumerate(blocks):
+            yield CodeStarted(index, b, code)
+            ex, is_final, value = await self._execute(code)
+            executions.append(ex)
+            records.append({"code": code, "execution": ex.to_dict(), "final": is_final})
+            text = prompts.format_execution(ex, limit=self.observation_limit)
+            formatted.append(text)
+            yield Observation(index, b, ex, text, is_final)
+            if is_final:
+                traj.status, traj.final_answer = "success", value
+                break
+            if not ex.ok:
+                skipped = len(blocks) - b - 1
+                break
+        step.code = "\n\n".join(blocks)
+        step.execution = _merge(executions)
+        step.meta["blocks"] = records
+        step.observation = prompts.observation_message(formatted, skipped)
+        if traj.status == "running":
+            messages.append({"role": "user", "content": step.observation})
+        step.duration = time.time() - t0
+        traj.steps.append(step)
+        yield StepFinished(step)
+
+    async def _generate(self, index: int, messages: list[Message], gen: _Generation) -> AsyncIterator[Event]:
+        """One LLM reply, continued when the length limit cut it inside a code block."""
+        convo = messages
+        for attempt in range(self.max_continuations + 1):
+            completion: Completion | None = None
+            async for item in self._call(convo):
+                if isinstance(item, TextDelta):
+                    yield TextChunk(index, item.text)
+                else:
+                    completion = item
+            assert completion is not None
+            gen.completions.append(completion)
+            gen.usage = gen.usage + completion.usage
+            gen.finish_reason = completion.finish_reason
+            gen.text += _strip_reopened_fence(completion.text) if attempt else completion.text
+            if completion.finish_reason != "length" or prompts.unclosed_code(gen.text) is None:
+                return
+            if attempt < self.max_continuations:
+                convo = [
+                    *messages,
+                    {"role": "assistant", "content": gen.text},
+                    {"role": "user", "content": prompts.CONTINUE_PROMPT},
+                ]
+
+    async def _call(self, messages: list[Message]) -> AsyncIterator[TextDelta | Completion]:
+        """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""
+        kwargs: dict[str, Any] = dict(max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed)
+        if self.use_stream:
+            async for item in self.llm.stream(messages, **kwargs):
+                yield item
+        else:
+            completion = await self.llm.complete(messages, **kwargs)
+            if completion.text:
+                yield TextDelta(completion.text)
+            yield completion
+
+    async def _execute(self, code: str) -> tuple[Execution, bool, Any]:
+        """Run one block. Returns (execution, final_answer called?, the final value)."""
+        t0 = time.perf_counter()
+        try:
+            ex = await self.runtime.aexecute(code, self.timeout)
+        except FinalAnswer as signal:  # an in-process runtime that lets BaseExceptions through
+            return Execution(duration=time.perf_counter() - t0), True, signal.value
+        if _is_final_error(ex.error):  # the signal crossed a process boundary as an error type name
+            ex.error = None
+            value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
+            return ex, True, value
+        return ex, False, None
+
+    async def _summarize_at_limit(self, traj: Trajectory, messages: list[Message]) -> AsyncIterator[Event]:
+        index = _next_index(traj)
+        yield StepStarted(index, self.max_steps)
+        convo = [*messages, {"role": "user", "content": prompts.MAX_STEPS_PROMPT}]
+        t0 = time.time()
+        step = Step(index=index, role=self.role, messages=convo, run_id=traj.run_id, kind="summary", started_at=t0)
+        gen = _Generation()
+        async for event in self._generate(index, convo, gen):
+            yield event
+        _fill_llm_fields(step, gen, time.time() - t0)
+        step.duration = step.llm_duration
+        traj.steps.append(step)
+        traj.status, traj.final_answer = "max_steps", gen.text.strip()
+        yield StepFinished(step)
+
+    # -- context compaction --------------------------------------------------------------------
+    def prompt_tokens(self, messages: list[Message]) -> int:
+        return sum(self._count(str(m.get("content") or "")) + 4 for m in messages)
+
+    async def _maybe_compact(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
+        """Keep the prompt under ``compact_at`` of the window: elide old observations, then summarize."""
+        window = getattr(self.llm, "context_window", 0) or 0
+        if not window:
+            return
+        limit = int(window * self.compact_at) - self.max_tokens
+        before = self.prompt_tokens(messages)
+        if before <= limit:
+            return
+        recent = 2 * self.keep_recent  # the last exchanges stay verbatim
+        body_end = max(head, len(messages) - recent)
+        elided = 0
+        for i in range(head, body_end):
+            content = str(messages[i].get("content") or "")
+            if messages[i]["role"] == "user" and content.startswith("Observation:") and "[elided" not in content:
+                messages[i] = {"role": "user", "content": f"Observation: [elided to save context; it was {len(content)} characters]"}
+                elided += 1
+        after = self.prompt_tokens(messages)
+        if elided:
+            yield Compacted("elide", before, after)
+        if after <= limit or body_end <= head:
+            return
+        # Still too long: one LLM call summarizes the middle; the task and the recent exchanges stay.
+        middle = messages[head:body_end]
+        convo = [*messages[:head], *middle, {"role": "user", "content": prompts.SUMMARY_PROMPT}]
+        t0 = time.time()
+        step = Step(index=_next_index(traj), role=self.role, messages=convo, run_id=traj.run_id, kind="compaction", started_at=t0)
+        gen = _Generation()
+        async for _ in self._generate(step.index, convo, gen):
+            pass
+        _fill_llm_fields(step, gen, time.time() - t0)
+        step.duration = step.llm_duration
+        task_msg = messages[head - 1]
+        base_task = str(task_msg["content"]).split("\n\nProgress so far", 1)[0]
+        messages[head - 1] = {
+            "role": "user",
+            "content": f"{base_task}\n\nProgress so far (your own summary of the earlier steps):\n{gen.text.strip()}",
+        }
+        del messages[head:body_end]
+        traj.steps.append(step)
+        after2 = self.prompt_tokens(messages)
+        yield Compacted("summary", before, after2, step)
+        yield StepFinished(step)
+
+    # -- resume --------------------------------------------------------------------------------
+    async def replay(self, trajectory: Trajectory) -> int:
+        """Re-run the successful code blocks of stored steps, rebuilding runtime state. Returns blocks run."""
+        self.start()
+        n = 0
+        for step in trajectory.steps:
+            for block in step.meta.get("blocks", []):
+                ex = block.get("execution") or {}
+                if block.get("final") or ex.get("error") or ex.get("timed_out"):
+                    continue
+                await self.runtime.aexecute(block["code"], self.timeout)
+                n += 1
+        return n
+
+
+# -- helpers -------------------------------------------------------------------------------------
+def _next_index(traj: Trajectory) -> int:
+    return traj.steps[-1].index + 1 if traj.steps else 0
+
+
+def _action_steps(traj: Trajectory) -> int:
+    return sum(1 for s in traj.steps if s.kind == "action")
+
+
+def _fill_llm_fields(step: Step, gen: _Generation, llm_duration: float) -> None:
+    step.completion = gen.text
+    step.usage = gen.usage
+    step.finish_reason = gen.finish_reason
+    step.llm_duration = llm_duration
+    if len(gen.completions) > 1:
+        step.meta["continuations"] = len(gen.completions) - 1
+    else:  # token ids are only meaningful for training when one call produced the whole reply
+        c = gen.completions[0]
+        step.token_ids, step.logprobs, step.prompt_token_ids = c.token_ids, c.logprobs, c.prompt_token_ids
+
+
+def _strip_reopened_fence(text: str) -> str:
+    """A continuation that restarts with ```python would open a second block; drop that line.
+
+    >>> _strip_reopened_fence("```python\\nx = 1\\n```")
+    'x = 1\\n```'
+    """
+    stripped = text.lstrip()
+    if stripped.startswith("```"):
+        nl = stripped.find("\n")
+        return stripped[nl + 1 :] if nl != -1 else ""
+    return text
+
+
+def _merge(executions: list[Execution]) -> Execution | None:
+    if not executions:
+        return None
+    if len(executions) == 1:
+        return executions[0]
+    return Execution(
+        stdout="".join(e.stdout for e in executions),
+        stderr="".join(e.stderr for e in executions),
+        result=executions[-1].result,
+        error=next((e.error for e in executions if e.error is not None), None),
+        duration=sum(e.duration for e in executions),
+        timed_out=any(e.timed_out for e in executions),
+        recovery=next((e.recovery for e in executions if e.recovery), None),
+    )
+
+
+def _answer_note(traj: Trajectory) -> str:
+    """What a later turn sees of this one: the status and a short repr of the answer."""
+    if traj.status == "success":
+        r = repr(traj.final_answer)
+        return f"(final_answer was called with: {r[:300] + '...' if len(r) > 300 else r})"
+    return str(traj.final_answer or "")[:1000]
+
+
+def resume_messages(traj: Trajectory) -> list[Message]:
+    """The conversation after the last stored action step: its prompt, its reply, its observation."""
+    for step in reversed(traj.steps):
+        if step.kind == "action" and step.messages:
+            messages = [dict(m) for m in step.messages]
+            messages.append({"role": "assistant", "content": step.completion})
+            if step.observation:
+                messages.append({"role": "user", "content": step.observation})
+            return messages
+    return [{"role": "system", "content": ""}, {"role": "user", "content": traj.task}]

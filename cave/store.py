@@ -1,0 +1,455 @@
+"""Trajectories in SQLite through SQLAlchemy, written step by step.
+
+Four tables: ``runs``, ``steps``, ``messages`` and ``executions``. Each step is
+one transaction, committed when the step finishes, so a run killed with
+SIGKILL after step k still has steps 1..k on disk. Messages are stored once per
+run (deduplicated by content); a step refers to the messages of its prompt by
+id, so every step's exact prompt is kept without storing the conversation
+over and over.
+
+The store consumes the agent's events (``store.on_event(event)``) and reads
+runs back as the same ``Trajectory`` record the agent produced.
+
+Where: ``$CAVE_HOME/cave.db`` if CAVE_HOME is set, else ``./runs/cave.db``; each
+run also gets a folder next to the database (``runs/<run_id>/``) with
+``trajectory.jsonl`` (one line per step, appended as it happens), the saved
+outputs and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    insert,
+    select,
+    update,
+)
+
+from cave.agent import Compacted, RunError, RunFinished, RunStarted, StepFinished
+from cave.llm.base import Usage
+from cave.trajectory import Step, Trajectory, _jsonable
+from runtimes.base import Execution
+
+metadata = MetaData()
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("name", String(200)),
+    Column("task", Text, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float),
+    Column("finished_at", Float),
+    Column("final_answer", Text),  # JSON of a JSON-friendly stand-in
+    Column("error", Text),
+    Column("n_steps", Integer, default=0),
+    Column("prompt_tokens", Integer, default=0),
+    Column("completion_tokens", Integer, default=0),
+    Column("cached_tokens", Integer, default=0),
+    Column("total_tokens", Integer, default=0),
+    Column("team_run_id", String(32)),
+    Column("task_path", Text),  # the task file, for --resume
+    Column("run_dir", Text),
+    Column("meta", Text),  # JSON
+)
+
+steps = Table(
+    "steps",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(32), ForeignKey("runs.id"), nullable=False, index=True),
+    Column("idx", Integer, nullable=False),
+    Column("role", String(64)),
+    Column("kind", String(20)),
+    Column("completion", Text),
+    Column("code", Text),
+    Column("observation", Text),
+    Column("finish_reason", String(20)),
+    Column("prompt_tokens", Integer),
+    Column("completion_tokens", Integer),
+    Column("cached_tokens", Integer),
+    Column("total_tokens", Integer),
+    Column("started_at", Float),
+    Column("duration", Float),
+    Column("llm_duration", Float),
+    Column("reward", Float),
+    Column("prompt_refs", Text),  # JSON list of message ids: the exact prompt of this call
+    Column("token_ids", Text),
+    Column("logprobs", Text),
+    Column("prompt_token_ids", Text),
+    Column("team_run_id", String(32)),
+    Column("meta", Text),
+    UniqueConstraint("run_id", "idx"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(32), ForeignKey("runs.id"), nullable=False, index=True),
+    Column("role", String(20), nullable=False),
+    Column("content", Text, nullable=False),
+    Column("digest", String(40), nullable=False),
+    Column("extra", Text),  # JSON of other keys (name, tool_calls...), if any
+)
+
+executions = Table(
+    "executions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_id", String(32), ForeignKey("runs.id"), nullable=False, index=True),
+    Column("step_idx", Integer, nullable=False),
+    Column("block", Integer, nullable=False),
+    Column("code", Text),
+    Column("stdout", Text),
+    Column("stderr", Text),
+    Column("result", Text),
+    Column("error", Text),  # JSON of ExecError
+    Column("duration", Float),
+    Column("timed_out", Boolean),
+    Column("recovery", String(20)),
+    Column("final", Boolean),
+)
+
+
+def default_db_path() -> Path:
+    home = os.environ.get("CAVE_HOME")
+    return Path(home) / "cave.db" if home else Path("runs") / "cave.db"
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, default=repr)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class Store:
+    """A SQLite trajectory store. ``Store()`` opens (or creates) the default database."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path else default_db_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.root = self.path.parent
+        self.engine = create_engine(f"sqlite:///{self.path}")
+        event.listen(self.engine, "connect", _sqlite_pragmas)
+        metadata.create_all(self.engine)
+        self._msg_ids: dict[str, dict[tuple[str, str], int]] = {}  # run_id -> (role, digest) -> id
+        self._meta: dict[str, dict[str, Any]] = {}  # run_id -> extra run metadata given at start
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run_dir(self, run_id: str) -> Path:
+        d = self.root / run_id
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    # -- writing ---------------------------------------------------------------------------------
+    def on_event(self, ev: Any) -> None:
+        """Feed every agent event here; the store keeps what it needs."""
+        if isinstance(ev, RunStarted):
+            if ev.resumed:
+                self.mark(ev.trajectory.run_id, "running", error=None)
+            else:
+                self.start_run(ev.trajectory)
+        elif isinstance(ev, StepFinished):
+            self.add_step(ev.step)
+        elif isinstance(ev, RunFinished):
+            self.finish_run(ev.trajectory)
+        elif isinstance(ev, RunError | Compacted):
+            pass  # the error lands in RunFinished; a summary call arrives as its own StepFinished
+
+    def start_run(self, traj: Trajectory, *, name: str | None = None, task_path: str | None = None, meta: dict[str, Any] | None = None) -> None:
+        meta = {**self._meta.pop(traj.run_id, {}), **(meta or {}), **traj.meta}
+        run_dir = self.run_dir(traj.run_id)
+        with self.engine.begin() as conn:
+            conn.execute(
+                insert(runs).values(
+                    id=traj.run_id,
+                    name=name or meta.get("name"),
+                    task=traj.task,
+                    status=traj.status,
+                    created_at=traj.started_at,
+                    updated_at=time.time(),
+                    team_run_id=traj.team_run_id,
+                    task_path=task_path or meta.get("task_path"),
+                    run_dir=str(run_dir),
+                    meta=_dumps(meta),
+                )
+            )
+        self._msg_ids[traj.run_id] = {}
+
+    def prepare(self, run_id: str, **meta: Any) -> None:
+        """Attach metadata (task_path, name, ...) to a run before its RunStarted event arrives."""
+        self._meta.setdefault(run_id, {}).update(meta)
+
+    def add_step(self, step: Step) -> None:
+        """Write one step (its new messages, the step, its executions) in one committed transaction."""
+        run_id = step.run_id
+        with self.engine.begin() as conn:
+            refs = self._message_refs(conn, run_id, step.messages or [])
+            meta = {k: v for k, v in step.meta.items() if k != "blocks"}
+            conn.execute(
+                insert(steps).values(
+                    run_id=run_id,
+                    idx=step.index,
+                    role=step.role,
+                    kind=step.kind,
+                    completion=step.completion,
+                    code=step.code,
+                    observation=step.observation,
+                    finish_reason=step.finish_reason,
+                    prompt_tokens=step.usage.prompt_tokens,
+                    completion_tokens=step.usage.completion_tokens,
+                    cached_tokens=step.usage.cached_tokens,
+                    total_tokens=step.usage.total_tokens,
+                    started_at=step.started_at,
+                    duration=step.duration,
+                    llm_duration=step.llm_duration,
+                    reward=step.reward,
+                    prompt_refs=json.dumps(refs),
+                    token_ids=_dumps(step.token_ids),
+                    logprobs=_dumps(step.logprobs),
+                    prompt_token_ids=_dumps(step.prompt_token_ids),
+                    team_run_id=step.team_run_id,
+                    meta=_dumps(meta),
+                )
+            )
+            blocks = step.meta.get("blocks") or []
+            if blocks:
+                conn.execute(
+                    insert(executions),
+                    [
+                        {
+                            "run_id": run_id,
+                            "step_idx": step.index,
+                            "block": b,
+                            "code": rec["code"],
+                            "stdout": rec["execution"]["stdout"],
+                            "stderr": rec["execution"]["stderr"],
+                            "result": rec["execution"]["result"],
+                            "error": _dumps(rec["execution"]["error"]),
+                            "duration": rec["execution"]["duration"],
+                            "timed_out": rec["execution"]["timed_out"],
+                            "recovery": rec["execution"]["recovery"],
+                            "final": rec.get("final", False),
+                        }
+                        for b, rec in enumerate(blocks)
+                    ],
+                )
+            u = step.usage
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id)
+                .values(
+                    n_steps=runs.c.n_steps + 1,
+                    prompt_tokens=runs.c.prompt_tokens + u.prompt_tokens,
+                    completion_tokens=runs.c.completion_tokens + u.completion_tokens,
+                    cached_tokens=runs.c.cached_tokens + u.cached_tokens,
+                    total_tokens=runs.c.total_tokens + u.total_tokens,
+                    updated_at=time.time(),
+                )
+            )
+        # The JSONL next to the database is for people and tools; the database is the source of truth.
+        line = step.to_dict()
+        line["messages"] = refs
+        with open(self.run_dir(run_id) / "trajectory.jsonl", "a", encoding="utf-8") as f:
+            f.write(json.dumps(line, default=repr) + "\n")
+
+    def _message_refs(self, conn: Any, run_id: str, msgs: list[dict[str, Any]]) -> list[int]:
+        known = self._msg_ids.get(run_id)
+        if known is None:  # a fresh process (resume): load what this run already stored
+            rows = conn.execute(select(messages.c.id, messages.c.role, messages.c.digest).where(messages.c.run_id == run_id))
+            known = self._msg_ids[run_id] = {(r.role, r.digest): r.id for r in rows}
+        refs = []
+        for m in msgs:
+            content = str(m.get("content") or "")
+            extra = {k: v for k, v in m.items() if k not in ("role", "content")}
+            digest = hashlib.sha1(f"{content}\x00{_dumps(extra) if extra else ''}".encode()).hexdigest()
+            key = (m["role"], digest)
+            mid = known.get(key)
+            if mid is None:
+                res = conn.execute(
+                    insert(messages).values(
+                        run_id=run_id, role=m["role"], content=content, digest=digest, extra=_dumps(extra) if extra else None
+                    )
+                )
+                mid = known[key] = res.inserted_primary_key[0]
+            refs.append(mid)
+        return refs
+
+    def finish_run(self, traj: Trajectory) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(runs)
+                .where(runs.c.id == traj.run_id)
+                .values(
+                    status=traj.status,
+                    finished_at=traj.finished_at or time.time(),
+                    updated_at=time.time(),
+                    final_answer=json.dumps(_jsonable(traj.final_answer)),
+                    error=traj.error,
+                    meta=_dumps(traj.meta),
+                )
+            )
+
+    def mark(self, run_id: str, status: str, *, error: str | None = None) -> None:
+        """Set a run's status (e.g. "interrupted" after Ctrl-C, "running" on resume)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(status=status, error=error, updated_at=time.time()))
+
+    def update_meta(self, run_id: str, **values: Any) -> None:
+        with self.engine.begin() as conn:
+            row = conn.execute(select(runs.c.meta).where(runs.c.id == run_id)).first()
+            meta = _loads(row.meta) if row and row.meta else {}
+            meta.update(values)
+            conn.execute(update(runs).where(runs.c.id == run_id).values(meta=_dumps(meta)))
+
+    # -- reading ---------------------------------------------------------------------------------
+    def list_runs(self, limit: int = 20, status: str | None = None) -> list[dict[str, Any]]:
+        """Newest first: id, name, task, status, steps, tokens, times."""
+        q = select(runs).order_by(runs.c.created_at.desc()).limit(limit)
+        if status:
+            q = q.where(runs.c.status == status)
+        with self.engine.connect() as conn:
+            return [self._run_row(r) for r in conn.execute(q)]
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        """One run's row. A unique prefix of the id is enough. Raises KeyError listing recent ids."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(runs).where(runs.c.id.startswith(run_id, autoescape=True)).limit(2)).all()
+        if len(rows) != 1:
+            recent = ", ".join(r["id"] for r in self.list_runs(5)) or "(none)"
+            what = "is ambiguous" if rows else "not found"
+            raise KeyError(f"run {run_id!r} {what} in {self.path}; recent runs: {recent}")
+        return self._run_row(rows[0])
+
+    @staticmethod
+    def _run_row(r: Any) -> dict[str, Any]:
+        d = dict(r._mapping)
+        d["meta"] = _loads(d["meta"]) or {}
+        d["final_answer"] = _loads(d["final_answer"])
+        return d
+
+    def load(self, run_id: str) -> Trajectory:
+        """Read a run back as a Trajectory (steps with their prompts, executions and usage)."""
+        run = self.get_run(run_id)
+        rid = run["id"]
+        with self.engine.connect() as conn:
+            msg_rows = conn.execute(select(messages).where(messages.c.run_id == rid)).all()
+            step_rows = conn.execute(select(steps).where(steps.c.run_id == rid).order_by(steps.c.idx)).all()
+            ex_rows = conn.execute(
+                select(executions).where(executions.c.run_id == rid).order_by(executions.c.step_idx, executions.c.block)
+            ).all()
+        by_id = {}
+        for m in msg_rows:
+            msg = {"role": m.role, "content": m.content}
+            if m.extra:
+                msg.update(json.loads(m.extra))
+            by_id[m.id] = msg
+        blocks: dict[int, list[dict[str, Any]]] = {}
+        for e in ex_rows:
+            ex = Execution(
+                stdout=e.stdout or "",
+                stderr=e.stderr or "",
+                result=e.result,
+                error=None,
+                duration=e.duration or 0.0,
+                timed_out=bool(e.timed_out),
+                recovery=e.recovery,
+            )
+            ex_d = ex.to_dict()
+            ex_d["error"] = _loads(e.error)
+            blocks.setdefault(e.step_idx, []).append({"code": e.code, "execution": ex_d, "final": bool(e.final)})
+        traj_steps = []
+        for s in step_rows:
+            meta = _loads(s.meta) or {}
+            if s.idx in blocks:
+                meta["blocks"] = blocks[s.idx]
+            step_blocks = meta.get("blocks") or []
+            exs = [Execution.from_dict(b["execution"]) for b in step_blocks]
+            traj_steps.append(
+                Step(
+                    index=s.idx,
+                    role=s.role,
+                    messages=[by_id[i] for i in json.loads(s.prompt_refs or "[]")],
+                    completion=s.completion or "",
+                    usage=Usage(s.prompt_tokens or 0, s.completion_tokens or 0, s.total_tokens or 0, s.cached_tokens or 0),
+                    finish_reason=s.finish_reason or "stop",
+                    code=s.code,
+                    execution=_merged(exs),
+                    observation=s.observation or "",
+                    started_at=s.started_at or 0.0,
+                    duration=s.duration or 0.0,
+                    llm_duration=s.llm_duration or 0.0,
+                    reward=s.reward,
+                    prompt_token_ids=_loads(s.prompt_token_ids),
+                    token_ids=_loads(s.token_ids),
+                    logprobs=_loads(s.logprobs),
+                    run_id=rid,
+                    team_run_id=s.team_run_id,
+                    kind=s.kind or "action",
+                    meta=meta,
+                )
+            )
+        return Trajectory(
+            run_id=rid,
+            task=run["task"],
+            steps=traj_steps,
+            status=run["status"],
+            final_answer=run["final_answer"],
+            error=run["error"],
+            team_run_id=run["team_run_id"],
+            started_at=run["created_at"],
+            finished_at=run["finished_at"],
+            meta=run["meta"],
+        )
+
+    def write_summary(self, run_id: str, summary: dict[str, Any]) -> Path:
+        path = self.run_dir(run_id) / "summary.json"
+        path.write_text(json.dumps(summary, indent=2, default=repr) + "\n", encoding="utf-8")
+        return path
+
+
+def _merged(exs: list[Execution]) -> Execution | None:
+    from cave.agent import _merge
+
+    return _merge(exs)
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    # WAL + synchronous=NORMAL: a commit survives the process being killed (not a power cut) and costs no fsync.
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()

@@ -1,0 +1,432 @@
+"""The task.yaml schema: what to solve, with which model and runtime, on which inputs.
+
+A task file is validated completely (files exist, URLs parse, import paths
+look right) before anything heavy happens, and every problem is reported as
+``FILE:LINE: FIELD: what is wrong`` plus the fix. ``cave schema`` prints the
+JSON Schema of this model.
+
+    task: Which region had the highest total revenue? Return a DataFrame of revenue by region.
+    model: {backend: local}
+    inputs:
+      sales: {file: data/sales.csv, description: one row per order}
+    outputs:
+      by_region: {format: csv}
+    max_steps: 6
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import keyword
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+KNOWN_BACKENDS = ("local", "openai", "scripted", "transformers", "vllm")
+KNOWN_RUNTIMES = ("inprocess", "kernel")
+FILE_FORMATS = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".jsonl": "json"}
+
+
+class TaskError(Exception):
+    """A task file is wrong. ``str()`` lists every problem as FILE:LINE: FIELD: message, then the fix."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+def _identifier(name: str, what: str) -> str:
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise ValueError(f"{what} name {name!r} is not a Python identifier; use letters, digits and _ (e.g. 'sales_2024')")
+    return name
+
+
+def _base_dir(info: ValidationInfo) -> Path:
+    ctx = info.context or {}
+    return Path(ctx.get("base_dir", "."))
+
+
+class ModelSpec(BaseModel):
+    """The LLM backend. Keys other than the ones below are passed to the backend as options
+    (e.g. ``model``, ``base_url``, ``api_key`` for openai; ``path`` for local; ``replies`` for scripted)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    backend: str = Field("local", description="one of: " + ", ".join(KNOWN_BACKENDS) + " (or a registered name)")
+    max_tokens: int = Field(768, ge=16, le=32768, description="most tokens per reply")
+    temperature: float = Field(0.0, ge=0.0, le=2.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"backend": data} if isinstance(data, str) else data
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        from cave.llm.base import BACKENDS  # registered names only; importing does not load a model
+
+        known = sorted(set(KNOWN_BACKENDS) | set(BACKENDS))
+        if v not in known:
+            close = difflib.get_close_matches(v, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ValueError(f"unknown backend {v!r}; {hint}use one of: {', '.join(known)}")
+        return v
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class RuntimeSpec(BaseModel):
+    """Where the agent's code runs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str = Field("inprocess", description="inprocess (fast, trusted code) or kernel (own process, killable)")
+    timeout: float = Field(60.0, gt=0, description="seconds per code cell")
+    memory_limit_mb: int | None = Field(None, gt=0, description="kernel only: address-space limit")
+    cpu_time_limit_s: int | None = Field(None, gt=0, description="kernel only: CPU-seconds limit")
+    options: dict[str, Any] = Field(default_factory=dict, description="more keyword arguments for the runtime")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        return {"kind": data} if isinstance(data, str) else data
+
+    @field_validator("kind")
+    @classmethod
+    def _known_runtime(cls, v: str) -> str:
+        from runtimes.base import RUNTIMES
+
+        known = sorted(set(KNOWN_RUNTIMES) | set(RUNTIMES))
+        if v not in known:
+            raise ValueError(f"unknown runtime {v!r}; use one of: {', '.join(known)}")
+        return v
+
+
+class InputSpec(BaseModel):
+    """One object injected into the runtime: exactly one of file, url, function, value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    file: str | None = Field(None, description="CSV/TSV/Parquet/JSON(L) file, loaded as a pandas DataFrame")
+    url: str | None = Field(None, description="SQLAlchemy URL, injected as an Engine (sqlite paths are relative to the task file)")
+    function: str | None = Field(None, description="a Python callable by import path, 'package.module:function'")
+    value: Any = Field(None, description="a literal value (number, string, list, mapping)")
+    format: Literal["auto", "csv", "parquet", "json"] = Field("auto", description="file format; auto = by extension")
+    read_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the pandas reader")
+    description: str | None = Field(None, description="shown to the model next to the name")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> InputSpec:
+        given = [k for k in ("file", "url", "function", "value") if getattr(self, k) is not None]
+        if len(given) != 1:
+            got = ", ".join(given) if given else "none"
+            raise ValueError(f"give exactly one of file, url, function, value (got: {got})")
+        return self
+
+    @field_validator("file")
+    @classmethod
+    def _file_exists(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return v
+        path = (_base_dir(info) / v).resolve()
+        if not path.is_file():
+            raise ValueError(f"file not found: {path}; paths are relative to the task file's folder")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url_parses(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return v
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(v)
+        except ArgumentError:
+            raise ValueError(f"not a SQLAlchemy URL: {v!r}; e.g. 'sqlite:///data/shop.db' or 'postgresql://user@host/db'") from None
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            path = (_base_dir(info) / url.database).resolve()
+            if not path.is_file():
+                raise ValueError(f"SQLite database not found: {path}; sqlite paths are relative to the task file's folder")
+        return v
+
+    @field_validator("function")
+    @classmethod
+    def _import_path(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        mod, _, attr = v.partition(":")
+        if not mod or not attr or not all(p.isidentifier() for p in mod.split(".") + attr.split(".")):
+            raise ValueError(f"import path {v!r} must look like 'package.module:function'")
+        return v
+
+
+class OutputSpec(BaseModel):
+    """A runtime variable saved after the run (DataFrames to Parquet/CSV, other values to JSON)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    variable: str | None = Field(None, description="runtime variable to save (default: the output's name); 'final_answer' for the answer")
+    format: Literal["auto", "parquet", "csv", "json", "pickle"] = Field("auto", description="auto: DataFrames to Parquet, the rest to JSON")
+    description: str | None = Field(None, description="told to the model: what this variable must hold")
+    required: bool = Field(True, description="a missing required output fails the run (exit status 1)")
+
+
+class TaskSpec(BaseModel):
+    """A task file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(description="what the agent must do, in plain words")
+    name: str | None = Field(None, description="a short label for listings")
+    model: ModelSpec = Field(default_factory=ModelSpec, description="LLM backend; default: the embedded local model")
+    runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
+    inputs: dict[str, InputSpec] = Field(default_factory=dict, description="objects injected into the runtime, by name")
+    skills: list[str] = Field(default_factory=list, description="Agent Skills folders (relative to the task file) or names")
+    outputs: dict[str, OutputSpec] = Field(default_factory=dict, description="runtime variables to retrieve and save")
+    max_steps: int = Field(8, ge=1, le=200, description="most LLM calls before the run stops with status max_steps")
+    seed: int | None = Field(None, description="sampling seed, for reproducible runs")
+    instructions: str | None = Field(None, description="extra text appended to the system prompt")
+
+    @field_validator("task")
+    @classmethod
+    def _not_empty(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("the task text is empty; say what the agent must do")
+        return v.strip()
+
+    @field_validator("inputs", "outputs")
+    @classmethod
+    def _names(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        for name in v:
+            _identifier(name, info.field_name[:-1])
+        return v
+
+
+@dataclass
+class Task:
+    """A validated task file: the spec plus where it came from (for relative paths and error lines)."""
+
+    spec: TaskSpec
+    path: Path | None = None
+    lines: dict[tuple[str, ...], int] | None = None  # field path -> line, for errors found after validation
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent if self.path else Path.cwd()
+
+    def where(self, *loc: str) -> str:
+        """'FILE:LINE' of a field, for error messages."""
+        line = (self.lines or {}).get(tuple(loc)) or (self.lines or {}).get(tuple(loc[:-1]))
+        return f"{self.path or '<task>'}:{line or 1}"
+
+    def prompt(self) -> str:
+        """The task text the model reads, with the outputs it must leave behind."""
+        text = self.spec.task
+        if self.spec.outputs:
+            lines = []
+            for name, out in self.spec.outputs.items():
+                var = out.variable or name
+                if var == "final_answer":
+                    continue
+                lines.append(f"- `{var}`" + (f": {out.description}" if out.description else ""))
+            if lines:
+                text += "\n\nBefore calling final_answer, store your results in these variables:\n" + "\n".join(lines)
+        return text
+
+
+# -- loading -------------------------------------------------------------------------------------
+def load_task(path: str | Path) -> Task:
+    """Read and validate a task file. Raises TaskError (every problem, with file:line and the fix)."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskError([f"{path}: no such task file; give the path to a task.yaml (see examples/)"])
+    text = path.read_text(encoding="utf-8")
+    return parse_task(text, path)
+
+
+def parse_task(text: str, path: Path | None = None) -> Task:
+    name = str(path) if path else "<task>"
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line = f"{mark.line + 1}:{mark.column + 1}" if mark else "1"
+        problem = " ".join(p for p in (e.context, e.problem) if p)
+        raise TaskError(
+            [f"{name}:{line}: YAML syntax error: {problem}\n  fix: check the indentation and quoting near that line"]
+        ) from None
+    if not isinstance(data, dict):
+        raise TaskError([f"{name}:1: a task file must be a mapping with at least `task: <what to do>`"])
+    lines = _line_map(node)
+    base = path.parent if path else Path.cwd()
+    try:
+        spec = TaskSpec.model_validate(data, context={"base_dir": str(base)})
+    except ValidationError as e:
+        raise TaskError([_explain(err, name, lines) for err in e.errors()]) from None
+    return Task(spec, path.resolve() if path else None, lines)
+
+
+def _line_map(node: yaml.Node | None, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], int]:
+    """Field path -> 1-based line of its key (mapping keys) or item (sequences)."""
+    out: dict[tuple[str, ...], int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            loc = (*prefix, str(key.value))
+            out[loc] = key.start_mark.line + 1
+            out.update(_line_map(value, loc))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            loc = (*prefix, str(i))
+            out[loc] = item.start_mark.line + 1
+            out.update(_line_map(item, loc))
+    return out
+
+
+_FIELD_HELP = {
+    "task": "task: Summarize sales by region and return a DataFrame",
+    "file": "file: data/sales.csv",
+}
+
+
+def _explain(err: dict[str, Any], name: str, lines: dict[tuple[str, ...], int]) -> str:
+    loc = tuple(str(p) for p in err["loc"])
+    # pydantic puts the model name of a before-validator in the loc for unions; keep only real keys.
+    line = None
+    for n in range(len(loc), -1, -1):
+        line = lines.get(loc[:n])
+        if line:
+            break
+    field = ".".join(loc) or "(top level)"
+    kind = err["type"]
+    msg = err["msg"].removeprefix("Value error, ")
+    if kind == "missing":
+        example = _FIELD_HELP.get(loc[-1], f"{loc[-1]}: ...")
+        fix = f"add `{example}`" + (f" under `{'.'.join(loc[:-1])}`" if len(loc) > 1 else "")
+        msg = "required field is missing"
+    elif kind == "extra_forbidden":
+        known = _known_fields(loc[:-1])
+        close = difflib.get_close_matches(loc[-1], known, n=1)
+        fix = (f"did you mean `{close[0]}`? " if close else "remove it; ") + "known fields here: " + ", ".join(known)
+        msg = f"unknown field `{loc[-1]}`"
+    elif kind in ("int_parsing", "float_parsing", "int_type", "float_type", "string_type", "bool_parsing", "dict_type"):
+        fix = f"give {err['msg'].split(' ')[-1] if 'valid' in err['msg'] else 'the right type'} (got {err.get('input')!r})"
+    elif kind == "literal_error":
+        fix = msg
+        msg = f"invalid value {err.get('input')!r}"
+    else:
+        fix = _fix_from(msg)
+    return f"{name}:{line or 1}: {field}: {msg}\n  fix: {fix}"
+
+
+def _fix_from(msg: str) -> str:
+    """Our validators phrase messages as 'problem; fix'. Split them."""
+    if "; " in msg:
+        return msg.split("; ", 1)[1]
+    return "see `cave schema` for the expected shape of this field"
+
+
+def _known_fields(loc: tuple[str, ...]) -> list[str]:
+    model: type[BaseModel] = TaskSpec
+    nested = {"model": ModelSpec, "runtime": RuntimeSpec, "inputs": InputSpec, "outputs": OutputSpec}
+    if loc and loc[0] in nested:
+        model = nested[loc[0]]
+    return list(model.model_fields)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of task files (what ``cave schema`` prints)."""
+    schema = TaskSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "cave task file"
+    return schema
+
+
+# -- resolving inputs (after validation, still before any model loads) ---------------------------
+def resolve_inputs(task: Task) -> dict[str, tuple[Any, str | None]]:
+    """Load every input: files as DataFrames, URLs as engines, import paths as callables.
+
+    Raises TaskError pointing at the input's line when loading fails.
+    """
+    out: dict[str, tuple[Any, str | None]] = {}
+    problems = []
+    for name, spec in task.spec.inputs.items():
+        try:
+            out[name] = (_load_input(spec, task.base_dir), spec.description)
+        except Exception as e:  # report every input that fails, not only the first
+            problems.append(f"{task.where('inputs', name)}: inputs.{name}: {type(e).__name__}: {e}\n  fix: {_input_fix(spec)}")
+    if problems:
+        raise TaskError(problems)
+    return out
+
+
+def _input_fix(spec: InputSpec) -> str:
+    if spec.file:
+        return "check the file's contents and format, or set `format:` / `read_options:` (passed to pandas)"
+    if spec.url:
+        return "check the URL and that the database driver is installed"
+    if spec.function:
+        return "check that the module is importable from the task's folder or installed, and the name exists"
+    return "check the value"
+
+
+def _load_input(spec: InputSpec, base: Path) -> Any:
+    if spec.file is not None:
+        return read_table(base / spec.file, spec.format, spec.read_options)
+    if spec.url is not None:
+        return open_engine(spec.url, base)
+    if spec.function is not None:
+        return import_callable(spec.function, base)
+    return spec.value
+
+
+def read_table(path: Path, fmt: str = "auto", options: dict[str, Any] | None = None) -> Any:
+    import pandas as pd
+
+    options = dict(options or {})
+    if fmt == "auto":
+        fmt = FILE_FORMATS.get(path.suffix.lower(), "")
+        if not fmt:
+            raise ValueError(f"cannot tell the format of {path.name}; set `format: csv|parquet|json`")
+    if fmt == "csv":
+        if path.suffix.lower() == ".tsv":
+            options.setdefault("sep", "\t")
+        return pd.read_csv(path, **options)
+    if fmt == "parquet":
+        return pd.read_parquet(path, **options)
+    if path.suffix.lower() == ".jsonl":
+        options.setdefault("lines", True)
+    return pd.read_json(path, **options)
+
+
+def open_engine(url: str, base: Path) -> Any:
+    from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
+        u = u.set(database=str((base / u.database).resolve()))
+    return create_engine(u)
+
+
+def import_callable(path: str, base: Path) -> Any:
+    mod_name, _, attr = path.partition(":")
+    # Helpers shipped next to the task file are importable.
+    if str(base) not in sys.path:
+        sys.path.insert(0, str(base))
+    obj: Any = importlib.import_module(mod_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{path} is a {type(obj).__name__}, not a callable")
+    return obj

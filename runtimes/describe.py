@@ -1,0 +1,304 @@
+"""Bounded previews of live objects, for ``Runtime.describe()``.
+
+A preview tells an agent what a variable *is* without printing its contents:
+shape, dtypes and columns of a DataFrame; length and element types of a container;
+signature and first docstring line of a callable; fields of a pydantic model or a
+dataclass; dialect and tables of a SQLAlchemy engine. Every preview is at most
+``MAX_PREVIEW`` characters, and computing one never raises.
+
+This module is imported both in the host process (InProcessRuntime) and inside the
+kernel (KernelRuntime), so it uses only the standard library and never imports a
+third-party package itself: a pandas object can only exist if pandas is loaded.
+
+>>> preview([1, 2, "a"])
+'list len 3 of int|str'
+>>> preview({"a": 1})
+"dict len 1 of str -> int; keys: 'a'"
+>>> def area(w: float, h: float = 1.0) -> float:
+...     '''Area of a rectangle.
+...
+...     More text.'''
+>>> preview(area)
+'area(w: float, h: float = 1.0) -> float — Area of a rectangle.'
+>>> type_name(1.5), kind_of(area), kind_of(int)
+('float', 'function', 'type')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import reprlib
+import sys
+import types
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from runtimes.base import VariableInfo, VariableKind
+
+MAX_PREVIEW = 300  # characters; the bound on any one variable's preview
+MAX_LISTED = 12  # columns, keys, fields or tables named before "(+N more)"
+
+_repr = reprlib.Repr()
+_repr.maxstring = 80
+_repr.maxother = 80
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxdict = 6
+
+
+def clip(text: str, limit: int = MAX_PREVIEW) -> str:
+    """Cut ``text`` to ``limit`` characters, marking the cut.
+
+    >>> clip("abcdef", 4)
+    'abc…'
+    """
+    text = " ".join(text.split()) if "\n" in text else text
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def type_name(obj: Any) -> str:
+    """A short qualified name of ``obj``'s type: ``pandas.DataFrame``, ``int``, ``Point``.
+
+    The public path is preferred when the top-level package re-exports the type.
+    """
+    t = type(obj)
+    mod = t.__module__ or ""
+    if mod in ("builtins", "__main__"):
+        return t.__qualname__
+    top = mod.split(".")[0]
+    pkg = sys.modules.get(top)
+    if pkg is not None and getattr(pkg, t.__name__, None) is t:
+        return f"{top}.{t.__qualname__}"
+    return f"{mod}.{t.__qualname__}"
+
+
+def kind_of(obj: Any) -> VariableKind:
+    if isinstance(obj, types.ModuleType):
+        return "module"
+    if isinstance(obj, type):
+        return "type"
+    if inspect.isroutine(obj) or type(obj).__name__ == "partial":
+        return "function"
+    return "variable"
+
+
+def _names(items: Iterable[str], limit: int = MAX_LISTED) -> str:
+    items = list(items)
+    shown = ", ".join(items[:limit])
+    return shown + (f" (+{len(items) - limit} more)" if len(items) > limit else "")
+
+
+def _elem_types(values: Iterable[Any], sample: int = 20) -> str:
+    seen: dict[str, None] = {}
+    for i, v in enumerate(values):
+        if i >= sample:
+            break
+        seen[type_name(v)] = None
+    return "|".join(seen) or "nothing"
+
+
+def _has_type(obj: Any, qualified: str) -> bool:
+    """isinstance by name ("package.Class"), so we never import the package to check."""
+    return _has_type_cls(type(obj), qualified)
+
+
+def _has_type_cls(cls: type, qualified: str) -> bool:
+    package, _, name = qualified.partition(".")
+    return any(c.__qualname__ == name and c.__module__.split(".")[0] == package for c in cls.__mro__)
+
+
+def _first_doc_line(obj: Any) -> str:
+    doc = inspect.getdoc(obj) or ""
+    return doc.strip().splitlines()[0].strip() if doc.strip() else ""
+
+
+def _signature(obj: Any) -> str:
+    try:
+        return str(inspect.signature(obj, eval_str=True))  # "x: int", not "x: 'int'", under PEP 563
+    except Exception:
+        pass
+    try:
+        return str(inspect.signature(obj))
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+# -- previews by kind ----------------------------------------------------------------------
+
+
+def _preview_callable(obj: Any) -> str:
+    name = getattr(obj, "__name__", None) or type(obj).__name__
+    doc = _first_doc_line(obj)
+    return f"{name}{_signature(obj)}" + (f" — {doc}" if doc else "")
+
+
+def _fields_of_class(cls: type) -> str | None:
+    if dataclasses.is_dataclass(cls):
+        parts = []
+        for f in dataclasses.fields(cls):
+            t = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", repr(f.type))
+            parts.append(f"{f.name}: {t}")
+        return "dataclass fields: " + _names(parts)
+    model_fields = getattr(cls, "model_fields", None)  # pydantic v2
+    if isinstance(model_fields, Mapping) and _has_type_cls(cls, "pydantic.BaseModel"):
+        parts = []
+        for fname, info in model_fields.items():
+            ann = getattr(info, "annotation", None)
+            parts.append(f"{fname}: {getattr(ann, '__name__', None) or repr(ann)}")
+        return "pydantic model fields: " + _names(parts)
+    return None
+
+
+def _preview_type(cls: type) -> str:
+    fields = _fields_of_class(cls)
+    if fields:
+        return f"class {cls.__qualname__} — {fields}"
+    if issubclass(cls, BaseException):
+        return f"exception class {cls.__qualname__}"
+    doc = _first_doc_line(cls) if cls.__doc__ else ""
+    return f"class {cls.__qualname__}{_signature(cls)}" + (f" — {doc}" if doc else "")
+
+
+def _preview_instance_fields(obj: Any) -> str | None:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        pairs = [f"{f.name}={_repr.repr(getattr(obj, f.name, None))}" for f in dataclasses.fields(obj)]
+        return f"{type(obj).__qualname__}({_names(pairs, 8)})"
+    if _has_type(obj, "pydantic.BaseModel"):
+        fields = getattr(type(obj), "model_fields", {})
+        pairs = [f"{n}={_repr.repr(getattr(obj, n, None))}" for n in fields]
+        return f"{type(obj).__qualname__}({_names(pairs, 8)})"
+    return None
+
+
+def _preview_dataframe(df: Any) -> str:
+    rows, cols = df.shape
+    columns = [f"{c}: {t}" for c, t in zip(df.columns, df.dtypes, strict=False)]
+    text = f"{rows} rows x {cols} columns; " + _names(columns)
+    index = df.index
+    if type(index).__name__ != "RangeIndex":
+        text += f"; index {type(index).__name__}"
+        if index.name is not None:
+            text += f" {index.name!r}"
+        text += f" {index.dtype}"
+    return text
+
+
+def _preview_series(s: Any) -> str:
+    name = f", name {s.name!r}" if s.name is not None else ""
+    return f"Series len {len(s)}, dtype {s.dtype}{name}"
+
+
+def _preview_ndarray(a: Any) -> str:
+    text = f"array shape {tuple(a.shape)} dtype {a.dtype}"
+    if a.size <= 10:
+        text += ": " + " ".join(repr(a.tolist()).split())
+    return text
+
+
+def _preview_engine(engine: Any) -> str:
+    url = engine.url
+    text = f"{engine.dialect.name} engine {url!r}"  # repr(url) hides the password
+    try:
+        from sqlalchemy import inspect as sa_inspect  # loaded already: an Engine exists
+
+        tables = sa_inspect(engine).get_table_names()
+        text += "; tables: " + (_names(tables) if tables else "(none)")
+    except Exception as e:  # an unreachable database must not break describe()
+        text += f"; tables unavailable ({type(e).__name__})"
+    return text
+
+
+def _preview_mapping(d: Mapping[Any, Any]) -> str:
+    text = f"{type(d).__name__} len {len(d)}"
+    if d:
+        text += f" of {_elem_types(d.keys())} -> {_elem_types(d.values())}"
+        keys = [_repr.repr(k) for _, k in zip(range(MAX_LISTED), d.keys(), strict=False)]
+        more = f" (+{len(d) - len(keys)} more)" if len(d) > len(keys) else ""
+        text += "; keys: " + ", ".join(keys) + more
+    return text
+
+
+def _preview_module(m: types.ModuleType) -> str:
+    version = getattr(m, "__version__", None)
+    return f"module {m.__name__}" + (f" {version}" if isinstance(version, str) else "")
+
+
+_SCALARS = (int, float, complex, bool, type(None))
+
+
+def preview(obj: Any) -> str:
+    """A short description of ``obj`` (never more than MAX_PREVIEW characters, never raises)."""
+    try:
+        return clip(_preview(obj))
+    except Exception as e:
+        return f"<no preview: {type(e).__name__}>"
+
+
+def _preview(obj: Any) -> str:
+    if isinstance(obj, types.ModuleType):
+        return _preview_module(obj)
+    if isinstance(obj, type):
+        return _preview_type(obj)
+    if isinstance(obj, _SCALARS):
+        return _repr.repr(obj)
+    if isinstance(obj, str):
+        return f"str len {len(obj)}: {_repr.repr(obj)}"
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return f"{type(obj).__name__} len {len(obj)}"
+    if inspect.isroutine(obj) or type(obj).__name__ == "partial":
+        return _preview_callable(obj)
+    for qualified, fn in _BY_TYPE:
+        if _has_type(obj, qualified):
+            return fn(obj)
+    fields = _preview_instance_fields(obj)
+    if fields is not None:
+        return fields
+    if isinstance(obj, Mapping):
+        return _preview_mapping(obj)
+    if isinstance(obj, list | tuple | set | frozenset) or type(obj).__name__ == "deque":
+        return f"{type(obj).__name__} len {len(obj)} of {_elem_types(obj)}"
+    return _repr.repr(obj)
+
+
+# Third-party types recognised by qualified name (their packages are never imported here).
+_BY_TYPE: list[tuple[str, Callable[[Any], str]]] = [
+    ("pandas.DataFrame", _preview_dataframe),
+    ("pandas.Series", _preview_series),
+    ("numpy.ndarray", _preview_ndarray),
+    ("sqlalchemy.Engine", _preview_engine),
+]
+
+
+# -- a whole namespace ------------------------------------------------------------------------
+
+
+def user_names(namespace: Mapping[str, Any], hidden: Iterable[str] = ()) -> list[str]:
+    """The names an agent should see: no ``_private`` names, no runtime machinery."""
+    hidden = set(hidden)
+    return [n for n in namespace if not n.startswith("_") and n not in hidden]
+
+
+def describe_namespace(
+    namespace: Mapping[str, Any],
+    hidden: Iterable[str] = (),
+    registered: Mapping[str, Any] | None = None,
+) -> list[VariableInfo]:
+    """One VariableInfo per user-visible name, in definition order.
+
+    ``registered`` maps injected names to their ``Registration`` (for kind and description).
+    """
+    registered = registered or {}
+    infos = []
+    for name in user_names(namespace, hidden):
+        obj = namespace[name]
+        reg = registered.get(name)
+        infos.append(
+            VariableInfo(
+                name=name,
+                type=type_name(obj),
+                kind=reg.kind if reg is not None and reg.kind != "variable" else kind_of(obj),
+                preview=preview(obj),
+                description=reg.description if reg is not None else None,
+                injected=reg is not None,
+            )
+        )
+    return infos

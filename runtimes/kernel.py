@@ -1,0 +1,972 @@
+"""KernelRuntime: agents' code runs in an IPython kernel in a process of its own.
+
+The kernel is an ipykernel started by jupyter-client's KernelManager (ipc transport).
+At start, the kernel also opens a small control channel back to the host (a Unix
+socket, length-prefixed JSON frames with an optional binary attachment). Cells,
+transfers and describe() go through that channel and run on the kernel's main thread
+(its event loop), with the same cell engine as the in-process runtime
+(``runtimes.inprocess.CellRunner``): one request, one reply with stdout, stderr, the
+result repr and the error, no iopub round trips. That is what brings a trivial cell
+from ~7 ms (a Jupyter execute request) to well under a millisecond.
+
+What the host guarantees, whatever the cell does:
+
+- Timeouts are killable. At the timeout the kernel gets SIGINT (KeyboardInterrupt in
+  the cell); if no reply comes within ``interrupt_grace_s`` the kernel is killed,
+  restarted and every registered object injected again. ``Execution.recovery`` says
+  "interrupted" or "restarted"; ``timed_out`` is True either way.
+- Crashes are detected (``os._exit``, a segfault, the OOM killer): the call that
+  sees it restarts the kernel, re-injects registered objects and returns an
+  Execution with ``recovery="crashed"`` and the kernel's last words (its stderr log,
+  where faulthandler writes a traceback). A kernel found dead at the start of a call
+  is restarted the same way, and the Execution says so.
+- Every wait has a timeout: start, transfers, replies. Nothing hangs.
+- Limits per runtime, applied inside the kernel process before ipykernel loads:
+  ``memory_limit_mb`` sets RLIMIT_DATA (heap and private anonymous mappings, soft =
+  hard so the code cannot raise it): an allocation past it raises MemoryError in the
+  cell. RLIMIT_AS is not used: glibc's per-thread arenas make an idle ipykernel
+  reserve ~800 MB of address space (measured), so an address-space limit of 512 MB
+  would stop the kernel from starting. ``cpu_time_limit_s`` is CPU seconds per cell
+  (RLIMIT_CPU's soft limit is moved before each cell; SIGXCPU raises
+  CPUTimeLimitExceeded in the cell; the wall-clock timeout remains the hard stop).
+- Each runtime has its own working directory (``workdir``, or a fresh temporary
+  directory removed at close).
+
+Objects cross the process boundary through ``runtimes.transfer``: pickle protocol 5
+with out-of-band buffers through a file in /dev/shm (mapped copy-on-write by the
+receiver), recipes for what cannot be pickled (a SQLAlchemy Engine is re-created from
+its URL), JSON for plain values. With ``trust=False`` retrieve() accepts only the safe
+formats (Arrow, npy, JSON) and never unpickles what the kernel sends.
+
+jupyter-client and ipykernel (the [kernel] extra) are imported only when a kernel
+starts, so ``import runtimes`` works on the core install.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import importlib.util
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from runtimes import transfer
+from runtimes.base import (
+    ExecError,
+    Execution,
+    Registration,
+    Runtime,
+    RuntimeError_,
+    TransferError,
+    VariableInfo,
+    missing_name_error,
+    register_runtime,
+)
+from runtimes.describe import kind_of
+from runtimes.inprocess import DEFAULT_MAX_OUTPUT_CHARS, check_name
+
+T = TypeVar("T")
+
+KERNEL_EXTRA_HINT = "install the kernel extra: pip install 'cave[kernel]' (jupyter-client, ipykernel, pyarrow, psutil)"
+_BOOT = "from runtimes.kernel import kernel_main; kernel_main()"
+_MID_FRAME_TIMEOUT_S = 60.0  # a frame that started arriving must finish within this
+_LIVENESS_CHECK_S = 0.25  # while waiting for a reply, check this often that the kernel still lives
+
+
+class KernelDied(RuntimeError_):
+    """The kernel process exited while the host was waiting for it."""
+
+
+def _require_kernel_extra() -> None:
+    missing = [m for m in ("jupyter_client", "ipykernel") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ImportError(f"KernelRuntime needs {' and '.join(missing)}: {KERNEL_EXTRA_HINT}")
+
+
+def _shm_dir() -> str | None:
+    """/dev/shm when it is a usable directory (then transfers never touch a disk)."""
+    path = "/dev/shm"
+    return path if os.path.isdir(path) and os.access(path, os.W_OK) else None
+
+
+# -- the kernel process, as the host sees it ---------------------------------------------------------
+
+
+@dataclass
+class _Kernel:
+    manager: Any  # jupyter_client.KernelManager
+    process: Any  # subprocess.Popen
+    sock: socket.socket
+    pid: int
+    pgid: int | None
+    log_path: str
+    started_in: float  # seconds from launch to the control channel's hello
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def exit_description(self) -> str:
+        code = self.process.poll()
+        if code is None:
+            return "still running"
+        if code < 0:
+            try:
+                return f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def log_tail(self, limit: int = 4000) -> str:
+        """The end of the kernel's stderr, cut to what helps: the fatal error and the agent's frames."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - limit))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return ""
+        return _last_words(text)
+
+    def signal(self, signum: int) -> None:
+        try:
+            if self.pgid is not None:
+                os.killpg(self.pgid, signum)  # the kernel and whatever it spawned
+            else:
+                os.kill(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        """SIGKILL, reap, release jupyter-client's resources. Safe to call twice."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        if self.alive():
+            self.signal(signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.process.wait(timeout=5)
+        with contextlib.suppress(Exception):
+            self.manager.cleanup_resources()
+
+
+_MACHINERY = (
+    "site-packages",
+    "/asyncio/",
+    "/threading.py",
+    "runtimes/kernel.py",
+    "runtimes/inprocess.py",
+    '"<string>"',
+)
+
+
+def _last_words(log: str) -> str:
+    """Keep a faulthandler dump's message and the agent's own frames (cells renamed as in tracebacks)."""
+    start = log.rfind("Fatal Python error")
+    text = log[start:] if start >= 0 else log
+    text = text.split("\nExtension modules:", 1)[0]
+    lines = [line for line in text.splitlines() if line.strip() and not any(m in line for m in _MACHINERY)]
+    return re.sub(r"<cave-\d+-cell-(\d+)>", r"<cell-\1>", "\n".join(lines[-30:])).strip()
+
+
+def _make_manager(ctl_dir: str) -> Any:
+    import zmq
+    from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpec
+
+    class _CaveKernelManager(KernelManager):
+        """A KernelManager whose kernel is ipykernel behind cave's bootstrap (limits + control channel)."""
+
+        @property
+        def kernel_spec(self) -> KernelSpec:
+            return KernelSpec(
+                argv=[sys.executable, "-c", _BOOT, "-f", "{connection_file}"],
+                display_name="cave",
+                language="python",
+                interrupt_mode="signal",
+            )
+
+    # One shared zmq context: a context per manager would cost each runtime its own I/O threads.
+    km = _CaveKernelManager(transport="ipc", ip=os.path.join(ctl_dir, "zmq"), context=zmq.Context.instance())
+    km.connection_file = os.path.join(ctl_dir, "kernel.json")
+    return km
+
+
+def _finalize(holder: dict[str, Any], dirs: list[str]) -> None:
+    """Runs at close, at garbage collection or at interpreter exit: no kernel outlives its runtime."""
+    kernel = holder.pop("kernel", None)
+    if kernel is not None:
+        kernel.kill()
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# -- the runtime ------------------------------------------------------------------------------------------
+
+
+@register_runtime("kernel")
+class KernelRuntime(Runtime):
+    """A persistent IPython kernel in its own process (see the module docstring).
+
+    Options: ``timeout`` (default seconds per cell; None: no limit), ``memory_limit_mb``,
+    ``cpu_time_limit_s`` (per cell), ``workdir`` (default: a temporary directory of its
+    own), ``env`` (extra environment variables), ``interrupt_grace_s`` (how long an
+    interrupted cell may take to stop before the kernel is restarted),
+    ``start_timeout_s``, ``transfer_timeout_s``, ``max_output_chars`` (per stream per
+    cell), ``trust`` (False: retrieve only safe formats, never unpickle),
+    ``inherit_env`` (start from this process's environment), ``inherit_sys_path`` (the
+    kernel can import what the host can, which objects pickled by reference need).
+
+    The kernel starts on first use, or with ``start()`` / ``await astart()``.
+    Async methods (``aexecute`` etc.) never block the event loop; sync methods may be
+    called from any thread, also while an event loop runs there. One request at a time
+    per runtime (concurrent callers wait their turn); ``interrupt()`` may be called
+    from anywhere at any time.
+    """
+
+    def __init__(
+        self,
+        timeout: float | None = 60.0,
+        memory_limit_mb: int | None = None,
+        cpu_time_limit_s: int | None = None,
+        workdir: str | None = None,
+        env: dict[str, str] | None = None,
+        *,
+        interrupt_grace_s: float = 1.0,
+        start_timeout_s: float = 30.0,
+        transfer_timeout_s: float = 300.0,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        trust: bool = True,
+        inherit_env: bool = True,
+        inherit_sys_path: bool = True,
+    ) -> None:
+        super().__init__()
+        _require_kernel_extra()
+        for label, value in (("memory_limit_mb", memory_limit_mb), ("cpu_time_limit_s", cpu_time_limit_s)):
+            if value is not None and (not isinstance(value, int | float) or value <= 0):
+                raise ValueError(f"{label} must be a positive number or None, got {value!r}")
+        if memory_limit_mb is not None and memory_limit_mb < 200:
+            raise ValueError(f"memory_limit_mb={memory_limit_mb} is too small: an idle kernel needs ~150 MB")
+        self.timeout = timeout
+        self.memory_limit_mb = memory_limit_mb
+        self.cpu_time_limit_s = cpu_time_limit_s
+        self.env = dict(env or {})
+        self.interrupt_grace_s = interrupt_grace_s
+        self.start_timeout_s = start_timeout_s
+        self.transfer_timeout_s = transfer_timeout_s
+        self.max_output_chars = max_output_chars
+        self.trust = trust
+        self.inherit_env = inherit_env
+        self.inherit_sys_path = inherit_sys_path
+
+        self._ctl_dir = tempfile.mkdtemp(prefix="cave-k-")  # short path: Unix socket names are limited
+        shm = _shm_dir()
+        self._transfer_dir = tempfile.mkdtemp(prefix="cave-x-", dir=shm) if shm else os.path.join(self._ctl_dir, "x")
+        os.makedirs(self._transfer_dir, exist_ok=True)
+        dirs = [self._ctl_dir, self._transfer_dir]
+        if workdir is None:
+            workdir = tempfile.mkdtemp(prefix="cave-work-")
+            dirs.append(workdir)
+        else:
+            os.makedirs(workdir, exist_ok=True)
+        self.workdir = os.path.abspath(workdir)
+
+        self._holder: dict[str, Any] = {}  # {"kernel": _Kernel}; shared with the finalizer
+        self._finalizer = weakref.finalize(self, _finalize, self._holder, dirs)
+        self._lock = threading.Lock()  # one request at a time
+        self._sync_lock = threading.Lock()  # one sync caller drives the private loop at a time
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._in_cell = False
+        self._next_id = 0
+        self._spawned = 0
+        self._closed = False
+        self.restarts = 0  # how many times the kernel was restarted (crash, stuck cell, restart())
+        self.start_seconds: float | None = None  # launch to ready, of the current kernel
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    @property
+    def _kernel(self) -> _Kernel | None:
+        return self._holder.get("kernel")
+
+    @property
+    def pid(self) -> int | None:
+        """The kernel's process id (None before start)."""
+        return self._kernel.pid if self._kernel else None
+
+    def start(self) -> None:
+        """Start the kernel now (otherwise the first call starts it)."""
+        self._sync(self.astart())
+
+    async def astart(self) -> None:
+        async with self._held():
+            await self._aensure_kernel()
+
+    def restart(self) -> None:
+        self._sync(self.arestart())
+
+    async def arestart(self) -> None:
+        """Kill the kernel, start a fresh one, inject every registered object again."""
+        async with self._held():
+            await self._arespawn()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()
+        if self._loop is not None and not self._loop.is_running():
+            self._loop.close()
+
+    def interrupt(self) -> None:
+        """Send SIGINT to the kernel if a cell is running (KeyboardInterrupt in the cell)."""
+        kernel = self._kernel
+        if kernel is not None and self._in_cell:
+            kernel.signal(signal.SIGINT)
+
+    # -- the verbs (sync wrappers over the async core) ------------------------------------------------
+    def execute(self, code: str, timeout: float | None = None) -> Execution:
+        return self._sync(self.aexecute(code, timeout))
+
+    def inject(self, name: str, value: Any, description: str | None = None) -> None:
+        self._sync(self.ainject(name, value, description))
+
+    def retrieve(self, name: str) -> Any:
+        return self._sync(self.aretrieve(name))
+
+    def describe(self) -> list[VariableInfo]:
+        return self._sync(self.adescribe())
+
+    # -- the async core -------------------------------------------------------------------------------
+    async def aexecute(self, code: str, timeout: float | None = None) -> Execution:
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        timeout = self._timeout(timeout)
+        async with self._held():
+            notice = await self._aensure_kernel()
+            execution = await self._aexec_locked(code, timeout)
+        if notice:
+            execution.recovery = execution.recovery or "crashed"
+            execution.stderr = f"[cave] {notice}\n" + execution.stderr
+        return execution
+
+    async def ainject(self, name: str, value: Any, description: str | None = None) -> None:
+        check_name(name)
+        reg = Registration(name, value, kind_of(value), description)
+        meta, attachment = await self._aencode(value)  # a TransferError here registers nothing
+        async with self._held():
+            await self._aensure_kernel()
+            await self._ainject_locked(name, meta, attachment)
+        self._registered[name] = reg
+
+    async def aretrieve(self, name: str) -> Any:
+        async with self._held():
+            await self._aensure_kernel()
+            reply, attachment = await self._arequest(
+                {"op": "retrieve", "name": name, "dir": self._transfer_dir, "safe": not self.trust},
+                timeout=self.transfer_timeout_s,
+            )
+        if not reply["ok"]:
+            if reply.get("type") == "KeyError":
+                raise missing_name_error(name, reply.get("available", []))
+            raise TransferError(f"cannot retrieve {name!r} from the kernel: {reply['error']}")
+        payload = reply["payload"]
+        if "path" not in payload:
+            return transfer.decode(payload, attachment, trust=self.trust)
+        return await asyncio.to_thread(transfer.decode, payload, attachment, self.trust)  # big: off the loop
+
+    async def adescribe(self) -> list[VariableInfo]:
+        async with self._held():
+            await self._aensure_kernel()
+            reply, _ = await self._arequest({"op": "describe"}, timeout=self.transfer_timeout_s)
+        if not reply["ok"]:
+            raise RuntimeError_(f"describe() failed inside the kernel: {reply['error']}")
+        infos = []
+        for d in reply["variables"]:
+            info = VariableInfo(**d)
+            reg = self._registered.get(info.name)
+            if reg is not None:
+                info.injected = True
+                info.description = reg.description
+                if reg.kind != "variable":
+                    info.kind = reg.kind
+            infos.append(info)
+        return infos
+
+    # -- internals: requests ------------------------------------------------------------------------
+    async def _aexec_locked(self, code: str, timeout: float | None) -> Execution:
+        kernel = self._kernel
+        assert kernel is not None
+        t0 = time.perf_counter()
+        request = {"op": "exec", "code": code, "max_output_chars": self.max_output_chars}
+        self._in_cell = True
+        try:
+            try:
+                reply = await self._aexchange(kernel, request, b"", timeout)
+                if reply is not None:
+                    return self._execution(reply[0], t0)
+                kernel.signal(signal.SIGINT)  # past the timeout: interrupt, then wait a grace period
+                reply = await self._arecv(kernel, self.interrupt_grace_s)
+            finally:
+                self._in_cell = False
+        except KernelDied:
+            return await self._arecover_from_crash(kernel, t0)
+        assert timeout is not None
+        if reply is not None:
+            execution = self._execution(reply[0], t0)
+            execution.timed_out, execution.recovery = True, "interrupted"
+            execution.error = _as_timeout(execution.error, timeout)
+            return execution
+        await self._arespawn()
+        message = (
+            f"the cell ran past its timeout of {timeout:g} s and did not stop within {self.interrupt_grace_s:g} s "
+            "of an interrupt, so the kernel was restarted: variables created by code are gone, "
+            "registered objects were injected again"
+        )
+        return Execution(
+            error=ExecError("TimeoutError", message, f"TimeoutError: {message}\n"),
+            duration=time.perf_counter() - t0,
+            timed_out=True,
+            recovery="restarted",
+        )
+
+    def _execution(self, reply: dict[str, Any], t0: float) -> Execution:
+        if not reply.get("ok"):
+            raise RuntimeError_(f"the kernel could not run the cell: {reply.get('error')}")
+        execution = Execution.from_dict(reply["execution"])
+        execution.duration = time.perf_counter() - t0
+        return execution
+
+    async def _arecover_from_crash(self, kernel: _Kernel, t0: float) -> Execution:
+        how, last_words = await self._await_exit(kernel)
+        await self._arespawn()
+        message = (
+            f"the kernel process died while running this cell ({how}); it was restarted and registered objects "
+            "injected again, but variables created by code are gone"
+        )
+        text = f"KernelDied: {message}\n" + (f"The kernel's last output:\n{last_words}\n" if last_words else "")
+        return Execution(
+            error=ExecError("KernelDied", message, text), duration=time.perf_counter() - t0, recovery="crashed"
+        )
+
+    async def _await_exit(self, kernel: _Kernel) -> tuple[str, str]:
+        for _ in range(100):  # the socket closes a moment before the process is reaped
+            if not kernel.alive():
+                break
+            await asyncio.sleep(0.01)
+        return kernel.exit_description(), kernel.log_tail()
+
+    async def _ainject_locked(self, name: str, meta: dict[str, Any], attachment: bytes) -> None:
+        reply, _ = await self._arequest(
+            {"op": "inject", "name": name, "payload": meta}, attachment, timeout=self.transfer_timeout_s
+        )
+        if not reply["ok"]:
+            raise TransferError(f"the kernel could not rebuild {name!r}: {reply['error']}")
+
+    async def _arequest(
+        self, message: dict[str, Any], attachment: bytes = b"", timeout: float | None = None
+    ) -> tuple[dict[str, Any], bytes]:
+        """A request that is not a cell: a timeout or a crash restarts the kernel and raises."""
+        kernel = self._kernel
+        assert kernel is not None
+        try:
+            reply = await self._aexchange(kernel, message, attachment, timeout)
+            if reply is None:
+                kernel.signal(signal.SIGINT)
+                reply = await self._arecv(kernel, self.interrupt_grace_s)
+        except KernelDied:
+            how, last_words = await self._await_exit(kernel)
+            await self._arespawn()
+            raise KernelDied(
+                f"the kernel died during {message['op']} ({how}); it was restarted and registered objects injected "
+                f"again. Its last output:\n{last_words}"
+            ) from None
+        if reply is None:
+            await self._arespawn()
+            raise RuntimeError_(f"{message['op']} took longer than {timeout:g} s; the kernel was restarted")
+        return reply
+
+    async def _aexchange(
+        self, kernel: _Kernel, message: dict[str, Any], attachment: bytes, timeout: float | None
+    ) -> tuple[dict[str, Any], bytes] | None:
+        self._next_id += 1
+        message["id"] = self._next_id
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.sock_sendall(kernel.sock, transfer.pack(message, attachment))
+        except OSError as e:
+            raise KernelDied(str(e)) from e
+        while True:
+            reply = await self._arecv(kernel, timeout)
+            if reply is None or reply[0].get("id") == message["id"]:
+                return reply
+            # a late reply to an earlier request (interrupted after its grace period): skip it
+
+    async def _arecv(self, kernel: _Kernel, timeout: float | None) -> tuple[dict[str, Any], bytes] | None:
+        """The next frame, or None if none started arriving within ``timeout``. KernelDied on EOF/exit."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        header = await self._arecv_exactly(kernel, transfer.HEADER, deadline, allow_timeout=True)
+        if header is None:
+            return None
+        json_len, att_len = transfer.unpack_header(header)
+        body = await self._arecv_exactly(kernel, json_len + att_len, time.monotonic() + _MID_FRAME_TIMEOUT_S)
+        assert body is not None
+        return json.loads(body[:json_len]), bytes(body[json_len:])
+
+    async def _arecv_exactly(
+        self, kernel: _Kernel, n: int, deadline: float | None, allow_timeout: bool = False
+    ) -> bytearray | None:
+        buf = bytearray()
+        sock = kernel.sock
+        while len(buf) < n:
+            try:
+                chunk = sock.recv(n - len(buf))
+            except BlockingIOError:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    if allow_timeout and not buf:
+                        return None
+                    raise KernelDied("the kernel stopped in the middle of a reply") from None
+                wait = _LIVENESS_CHECK_S if remaining is None else min(remaining, _LIVENESS_CHECK_S)
+                if not await _readable(sock, wait) and not kernel.alive():
+                    raise KernelDied("the kernel process exited") from None
+                continue
+            except OSError as e:
+                raise KernelDied(str(e)) from e
+            if not chunk:
+                raise KernelDied("the kernel closed its control channel")
+            buf += chunk
+        return buf
+
+    # -- internals: kernel lifecycle --------------------------------------------------------------------
+    async def _aensure_kernel(self) -> str | None:
+        """Start the kernel if needed; restart it if it died since the last call (returns a notice)."""
+        self._check_open()
+        kernel = self._kernel
+        if kernel is not None and kernel.alive():
+            return None
+        if kernel is None and self._spawned == 0:
+            await self._arespawn()
+            return None
+        how = kernel.exit_description() if kernel is not None else "gone"
+        last_words = kernel.log_tail(500) if kernel is not None else ""
+        await self._arespawn()
+        return (
+            f"the kernel had died since the last call ({how}); it was restarted and registered objects injected "
+            "again, but variables created by code are gone" + (f". Its last output: {last_words}" if last_words else "")
+        )
+
+    async def _arespawn(self) -> None:
+        old = self._holder.pop("kernel", None)
+        if old is not None:
+            self.restarts += 1
+            await asyncio.to_thread(old.kill)
+        for name in os.listdir(self._transfer_dir):  # payloads a dead kernel never picked up
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self._transfer_dir, name))
+        kernel = await asyncio.to_thread(self._spawn)
+        self._holder["kernel"] = kernel
+        self.start_seconds = kernel.started_in
+        for reg in list(self._registered.values()):
+            meta, attachment = await self._aencode(reg.value)
+            await self._ainject_locked(reg.name, meta, attachment)
+
+    async def _aencode(self, value: Any) -> tuple[dict[str, Any], bytes]:
+        if type(value) in (int, float, str, bool) or value is None:
+            return transfer.encode(value, self._transfer_dir)
+        return await asyncio.to_thread(transfer.encode, value, self._transfer_dir)  # may be big: off the loop
+
+    def _spawn(self) -> _Kernel:
+        """Launch a kernel and wait for its hello on the control channel (blocking)."""
+        self._spawned += 1
+        sock_path = os.path.join(self._ctl_dir, f"ctl{self._spawned}.sock")
+        log_path = os.path.join(self._ctl_dir, f"kernel{self._spawned}.log")
+        token = secrets.token_hex(16)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(sock_path)
+            listener.listen(1)
+            t0 = time.perf_counter()
+            manager = _make_manager(self._ctl_dir)
+            with open(log_path, "ab") as log:
+                manager.start_kernel(
+                    env=self._kernel_env(sock_path, token, log_path), cwd=self.workdir, stdout=log, stderr=log
+                )
+            process = manager.provisioner.process
+            pid = process.pid
+            pgid = manager.provisioner.pgid
+            conn = self._accept(listener, process, log_path, t0)
+        except BaseException:
+            if "process" in locals():
+                with contextlib.suppress(Exception):
+                    os.killpg(pgid, signal.SIGKILL) if pgid else process.kill()
+            raise
+        finally:
+            listener.close()
+            with contextlib.suppress(OSError):
+                os.unlink(sock_path)
+        try:
+            hello = _recv_blocking(conn, deadline=time.monotonic() + 10)
+            if hello.get("token") != token:
+                raise RuntimeError_("a process other than the kernel connected to the control channel")
+        except BaseException:
+            conn.close()
+            with contextlib.suppress(Exception):
+                os.killpg(pgid, signal.SIGKILL) if pgid else process.kill()
+            raise
+        conn.setblocking(False)
+        return _Kernel(manager, process, conn, pid, pgid, log_path, time.perf_counter() - t0)
+
+    def _accept(self, listener: socket.socket, process: Any, log_path: str, t0: float) -> socket.socket:
+        listener.settimeout(0.05)
+        while True:
+            try:
+                conn, _ = listener.accept()
+                return conn
+            except TimeoutError:
+                pass
+            if process.poll() is not None:
+                with open(log_path, "rb") as f:
+                    tail = f.read()[-3000:].decode(errors="replace")
+                raise RuntimeError_(f"the kernel exited during start (exit code {process.returncode}):\n{tail}")
+            if time.perf_counter() - t0 > self.start_timeout_s:
+                raise RuntimeError_(
+                    f"the kernel did not start within start_timeout_s={self.start_timeout_s:g} s "
+                    "(a loaded machine? raise start_timeout_s)"
+                )
+
+    def _kernel_env(self, sock_path: str, token: str, log_path: str) -> dict[str, str]:
+        env = (
+            dict(os.environ)
+            if self.inherit_env
+            else {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+        )
+        env.update(self.env)
+        paths = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # where `runtimes` lives
+        if self.inherit_sys_path:
+            paths += [os.path.abspath(p or os.getcwd()) for p in sys.path]
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+        env.update(
+            CAVE_CONTROL_SOCKET=sock_path,
+            CAVE_CONTROL_TOKEN=token,
+            CAVE_KERNEL_LOG=log_path,
+            CAVE_MAX_OUTPUT_CHARS=str(self.max_output_chars),
+        )
+        env.pop("CAVE_MEMORY_LIMIT_MB", None)
+        env.pop("CAVE_CPU_TIME_LIMIT_S", None)
+        if self.memory_limit_mb is not None:
+            env["CAVE_MEMORY_LIMIT_MB"] = str(self.memory_limit_mb)
+            # Arrow's default allocator reserves ~1 GB up front, which would count against the limit.
+            env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+        if self.cpu_time_limit_s is not None:
+            env["CAVE_CPU_TIME_LIMIT_S"] = str(self.cpu_time_limit_s)
+        return env
+
+    # -- internals: plumbing ------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def _held(self) -> AsyncIterator[None]:
+        """The request lock, acquired without blocking the event loop."""
+        self._check_open()
+        while not self._lock.acquire(blocking=False):
+            await asyncio.sleep(0.002)
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine to completion from sync code, on this runtime's private loop
+        (or on a helper thread when this thread is already running a loop)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            with self._sync_lock:
+                if self._loop is None or self._loop.is_closed():
+                    self._loop = asyncio.new_event_loop()
+                return self._loop.run_until_complete(coro)
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["value"] = asyncio.run(coro)
+            except BaseException as e:
+                box["error"] = e
+
+        helper = threading.Thread(target=run, name="cave-kernel-sync")
+        helper.start()
+        helper.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def _timeout(self, timeout: float | None) -> float | None:
+        timeout = self.timeout if timeout is None else timeout
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds (or None for the default), got {timeout}")
+        return timeout
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError_("this runtime is closed; create a new KernelRuntime")
+
+
+def _as_timeout(error: ExecError | None, timeout: float) -> ExecError:
+    """The KeyboardInterrupt of a timed-out cell, reported as the timeout it is."""
+    message = f"the cell ran past its timeout of {timeout:g} s and was interrupted"
+    if error is None:  # it finished just as the interrupt arrived
+        return ExecError("TimeoutError", message, f"TimeoutError: {message}\n")
+    tb = error.traceback
+    last = tb.rstrip("\n").rsplit("\n", 1)
+    tb = (last[0] + "\n" if len(last) == 2 else "") + f"TimeoutError: {message}\n"
+    return ExecError("TimeoutError", message, tb, error.lineno)
+
+
+async def _readable(sock: socket.socket, timeout: float) -> bool:
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    fd = sock.fileno()
+
+    def ready() -> None:
+        if not fut.done():
+            fut.set_result(True)
+
+    loop.add_reader(fd, ready)
+    handle = loop.call_later(timeout, lambda: fut.done() or fut.set_result(False))
+    try:
+        return await fut
+    finally:
+        handle.cancel()
+        loop.remove_reader(fd)
+
+
+def _recv_blocking(conn: socket.socket, deadline: float) -> dict[str, Any]:
+    def exactly(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            conn.settimeout(max(0.001, deadline - time.monotonic()))
+            chunk = conn.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("the control channel closed")
+            buf += chunk
+        return buf
+
+    json_len, att_len = transfer.unpack_header(exactly(transfer.HEADER))
+    body = exactly(json_len + att_len)
+    return json.loads(body[:json_len])
+
+
+# =====================================================================================================
+# Inside the kernel process
+# =====================================================================================================
+
+
+class CPUTimeLimitExceeded(BaseException):
+    """Raised in a cell that used more CPU time than cpu_time_limit_s (a BaseException: not swallowed
+    by ``except Exception``)."""
+
+
+def kernel_main() -> None:
+    """Entry point of the kernel process: limits, then ipykernel with cave's control channel."""
+    import faulthandler
+
+    memory_mb = os.environ.get("CAVE_MEMORY_LIMIT_MB")
+    if memory_mb:
+        import resource
+
+        limit = int(float(memory_mb) * 1024 * 1024)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    log = open(os.environ["CAVE_KERNEL_LOG"], "a")  # noqa: SIM115 - open for the process's lifetime
+    faulthandler.enable(log, all_threads=False)  # a segfault leaves a traceback the host can report
+
+    from runtimes.inprocess import _no_input
+
+    builtins.input = _no_input
+
+    from ipykernel.kernelapp import IPKernelApp
+    from tornado.ioloop import IOLoop
+
+    app = IPKernelApp.instance()
+    app.initialize([*sys.argv[1:], "--HistoryManager.enabled=False", "--quiet"])
+    server = _KernelServer(app.kernel.shell)
+    IOLoop.current().add_callback(server.connect)
+    app.start()
+
+
+class _KernelServer:
+    """The kernel's end of the control channel: requests run on the kernel's main thread."""
+
+    def __init__(self, shell: Any) -> None:
+        from runtimes.inprocess import CellRunner
+
+        self.shell = shell
+        self.runner = CellRunner(
+            shell.user_ns,
+            max_output_chars=int(os.environ.get("CAVE_MAX_OUTPUT_CHARS", DEFAULT_MAX_OUTPUT_CHARS)),
+            transform=shell.transform_cell,  # %magics and !shell lines, only for code that is not Python
+            catch_keyboard_interrupt=True,
+        )
+        cpu = os.environ.get("CAVE_CPU_TIME_LIMIT_S")
+        self.cpu_limit = float(cpu) if cpu else None
+        memory = os.environ.get("CAVE_MEMORY_LIMIT_MB")
+        self.memory_limit_mb = float(memory) if memory else None
+        self.sock: socket.socket | None = None
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(os.environ["CAVE_CONTROL_SOCKET"])
+        self.sock.sendall(transfer.pack({"token": os.environ["CAVE_CONTROL_TOKEN"], "pid": os.getpid()}))
+        asyncio.get_event_loop().add_reader(self.sock.fileno(), self._on_request)
+
+    def _recv_exactly(self, n: int) -> bytes:
+        assert self.sock is not None
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.sock.recv(n - len(buf))
+            if not chunk:
+                os._exit(0)  # the host is gone: a kernel without a host is a leak
+            buf += chunk
+        return bytes(buf)
+
+    def _on_request(self) -> None:
+        json_len, att_len = transfer.unpack_header(self._recv_exactly(transfer.HEADER))
+        body = self._recv_exactly(json_len + att_len)
+        request, attachment = json.loads(body[:json_len]), body[json_len:]
+        op = request.get("op")
+        if op == "exec":
+            self._exec(request)
+            return
+        handler = {"inject": self._inject, "retrieve": self._retrieve, "describe": self._describe}.get(op)
+        if handler is None:
+            self._reply(request, {"ok": False, "error": f"unknown op {op!r}"})
+            return
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            reply, out = handler(request, attachment)
+        except KeyboardInterrupt:
+            reply, out = {"ok": False, "error": "interrupted"}, b""
+        except BaseException as e:
+            reply, out = {"ok": False, "error": f"{type(e).__name__}: {e}", "type": type(e).__name__}, b""
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        self._reply(request, reply, out)
+
+    def _reply(self, request: dict[str, Any], reply: dict[str, Any], attachment: bytes = b"") -> None:
+        reply["id"] = request.get("id")
+        assert self.sock is not None
+        try:
+            self.sock.sendall(transfer.pack(reply, attachment))
+        except OSError:
+            os._exit(0)
+
+    # -- cells -----------------------------------------------------------------------------------------
+    def _exec(self, request: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        self.runner.max_output_chars = request.get("max_output_chars", self.runner.max_output_chars)
+        try:
+            cell = self.runner.compile(request["code"])
+        except SyntaxError as e:
+            self._reply_execution(request, Execution(error=self.runner.syntax_error(e)))
+            return
+        if cell.is_async:
+            self._exec_async(request, cell, t0)
+            return
+        self._limit_cpu()
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            try:
+                execution = self.runner.run_cell(cell, None, t0)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+                self._unlimit_cpu()
+        except KeyboardInterrupt:  # arrived between the cell's end and the handler's reset
+            execution = Execution(error=ExecError("KeyboardInterrupt", "the cell was interrupted"))
+        self._reply_execution(request, execution)
+
+    def _explain(self, execution: Execution) -> Execution:
+        error = execution.error
+        if error is not None and error.type == "MemoryError" and self.memory_limit_mb:
+            note = f"the kernel's memory limit is {self.memory_limit_mb:g} MB (memory_limit_mb); use less memory"
+            error.message = f"{error.message}; {note}" if error.message else note
+            error.traceback = error.traceback.rstrip("\n") + f" ({note})\n"
+        return execution
+
+    def _exec_async(self, request: dict[str, Any], cell: Any, t0: float) -> None:
+        loop = asyncio.get_event_loop()
+        task = loop.create_task(self.runner.arun_cell(cell, None, t0))
+        previous = signal.signal(signal.SIGINT, lambda *_: loop.call_soon_threadsafe(self.runner.interrupt))
+        self._limit_cpu()
+
+        def done(t: asyncio.Task[Execution]) -> None:
+            signal.signal(signal.SIGINT, previous)
+            self._unlimit_cpu()
+            try:
+                execution = t.result()
+            except BaseException as e:
+                execution = Execution(error=ExecError(type(e).__name__, str(e)))
+            self._reply_execution(request, execution)
+
+        task.add_done_callback(done)
+
+    def _reply_execution(self, request: dict[str, Any], execution: Execution) -> None:
+        self._reply(request, {"ok": True, "execution": self._explain(execution).to_dict()})
+
+    def _limit_cpu(self) -> None:
+        if self.cpu_limit is None:
+            return
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        soft = int(usage.ru_utime + usage.ru_stime + self.cpu_limit) + 1
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+        limit = self.cpu_limit
+
+        def exceeded(*_: Any) -> None:
+            raise CPUTimeLimitExceeded(f"the cell used more than {limit:g} s of CPU time (cpu_time_limit_s)")
+
+        signal.signal(signal.SIGXCPU, exceeded)
+
+    def _unlimit_cpu(self) -> None:
+        if self.cpu_limit is None:
+            return
+        import resource
+
+        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+
+    # -- objects --------------------------------------------------------------------------------------
+    def _inject(self, request: dict[str, Any], attachment: bytes) -> tuple[dict[str, Any], bytes]:
+        self.shell.user_ns[request["name"]] = transfer.decode(request["payload"], attachment)
+        return {"ok": True}, b""
+
+    def _retrieve(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
+        from runtimes.describe import user_names
+
+        name = request["name"]
+        ns = self.shell.user_ns
+        hidden = self.shell.user_ns_hidden
+        if name not in ns or name in hidden or name.startswith("__"):
+            available = user_names(ns, hidden)
+            return {"ok": False, "type": "KeyError", "error": f"no variable {name!r}", "available": available}, b""
+        meta, out = transfer.encode(ns[name], request["dir"], safe=request.get("safe", False))
+        return {"ok": True, "payload": meta}, out
+
+    def _describe(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
+        from runtimes.describe import describe_namespace
+
+        infos = describe_namespace(self.shell.user_ns, hidden=self.shell.user_ns_hidden)
+        return {"ok": True, "variables": [i.to_dict() for i in infos]}, b""

@@ -1,0 +1,359 @@
+"""Moving objects between the host and a kernel process, without base64-in-JSON.
+
+``encode(value, directory)`` turns an object into ``(meta, attachment)``: ``meta`` is a
+small JSON-able dict naming the format; the bytes travel either as ``attachment`` (a
+raw binary frame after the JSON, for small objects) or, for large ones, in a file under
+``directory`` (on Linux a ``/dev/shm`` directory, so it is memory, not disk) that the
+receiver maps and deletes. ``decode(meta, attachment)`` rebuilds the object.
+
+Formats:
+
+- ``json``: plain values (None, bool, int, float, str, lists and str-keyed dicts of them).
+- ``pickle5``: everything else picklable, by cloudpickle with protocol-5 out-of-band
+  buffers: the NumPy / Arrow buffers of a DataFrame or an array are written once and
+  mapped copy-on-write by the receiver (zero-copy on that side).
+- ``recipe``: objects that cannot be pickled but can be rebuilt, e.g. a SQLAlchemy
+  Engine re-created from its URL. ``register_recipe(type, fn)`` adds your own.
+- ``arrow`` (DataFrames) and ``npy`` (arrays): the *safe* formats. ``decode(...,
+  trust=False)`` refuses pickles (unpickling runs arbitrary code); ``encode(...,
+  safe=True)`` produces only json / arrow / npy / named recipes, so data can be read
+  from an untrusted kernel without executing anything it sent.
+
+This module runs on both sides (the kernel imports it) and imports pandas, NumPy,
+pyarrow and SQLAlchemy only when an object of theirs is being moved.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import pickle
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtimes.base import TransferError
+
+INLINE_LIMIT = 1 << 20  # bytes: smaller payloads ride in the message, larger ones go through a file
+_ALIGN = 64  # buffer offsets in a payload file (NumPy and Arrow like aligned memory)
+_JSON_MAX_ITEMS = 10_000
+
+
+# -- recipes ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Recipe:
+    """How to rebuild an object on the other side: ``factory(*args, **kwargs)``.
+
+    ``factory`` is a callable (shipped with cloudpickle: it must be importable or
+    picklable by value) or the name of a built-in builder in ``BUILDERS`` (then the recipe
+    is plain JSON, which an untrusted side may send too).
+    """
+
+    factory: Callable[..., Any] | str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def _build_sqlalchemy_engine(url: str) -> Any:
+    import sqlalchemy
+
+    return sqlalchemy.create_engine(url)
+
+
+# Builders a JSON recipe may name: nothing else can be called by a recipe from an untrusted side.
+BUILDERS: dict[str, Callable[..., Any]] = {"sqlalchemy.create_engine": _build_sqlalchemy_engine}
+
+_RECIPES: dict[type | str, Callable[[Any], Recipe]] = {}
+
+
+def register_recipe(type_: type | str, fn: Callable[[Any], Recipe | tuple[Any, ...]]) -> None:
+    """Teach the runtimes to move objects of ``type_`` that cannot be pickled.
+
+    ``type_`` is a class or its qualified name (``"sqlalchemy.engine.base.Engine"``);
+    subclasses match too. ``fn(obj)`` returns a ``Recipe`` (or a tuple ``(factory, args[,
+    kwargs])``) that rebuilds an equivalent object in the other process. Recipes run on
+    the side that sends: register on the host for inject(); the built-in ones also work
+    for retrieve().
+
+    Example (a client that holds a socket)::
+
+        register_recipe(MyClient, lambda c: Recipe(MyClient, (c.host, c.port)))
+    """
+    if not (isinstance(type_, type | str)) or not callable(fn):
+        raise TypeError("register_recipe(type_, fn): type_ is a class or 'module.Class', fn a callable(obj) -> Recipe")
+    _RECIPES[type_] = fn
+
+
+def find_recipe(obj: Any) -> Callable[[Any], Recipe | tuple[Any, ...]] | None:
+    for cls in type(obj).__mro__:
+        for key in (cls, f"{cls.__module__}.{cls.__qualname__}"):
+            if key in _RECIPES:
+                return _RECIPES[key]
+    return None
+
+
+def _as_recipe(made: Recipe | tuple[Any, ...]) -> Recipe:
+    if isinstance(made, Recipe):
+        return made
+    if isinstance(made, tuple) and 1 <= len(made) <= 3:
+        return Recipe(*made)
+    raise TypeError(f"a recipe function must return Recipe(factory, args, kwargs), not {type(made).__name__}")
+
+
+def _sqlite_in_memory(url: Any) -> bool:
+    return url.database in (None, "", ":memory:") or "mode=memory" in str(url) or "memory" in url.query.get("mode", "")
+
+
+def _engine_recipe(engine: Any) -> Recipe:
+    url = engine.url
+    if url.get_backend_name() == "sqlite" and _sqlite_in_memory(url):
+        raise TransferError(
+            f"cannot share the in-memory SQLite engine {url!r} with another process: an in-memory database "
+            "lives inside one process, and the kernel would get a new, empty one. Use a file-backed URL "
+            "(e.g. sqlite:////tmp/data.db), or the in-process runtime, which shares the live engine."
+        )
+    return Recipe("sqlalchemy.create_engine", (url.render_as_string(hide_password=False),))
+
+
+register_recipe("sqlalchemy.engine.base.Engine", _engine_recipe)
+
+
+# -- encode ----------------------------------------------------------------------------------------
+
+
+def qualified_type(obj: Any) -> str:
+    t = type(obj)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _plain_json(value: Any, budget: list[int], depth: int = 0) -> bool:
+    """True if JSON round-trips ``value`` exactly (types included)."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 20:
+        return False
+    t = type(value)
+    if t in (str, int, bool) or value is None:
+        return True
+    if t is float:
+        return math.isfinite(value)
+    if t is list:
+        return all(_plain_json(v, budget, depth + 1) for v in value)
+    if t is dict:
+        return all(type(k) is str and _plain_json(v, budget, depth + 1) for k, v in value.items())
+    return False
+
+
+def encode(value: Any, directory: str, safe: bool = False) -> tuple[dict[str, Any], bytes]:
+    """``(meta, attachment)`` for ``value``; large data is written to a new file in ``directory``.
+
+    Raises TransferError (naming the type and the fix) when the object cannot be moved.
+    """
+    if _plain_json(value, [_JSON_MAX_ITEMS]):
+        return {"format": "json", "value": value}, b""
+    recipe_fn = find_recipe(value)
+    if recipe_fn is not None:
+        return _encode_recipe(value, recipe_fn, directory, safe)
+    if safe:
+        return _encode_safe(value, directory)
+    return _encode_pickle(value, directory, recipe=False)
+
+
+def _encode_recipe(value: Any, recipe_fn: Callable[..., Any], directory: str, safe: bool) -> tuple[dict, bytes]:
+    try:
+        recipe = _as_recipe(recipe_fn(value))
+    except TransferError:
+        raise
+    except Exception as e:
+        raise TransferError(f"the recipe for {qualified_type(value)} failed: {type(e).__name__}: {e}") from e
+    if isinstance(recipe.factory, str):
+        if recipe.factory not in BUILDERS:
+            raise TransferError(f"recipe builder {recipe.factory!r} is unknown; known: {', '.join(BUILDERS)}")
+        payload = {"builder": recipe.factory, "args": list(recipe.args), "kwargs": recipe.kwargs}
+        if _plain_json(payload, [_JSON_MAX_ITEMS]):
+            return {"format": "recipe", **payload}, b""
+    if safe:
+        raise TransferError(f"the recipe for {qualified_type(value)} is not plain JSON, so it cannot be sent safely")
+    return _encode_pickle((recipe.factory, tuple(recipe.args), dict(recipe.kwargs)), directory, recipe=True)
+
+
+def _encode_pickle(value: Any, directory: str, recipe: bool) -> tuple[dict[str, Any], bytes]:
+    import cloudpickle
+
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        main = cloudpickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    except Exception as e:
+        raise _not_picklable(value, e) from e
+    views = [_raw(b) for b in buffers]
+    layout, offset = [], 0
+    for v in views:
+        layout.append([offset, v.nbytes])
+        offset += -(-v.nbytes // _ALIGN) * _ALIGN
+    meta: dict[str, Any] = {"format": "pickle5", "main": [offset, len(main)], "buffers": layout, "recipe": recipe}
+    if offset + len(main) <= INLINE_LIMIT:
+        blob = bytearray(offset + len(main))
+        for (start, n), v in zip(layout, views, strict=True):
+            blob[start : start + n] = v
+        blob[offset:] = main
+        return meta, bytes(blob)
+    meta["path"] = _write_parts(directory, [*zip((s for s, _ in layout), views, strict=True), (offset, main)])
+    return meta, b""
+
+
+def _raw(buf: pickle.PickleBuffer) -> memoryview:
+    try:
+        return buf.raw()
+    except BufferError:  # not contiguous: copy it
+        return memoryview(bytes(memoryview(buf)))
+
+
+def _not_picklable(value: Any, e: Exception) -> TransferError:
+    name = qualified_type(value)
+    return TransferError(
+        f"cannot copy an object of type {name} into another process: {type(e).__name__}: {e}. "
+        f"Register a recipe that rebuilds it there: runtimes.transfer.register_recipe({name!r}, "
+        "lambda obj: Recipe(factory, args, kwargs)); or use the in-process runtime, which shares live objects."
+    )
+
+
+def new_path(directory: str, suffix: str) -> str:
+    return os.path.join(directory, f"{secrets.token_hex(8)}{suffix}")
+
+
+def _write_parts(directory: str, parts: list[tuple[int, Any]]) -> str:
+    path = new_path(directory, ".bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for offset, data in parts:
+                f.seek(offset)
+                f.write(data)
+    except BaseException:
+        _unlink(path)
+        raise
+    return path
+
+
+def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
+    name = qualified_type(value)
+    if _is(value, "pandas", "DataFrame"):
+        import pyarrow as pa
+
+        try:
+            table = pa.Table.from_pandas(value)
+        except Exception as e:
+            raise TransferError(f"this DataFrame has no safe (Arrow) form: {type(e).__name__}: {e}") from e
+        path = new_path(directory, ".arrow")
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        return {"format": "arrow", "path": path}, b""
+    if _is(value, "numpy", "ndarray") and not value.dtype.hasobject:
+        import numpy as np
+
+        path = new_path(directory, ".npy")
+        np.save(path, value, allow_pickle=False)
+        return {"format": "npy", "path": path}, b""
+    raise TransferError(
+        f"an object of type {name} has no safe format (JSON, Arrow, npy): it can only be copied as a pickle, "
+        "and pickles from an untrusted kernel are refused. Convert it (e.g. to a DataFrame or a dict) inside "
+        "the kernel, or create the runtime with trust=True if you trust the code that ran there."
+    )
+
+
+def _is(value: Any, package: str, name: str) -> bool:
+    return any(c.__qualname__ == name and c.__module__.split(".")[0] == package for c in type(value).__mro__)
+
+
+# -- decode ----------------------------------------------------------------------------------------
+
+
+def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True) -> Any:
+    """Rebuild an object from ``encode``'s output; deletes the payload file, if any.
+
+    With ``trust=False`` only json, arrow, npy and named recipes are accepted.
+    """
+    fmt = meta.get("format")
+    path = meta.get("path")
+    try:
+        if fmt == "json":
+            return meta["value"]
+        if fmt == "recipe":
+            builder = BUILDERS.get(meta.get("builder", ""))
+            if builder is None:
+                raise TransferError(f"unknown recipe builder {meta.get('builder')!r}")
+            return builder(*meta.get("args", ()), **meta.get("kwargs", {}))
+        if fmt == "arrow":
+            return _read_arrow(_checked_path(path, meta), validate=not trust)
+        if fmt == "npy":
+            import numpy as np
+
+            return np.load(_checked_path(path, meta), allow_pickle=False)
+        if fmt == "pickle5":
+            if not trust:
+                raise TransferError(
+                    "refusing to unpickle data from an untrusted kernel (unpickling can run arbitrary code). "
+                    "Retrieve DataFrames, arrays or JSON-able values, or create the runtime with trust=True."
+                )
+            return _read_pickle(meta, attachment)
+        raise TransferError(f"unknown transfer format {fmt!r}")
+    finally:
+        if path:
+            _unlink(path)
+
+
+def _checked_path(path: Any, meta: dict[str, Any]) -> str:
+    if not isinstance(path, str):
+        raise TransferError(f"transfer payload without a file: {meta}")
+    return path
+
+
+def _read_arrow(path: str, validate: bool) -> Any:
+    import pyarrow as pa
+
+    with pa.memory_map(path) as source:
+        table = pa.ipc.open_file(source).read_all()
+    if validate:
+        table.validate(full=True)  # malformed data from an untrusted writer must not reach memory-unsafe code
+    return table.to_pandas()
+
+
+def _read_pickle(meta: dict[str, Any], attachment: bytes) -> Any:
+    if "path" in meta:
+        with open(meta["path"], "rb") as f:
+            # Copy-on-write mapping: zero-copy, the arrays stay writable, and the file can be deleted now.
+            view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY))
+    else:
+        view = memoryview(bytearray(attachment))  # writable buffers, not read-only arrays
+    start, n = meta["main"]
+    buffers = [view[o : o + k] for o, k in meta["buffers"]]
+    value = pickle.loads(view[start : start + n], buffers=buffers)
+    if meta.get("recipe"):
+        factory, args, kwargs = value
+        return factory(*args, **kwargs)
+    return value
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+# -- framing for the control channel -------------------------------------------------------------------
+
+HEADER = 8  # two big-endian uint32: JSON length, attachment length
+
+
+def pack(message: dict[str, Any], attachment: bytes = b"") -> bytes:
+    body = json.dumps(message, separators=(",", ":")).encode()
+    return len(body).to_bytes(4, "big") + len(attachment).to_bytes(4, "big") + body + attachment
+
+
+def unpack_header(header: bytes) -> tuple[int, int]:
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:8], "big")

@@ -1,0 +1,422 @@
+"""KernelRuntime against real IPython kernels (jupyter-client + ipykernel), no mocks.
+
+Most tests share one kernel (module fixture); tests that crash, restart or limit a
+kernel get their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import psutil
+import pytest
+import sqlalchemy as sa
+
+from runtimes import TransferError, create_runtime
+from runtimes.kernel import KernelRuntime
+from runtimes.transfer import Recipe, register_recipe
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def rt():
+    runtime = KernelRuntime(timeout=30)
+    runtime.start()
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture(scope="module")
+def crashy():
+    """A kernel the tests may crash and restart."""
+    runtime = KernelRuntime(timeout=30, interrupt_grace_s=0.5)
+    runtime.inject("registered", {"survives": True}, description="injected by the host")
+    yield runtime
+    runtime.close()
+
+
+def mixed_frame(n: int = 1000) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "f": rng.random(n),
+            "f32": rng.random(n).astype("float32"),
+            "i": rng.integers(0, 10**6, n),
+            "s": pd.Series(rng.integers(0, 50, n)).astype(str).radd("item-"),
+            "cat": pd.Categorical(rng.choice(["a", "b", "c"], n)),
+            "when": pd.date_range("2024-01-01", periods=n, freq="h", tz="UTC"),
+            "maybe": pd.array([None if k % 7 == 0 else k for k in range(n)], dtype="Int64"),
+            "flag": rng.random(n) > 0.5,
+        },
+        index=pd.Index(np.arange(n) * 3 + 7, name="order_id"),
+    )
+
+
+# -- basics -------------------------------------------------------------------------------------------------
+
+
+def test_state_persists_and_output_is_captured(rt):
+    assert rt.execute("counter = 40").ok
+    ex = rt.execute("counter += 2\nprint('counter', counter)\nimport sys\nprint('oops', file=sys.stderr)\ncounter")
+    assert ex.ok, ex.error
+    assert (ex.stdout, ex.stderr, ex.result) == ("counter 42\n", "oops\n", "42")
+    assert rt.start_seconds is not None and rt.start_seconds < 10
+
+
+def test_registry_creates_kernel_runtime():
+    runtime = create_runtime("kernel", timeout=5)
+    assert isinstance(runtime, KernelRuntime)
+    runtime.close()  # never started: closing is still clean
+
+
+def test_errors_carry_the_agents_line_numbers(rt):
+    rt.execute("def ratio(a, b):\n    return a / b\n")
+    ex = rt.execute("x = 1\n\ny = ratio(x, 0)\n")
+    assert ex.error.type == "ZeroDivisionError" and ex.error.lineno == 3
+    assert "line 3, in <module>" in ex.error.traceback and "return a / b" in ex.error.traceback
+    assert "kernel.py" not in ex.error.traceback and "ipykernel" not in ex.error.traceback
+    ex = rt.execute("if True:\n    a = [1,\n")
+    assert ex.error.type == "SyntaxError" and ex.error.lineno == 2 and "^" in ex.error.traceback
+
+
+def test_top_level_await_and_magics(rt):
+    ex = rt.execute("import asyncio\nawait asyncio.sleep(0.01)\nawait asyncio.sleep(0, 'awaited')")
+    assert ex.result == "'awaited'", ex.error
+    ex = rt.execute("!echo from-shell")
+    assert "from-shell" in ex.stdout
+
+
+def test_exit_and_input_do_not_end_the_kernel(rt):
+    assert rt.execute("input()").error.type == "RuntimeError"
+    rt.execute("alive = True")
+    assert rt.execute("alive").result == "True"
+
+
+# -- objects ---------------------------------------------------------------------------------------------------
+
+
+def test_dataframe_round_trip_is_faithful(rt):
+    df = mixed_frame()
+    rt.inject("orders", df, description="orders")
+    ex = rt.execute("orders_in_kernel = orders.copy()\nbool(orders['i'].sum() == orders_in_kernel['i'].sum())")
+    assert ex.result == "True", ex.error
+    back = rt.retrieve("orders")
+    assert back.equals(df)
+    assert list(back.dtypes) == list(df.dtypes)
+    assert back.index.equals(df.index) and back.index.name == "order_id"
+
+
+def test_large_dataframe_goes_through_shared_memory(rt):
+    df = pd.DataFrame({"a": np.arange(300_000), "b": np.random.default_rng(1).random(300_000)})
+    rt.inject("big", df)
+    rt.execute("big['c'] = big['a'] * 2")
+    back = rt.retrieve("big")
+    assert back["c"].equals(df["a"] * 2) and back["b"].equals(df["b"])
+    back.loc[0, "a"] = -1  # writable on the host
+    assert not os.listdir(rt._transfer_dir)  # payload files are gone once read
+
+
+def test_retrieve_agent_created_objects(rt):
+    rt.execute(
+        "import pandas as pd, numpy as np\n"
+        "made = pd.DataFrame({'k': ['x', 'y'], 'v': [1.5, 2.5]}).set_index('k')\n"
+        "arr = np.arange(12).reshape(3, 4)\n"
+        "class Local:\n    def __init__(self): self.v = 3\n"
+        "obj = Local()\n"
+        "square = lambda q: q * q\n"
+    )
+    made = rt.retrieve("made")
+    assert made.equals(pd.DataFrame({"k": ["x", "y"], "v": [1.5, 2.5]}).set_index("k"))
+    arr = rt.retrieve("arr")
+    assert arr.shape == (3, 4) and arr[2, 3] == 11
+    assert rt.retrieve("obj").v == 3
+    assert rt.retrieve("square")(7) == 49
+
+
+def test_injected_functions_and_types_run_in_the_kernel(rt):
+    def area(w: float, h: float) -> float:
+        """Area of a rectangle."""
+        return w * h
+
+    class Point:
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+
+    rt.inject_function(area, description="geometry helper")
+    rt.inject_type(Point)
+    ex = rt.execute("p = Point(2, 3)\narea(p.x, p.y)")
+    assert ex.result == "6", ex.error
+    info = {v.name: v for v in rt.describe()}
+    assert info["area"].kind == "function" and info["area"].injected
+    assert info["area"].description == "geometry helper"
+    assert "area(w: float, h: float) -> float" in info["area"].preview
+    assert info["Point"].kind == "type"
+    assert info["p"].injected is False and info["p"].type == "Point"
+
+
+def test_describe_lists_agent_created_variables(rt):
+    rt.execute("scores = {'a': 1, 'b': 2}\nnames = ['x', 'y']\nimport math")
+    info = {v.name: v for v in rt.describe()}
+    assert info["scores"].preview.startswith("dict len 2") and not info["scores"].injected
+    assert info["names"].preview == "list len 2 of str"
+    assert info["math"].kind == "module"
+    assert not any(name in info for name in ("In", "Out", "get_ipython", "exit", "quit"))
+    assert all(len(v.preview) <= 300 for v in info.values())
+
+
+def test_retrieve_unknown_name_lists_available(rt):
+    rt.execute("zebra = 1")
+    with pytest.raises(KeyError) as info:
+        rt.retrieve("unicorn")
+    assert "unicorn" in str(info.value) and "zebra" in str(info.value)
+    with pytest.raises(KeyError):
+        rt.retrieve("get_ipython")  # IPython's machinery is not a user variable
+
+
+def test_non_picklable_object_names_type_and_fix(rt):
+    with pytest.raises(TransferError) as info:
+        rt.inject("lock", threading.Lock())
+    message = str(info.value)
+    assert "_thread.lock" in message and "register_recipe" in message
+    assert "lock" not in rt.registered
+    rt.execute("gen = (i for i in range(3))")
+    with pytest.raises(TransferError, match="generator"):
+        rt.retrieve("gen")
+
+
+class Client:
+    """Holds a lock, so it cannot be pickled; a recipe rebuilds it from its address."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._lock = threading.Lock()
+
+
+def test_custom_recipe(rt):
+    register_recipe(Client, lambda c: Recipe(Client, (c.address,)))
+    rt.inject("client", Client("db.local:5432"))
+    ex = rt.execute("type(client).__name__, client.address")
+    assert ex.result == "('Client', 'db.local:5432')", ex.error
+
+
+def test_in_memory_sqlite_engine_is_refused_clearly(rt):
+    with pytest.raises(TransferError) as info:
+        rt.inject("engine", sa.create_engine("sqlite://"))
+    assert "in-memory" in str(info.value) and "file-backed" in str(info.value)
+
+
+def test_file_backed_sqlite_engine_is_shared(rt, tmp_path):
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("create table sales (id integer primary key, amount real)"))
+        conn.execute(sa.text("insert into sales (amount) values (1.5), (2.5)"))
+    rt.inject("engine", engine, description="the shop database")
+    code = (
+        "import sqlalchemy as sa\n"
+        "with engine.begin() as conn:\n"
+        "    conn.execute(sa.text('insert into sales (amount) values (10.0)'))\n"
+        "    total = conn.execute(sa.text('select sum(amount) from sales')).scalar()\n"
+        "total"
+    )
+    assert rt.execute(code).result == "14.0"
+    with engine.connect() as conn:  # the kernel's write is visible from the host
+        assert conn.execute(sa.text("select count(*) from sales")).scalar() == 3
+    info = {v.name: v for v in rt.describe()}
+    assert "sqlite engine" in info["engine"].preview and "sales" in info["engine"].preview
+    back = rt.retrieve("engine")  # rebuilt on the host from its URL
+    with back.connect() as conn:
+        assert conn.execute(sa.text("select max(amount) from sales")).scalar() == 10.0
+    engine.dispose()
+    back.dispose()
+
+
+# -- control: timeouts, interrupts, crashes -------------------------------------------------------------------
+
+
+def test_busy_loop_is_stopped_within_timeout_and_runtime_stays_usable(rt):
+    rt.execute("before = 'kept'")
+    t0 = time.monotonic()
+    ex = rt.execute("n = 0\nwhile True:\n    n += 1\n", timeout=1)
+    assert time.monotonic() - t0 < 1 + 2
+    assert ex.timed_out and ex.recovery == "interrupted"
+    assert ex.error.type == "TimeoutError" and ex.error.lineno in (2, 3)
+    assert rt.execute("before, n > 0").result == "('kept', True)"
+
+
+def test_long_silent_cell_within_timeout_is_fine(rt):
+    ex = rt.execute("import time\ntime.sleep(1.5)\n'done'", timeout=5)
+    assert ex.ok and ex.result == "'done'"
+
+
+def test_interrupt_from_another_thread(rt):
+    threading.Timer(0.5, rt.interrupt).start()
+    ex = rt.execute("import time\ntime.sleep(20)", timeout=30)
+    assert ex.error.type == "KeyboardInterrupt" and not ex.timed_out
+    assert rt.execute("1 + 1").result == "2"
+
+
+def test_cell_that_ignores_interrupts_gets_the_kernel_restarted(crashy):
+    code = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass"
+    t0 = time.monotonic()
+    ex = crashy.execute(code, timeout=1)
+    assert ex.timed_out and ex.recovery == "restarted" and ex.error.type == "TimeoutError"
+    assert time.monotonic() - t0 < 1 + 0.5 + 10
+    assert crashy.retrieve("registered") == {"survives": True}
+
+
+def test_os_exit_is_recovered_with_registered_objects(crashy):
+    crashy.execute("scratch = 1")
+    pid = crashy.pid
+    ex = crashy.execute("import os\nos._exit(1)")
+    assert ex.recovery == "crashed" and ex.error.type == "KernelDied" and "exit code 1" in ex.error.message
+    assert crashy.pid != pid and not psutil.pid_exists(pid)
+    assert crashy.execute("registered['survives']").result == "True"
+    assert crashy.execute("scratch").error.type == "NameError"
+
+
+def test_segfault_is_recovered_and_reported(crashy):
+    ex = crashy.execute("import ctypes\n\ndef boom():\n    ctypes.string_at(0)\n\nboom()")
+    assert ex.recovery == "crashed" and "SIGSEGV" in ex.error.message
+    assert "Segmentation fault" in ex.error.traceback and '"<cell-' in ex.error.traceback
+    assert crashy.execute("registered").ok
+
+
+def test_kernel_killed_between_calls_is_restarted_on_next_call(crashy):
+    os.kill(crashy.pid, signal.SIGKILL)
+    time.sleep(0.2)
+    ex = crashy.execute("registered['survives']")
+    assert ex.result == "True" and ex.recovery == "crashed"
+    assert "had died since the last call" in ex.stderr and "SIGKILL" in ex.stderr
+
+
+def test_restart_clears_code_state_and_reinjects(crashy):
+    crashy.execute("temp = 5")
+    crashy.restart()
+    assert crashy.execute("temp").error.type == "NameError"
+    assert crashy.retrieve("registered") == {"survives": True}
+
+
+# -- limits, working directory, environment ------------------------------------------------------------------
+
+
+def test_limits_workdir_and_env(tmp_path):
+    workdir = tmp_path / "work"
+    with KernelRuntime(
+        timeout=20, memory_limit_mb=512, cpu_time_limit_s=1, workdir=str(workdir), env={"CAVE_TEST_VAR": "yes"}
+    ) as runtime:
+        ex = runtime.execute("import numpy as np\nhuge = np.ones(2 * 1024**3 // 8)")
+        assert ex.error.type == "MemoryError" and "memory_limit_mb" in ex.error.message
+        assert runtime.execute("data = bytearray(2 * 1024**3)").error.type == "MemoryError"
+        ok = runtime.execute("import pandas as pd\nsmall = np.ones(10_000_000)\nfloat(small.sum())")
+        assert ok.result == "10000000.0", ok.error  # 80 MB is fine under the limit
+        t0 = time.monotonic()
+        ex = runtime.execute("while True: pass")
+        assert ex.error.type == "CPUTimeLimitExceeded" and time.monotonic() - t0 < 5
+        assert runtime.execute("1").result == "1"  # the next cell has a fresh CPU budget
+        ex = runtime.execute("import os\nopen('note.txt', 'w').write('hi')\nos.getcwd(), os.environ['CAVE_TEST_VAR']")
+        assert ex.result == repr((str(workdir), "yes"))
+        assert (workdir / "note.txt").read_text() == "hi"
+        pid = runtime.pid
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    assert workdir.exists()  # a directory the user gave is theirs: not deleted
+
+
+def test_each_runtime_gets_its_own_temporary_workdir(rt):
+    cwd = rt.execute("import os; os.getcwd()").result
+    assert cwd == repr(rt.workdir) and "cave-work-" in rt.workdir
+
+
+# -- trust -------------------------------------------------------------------------------------------------------
+
+
+def test_untrusted_retrieve_uses_safe_formats_only():
+    with KernelRuntime(timeout=20, trust=False) as runtime:
+        runtime.execute(
+            "import pandas as pd, numpy as np\n"
+            "df = pd.DataFrame({'a': [1, 2], 's': ['x', 'y']})\n"
+            "arr = np.arange(4.0)\nplain = {'k': [1, 'two', None]}\n"
+            "class Evil:\n    def __reduce__(self):\n        import os\n        return (os.system, ('echo pwned',))\n"
+            "evil = Evil()\n"
+        )
+        assert runtime.retrieve("df").equals(pd.DataFrame({"a": [1, 2], "s": ["x", "y"]}))
+        assert runtime.retrieve("arr").tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert runtime.retrieve("plain") == {"k": [1, "two", None]}
+        with pytest.raises(TransferError, match="no safe format"):
+            runtime.retrieve("evil")
+
+
+# -- async ---------------------------------------------------------------------------------------------------------
+
+
+async def test_aexecute_does_not_block_the_event_loop(rt):
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    ex = await rt.aexecute("import time\ntime.sleep(0.5)\n'slept'")
+    task.cancel()
+    assert ex.result == "'slept'"
+    assert ticks >= 25  # the loop kept running while the kernel slept
+
+
+async def test_two_kernels_run_concurrently(rt, crashy):
+    await crashy.astart()
+    t0 = time.monotonic()
+    a, b = await asyncio.gather(
+        rt.aexecute("import time\ntime.sleep(0.6)\n'a'"), crashy.aexecute("import time\ntime.sleep(0.6)\n'b'")
+    )
+    assert (a.result, b.result) == ("'a'", "'b'")
+    assert time.monotonic() - t0 < 1.1
+
+
+async def test_async_inject_retrieve_describe_and_timeout(rt):
+    df = mixed_frame(50)
+    await rt.ainject("async_df", df)
+    assert (await rt.aretrieve("async_df")).equals(df)
+    assert "async_df" in [v.name for v in await rt.adescribe()]
+    ex = await rt.aexecute("while True: pass", timeout=0.5)
+    assert ex.timed_out and ex.recovery == "interrupted"
+
+
+def test_sync_call_from_inside_a_running_loop(rt):
+    async def main():
+        return rt.execute("6 * 7").result  # a sync call inside async code still works
+
+    assert asyncio.run(main()) == "42"
+
+
+# -- bad input --------------------------------------------------------------------------------------------------------
+
+
+def test_bad_inputs(rt):
+    with pytest.raises(ValueError, match="identifier"):
+        rt.inject("2fast", 1)
+    with pytest.raises(ValueError, match="timeout"):
+        rt.execute("1", timeout=-1)
+    with pytest.raises(TypeError, match="str"):
+        rt.execute(b"1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="memory_limit_mb"):
+        KernelRuntime(memory_limit_mb=10)
+
+
+def test_close_leaves_no_process():
+    runtime = KernelRuntime()
+    runtime.execute("1")
+    pid = runtime.pid
+    runtime.close()
+    runtime.close()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    with pytest.raises(Exception, match="closed"):
+        runtime.execute("1")

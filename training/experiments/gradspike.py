@@ -1,0 +1,570 @@
+"""Do agent-wise advantages remove gradient spikes? grpo vs drmas vs pooled_calls on a toy two-agent team.
+
+    python -m training.experiments.gradspike            # 3 seeds x 3 estimators, a few minutes on 2 CPU cores
+    python -m training.experiments.gradspike --quick    # < 1 minute (CI)
+
+The Dr. MAS claim (REFERENCE.md): with one global baseline, an agent whose score distribution differs from the pooled
+one gets inflated, spiky gradient norms; normalizing per (prompt, agent) removes the spikes without slowing learning.
+
+The team (a "search" team in miniature, two agents, each its own tiny Llama trained from scratch):
+
+- every prompt group hides a random answer digit that only search reveals (nothing to memorize);
+- the **router** sees the hints found so far and says SEARCH or ANSWER, up to 4 times; SEARCH appends a hint (the
+  answer with probability ``hint_accuracy``, else a random digit); any other token is an invalid format (penalty c)
+  and wastes the step;
+- the **answerer** is called only when the router says ANSWER; it sees the hints and emits a digit;
+- reward: 1 when the answer is right, else 0 (no answer within 4 steps is 0). Each call's score = reward - c when its
+  format was invalid (REFERENCE.md). The agents' score distributions differ: the router acts 1-4 times in every run
+  (most often in runs that search long or never answer), the answerer at most once, only in runs that answered.
+
+Two measurements:
+
+- **training runs**: each estimator trains its own team (same seeds: same initial weights, same first rollouts);
+  per-agent gradient norms before clipping at every optimizer step, and reward curves;
+- **paired probe**: at every iteration of every run, the gradient norm each estimator *would* produce on that same
+  batch and weights (no step), and each agent's mean squared advantage -- the factor
+  ``(sigma_k^2 + (mu_k - mu)^2) / sigma^2`` of REFERENCE.md. Same data for all three: differences are the estimator's.
+
+The rollouts become cave ``Trajectory``/``Step`` records and go through the trainer's own code
+(``build_samples`` -> ``compute_advantages`` -> ``AgentPolicies.update``); only the environment and the one-token
+sampler here are toys. The full trainer runs the same estimators and update on real team rollouts through cave.
+
+Outputs in ``--out``: ``metrics.jsonl`` (one row per estimator, seed and iteration), ``summary.json`` (per-agent
+grad-norm max/median, mean squared advantage and reward, per estimator, over seeds) and ``gradspike.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cave.trajectory import Step, Trajectory
+from training.advantages import advantage_stats, compute_advantages
+from training.loss import LossConfig
+from training.policy import AgentPolicies, OptimizerConfig
+from training.samples import build_samples, sample_columns
+
+# Vocabulary: 8 control tokens, then 8 digits.
+PAD, BOS, ROUTER, ANSWERER, SEARCH, ANSWER, HINT, QMARK = range(8)
+DIGIT0, N_DIGITS = 8, 8
+VOCAB_SIZE = DIGIT0 + N_DIGITS
+AGENTS = ("router", "answerer")
+
+
+@dataclass
+class Config:
+    estimators: tuple[str, ...] = ("grpo", "drmas", "pooled_calls")
+    seeds: tuple[int, ...] = (0, 1, 2)
+    iterations: int = 120
+    prompts_per_iteration: int = 8
+    rollouts_per_prompt: int = 8  # N, the GRPO group size
+    max_router_steps: int = 4
+    hint_accuracy: float = 0.6
+    format_penalty: float = 0.01  # c: the reference value for search teams
+    entropy_coef: float = 0.001  # the reference value for search teams
+    lr: float = 1e-3
+    steps_per_iteration: int = 2
+    grad_clip: float = 1.0
+    shared_model: bool = False  # one model for both roles (per-role grad norms then need an extra gradient copy)
+    hidden_size: int = 64
+    layers: int = 2
+    threads: int = 1
+    probe: bool = True  # the paired probe (3 extra backward passes per agent and iteration)
+    out: str = "runs/gradspike"
+
+
+QUICK = {"seeds": (0, 1), "iterations": 15}
+
+
+# -- policies and sampling -------------------------------------------------------------------------------------------
+def tiny_policy(seed: int, cfg: Config) -> torch.nn.Module:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=cfg.hidden_size,
+        intermediate_size=4 * cfg.hidden_size,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=64,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=None,
+    )
+    return LlamaForCausalLM(config)
+
+
+@torch.no_grad()
+def sample_next(
+    model: torch.nn.Module, prompts: Sequence[list[int]], gen: torch.Generator
+) -> tuple[list[int], list[float]]:
+    """One token per prompt at temperature 1, with its log-prob (the 'old logprob' the update uses)."""
+    L = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), L), PAD, dtype=torch.long)
+    attn = torch.zeros_like(ids)
+    for i, p in enumerate(prompts):
+        ids[i, L - len(p) :] = torch.tensor(p)
+        attn[i, L - len(p) :] = 1
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    model.eval()
+    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=False, logits_to_keep=1).logits
+    logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
+    tokens = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(-1)
+    return tokens.tolist(), logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1).tolist()
+
+
+# -- the toy team ----------------------------------------------------------------------------------------------------
+@dataclass
+class Episode:
+    answer: int  # hidden; shared by the N runs of a prompt group
+    traj: Trajectory
+    history: list[int] = field(default_factory=list)  # what the router did so far (and the hints it got)
+    hints: list[int] = field(default_factory=list)
+    answering: bool = False
+
+
+def rollout(
+    policies: AgentPolicies,
+    answers: Sequence[int],
+    cfg: Config,
+    rng: np.random.Generator,
+    gen: torch.Generator,
+    tag: str,
+) -> list[Trajectory]:
+    """N team runs per prompt group (one hidden answer each), batched step by step; each agent call is a cave Step."""
+    episodes = []
+    for g, a in enumerate(answers):
+        for k in range(cfg.rollouts_per_prompt):
+            traj = Trajectory(task=f"find {tag}-{g}", team_run_id=f"{tag}-{g}-{k}", meta={"group_id": f"{tag}-{g}"})
+            episodes.append(Episode(int(a), traj))
+    active = list(range(len(episodes)))
+    for _ in range(cfg.max_router_steps):
+        if not active:
+            break
+        prompts = [[BOS, ROUTER, QMARK, *episodes[i].history] for i in active]
+        tokens, logprobs = sample_next(policies.model("router"), prompts, gen)
+        still = []
+        for i, prompt, tok, lp in zip(active, prompts, tokens, logprobs, strict=True):
+            e = episodes[i]
+            e.traj.steps.append(_step(e, "router", prompt, tok, lp, ok=tok in (SEARCH, ANSWER), kind="route"))
+            if tok == ANSWER:
+                e.answering = True
+                continue
+            if tok == SEARCH:
+                hint = e.answer if rng.random() < cfg.hint_accuracy else int(rng.integers(N_DIGITS))
+                e.hints.append(hint)
+                e.history += [SEARCH, HINT, DIGIT0 + hint]
+            else:
+                e.history.append(tok)
+            still.append(i)
+        active = still
+    answering = [e for e in episodes if e.answering]
+    if answering:
+        prompts = [[BOS, ANSWERER, QMARK, *[t for h in e.hints for t in (HINT, DIGIT0 + h)]] for e in answering]
+        tokens, logprobs = sample_next(policies.model("answerer"), prompts, gen)
+        for e, prompt, tok, lp in zip(answering, prompts, tokens, logprobs, strict=True):
+            ok = DIGIT0 <= tok < DIGIT0 + N_DIGITS
+            e.traj.steps.append(_step(e, "answerer", prompt, tok, lp, ok=ok, kind="action"))
+            e.traj.final_answer = tok - DIGIT0 if ok else None
+    for e in episodes:
+        e.traj.reward = 1.0 if e.traj.final_answer == e.answer else 0.0
+        e.traj.status = "success" if e.answering else "max_steps"
+    return [e.traj for e in episodes]
+
+
+def _step(e: Episode, role: str, prompt: list[int], tok: int, lp: float, *, ok: bool, kind: str) -> Step:
+    return Step(
+        index=len(e.traj.steps),
+        role=role,
+        prompt_token_ids=list(prompt),
+        token_ids=[tok],
+        logprobs=[lp],
+        team_run_id=e.traj.team_run_id,
+        kind=kind,
+        meta={"format_ok": ok},
+    )
+
+
+# -- one run ---------------------------------------------------------------------------------------------------------
+def run_one(estimator: str, seed: int, cfg: Config, log) -> list[dict[str, Any]]:
+    """Train the team for ``cfg.iterations`` iterations with one estimator; returns one metrics row per iteration."""
+    torch.set_num_threads(cfg.threads)
+    if cfg.shared_model:
+        shared = tiny_policy(seed * 100, cfg)
+        models = {"router": shared, "answerer": shared}
+    else:
+        models = {"router": tiny_policy(seed * 100, cfg), "answerer": tiny_policy(seed * 100 + 1, cfg)}
+    optim = OptimizerConfig(lr=cfg.lr, steps_per_iteration=cfg.steps_per_iteration, grad_clip=cfg.grad_clip)
+    loss = LossConfig(entropy_coef=cfg.entropy_coef)
+    policies = AgentPolicies(models, optim, loss=loss, pad_token_id=PAD, per_role_grad_norm=True, seed=seed)
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for it in range(cfg.iterations):
+        t0 = time.perf_counter()
+        answers = rng.integers(N_DIGITS, size=cfg.prompts_per_iteration)
+        trajs = rollout(policies, answers, cfg, rng, gen, tag=f"{it}")
+        t_roll = time.perf_counter() - t0
+        samples = build_samples(trajs, format_penalty=cfg.format_penalty)
+        cols = sample_columns(samples)
+        probe = _probe(policies, samples, cols, cfg) if cfg.probe else None
+        adv = compute_advantages(estimator, **cols)
+        results = policies.update(samples, adv)
+        row = _row(estimator, seed, it, trajs, samples, adv, results, t_roll, time.perf_counter() - t0)
+        if probe is not None:
+            row["probe"] = probe
+        rows.append(row)
+        log(row)
+    return rows
+
+
+def _probe(policies: AgentPolicies, samples, cols, cfg: Config) -> dict[str, dict[str, dict[str, float]]]:
+    """Per estimator and agent, on this batch and these weights: gradient norm (no step) and mean squared advantage."""
+    agents = np.array(cols["agent_ids"])
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for est in cfg.estimators:
+        adv = compute_advantages(est, **cols)
+        norms = policies.gradient_norms(samples, adv)
+        out[est] = {
+            a: {"grad_norm": norms.get(a, math.nan), "adv_sq_mean": float(np.mean(adv[agents == a] ** 2))}
+            for a in AGENTS
+            if (agents == a).any()
+        }
+    return out
+
+
+def _row(estimator, seed, it, trajs, samples, adv, results, t_roll, t_total) -> dict[str, Any]:
+    rewards = np.array([t.reward for t in trajs])
+    row: dict[str, Any] = {
+        "estimator": estimator,
+        "seed": seed,
+        "iteration": it,
+        "reward": float(rewards.mean()),
+        "answer_rate": float(np.mean([t.status == "success" for t in trajs])),
+        "router_calls_per_run": float(np.mean([len(t.by_role("router")) for t in trajs])),
+        "seconds": t_total,
+        "rollout_seconds": t_roll,
+        "agents": {},
+    }
+    stats = advantage_stats(adv, [s.agent_id for s in samples])
+    role_norms = {r: n for res in results.values() for r, n in res.role_grad_norms.items()}
+    model_metrics = {r: res.metrics for res in results.values() for r in res.roles}
+    errors = [str(e) for res in results.values() for e in res.errors]
+    for agent in AGENTS:
+        scores = np.array([s.score for s in samples if s.agent_id == agent])
+        invalid = [s.format_penalty > 0 for s in samples if s.agent_id == agent]
+        m = model_metrics.get(agent, {})
+        row["agents"][agent] = {
+            "calls": int(scores.size),
+            "score_mean": float(scores.mean()) if scores.size else None,
+            "score_std": float(scores.std()) if scores.size else None,
+            "invalid_rate": float(np.mean(invalid)) if invalid else None,
+            "adv": stats.get(agent),
+            "grad_norms": role_norms.get(agent, []),  # per optimizer step, before clipping
+            "clip_frac": m.get("clip_frac"),
+            "approx_kl": m.get("approx_kl"),
+            "entropy": m.get("entropy"),
+            "loss": m.get("loss"),
+        }
+    if errors:
+        row["errors"] = errors
+    return row
+
+
+# -- summary and figure ----------------------------------------------------------------------------------------------
+def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
+    """Per estimator and agent: grad-norm max/median (per seed, then mean and range), reward curves' summaries."""
+    out: dict[str, Any] = {"config": asdict(cfg), "estimators": {}}
+    tail = max(1, cfg.iterations // 5)
+    for est in cfg.estimators:
+        e_rows = [r for r in rows if r["estimator"] == est]
+        per_seed = []
+        for seed in cfg.seeds:
+            s_rows = sorted((r for r in e_rows if r["seed"] == seed), key=lambda r: r["iteration"])
+            if not s_rows:
+                continue
+            rewards = [r["reward"] for r in s_rows]
+            entry: dict[str, Any] = {
+                "seed": seed,
+                "reward_mean": float(np.mean(rewards)),  # area under the reward curve / iterations
+                "reward_final": float(np.mean(rewards[-tail:])),
+            }
+            for agent in AGENTS:
+                stats = grad_norm_stats([r["agents"][agent]["grad_norms"] for r in s_rows])
+                if stats:
+                    entry[agent] = stats
+            per_seed.append(entry)
+        agg: dict[str, Any] = {"per_seed": per_seed}
+        for key in ("reward_mean", "reward_final"):
+            agg[key] = _mean_range([s[key] for s in per_seed])
+        for agent in AGENTS:
+            agg[agent] = {
+                k: _mean_range([s[agent][k] for s in per_seed if agent in s and s[agent][k] is not None])
+                for k in STAT_KEYS
+            }
+        out["estimators"][est] = agg
+    if "grpo" in out["estimators"]:
+        base = out["estimators"]["grpo"]
+        out["vs_grpo"] = {}
+        for est, agg in out["estimators"].items():
+            if est == "grpo":
+                continue
+            # Each entry: this estimator's (seed-averaged) statistic divided by grpo's; the target is <= 0.5.
+            cmp: dict[str, Any] = {"ratio_to_grpo": {}}
+            for agent in AGENTS:
+                cmp["ratio_to_grpo"][agent] = {
+                    k: _ratio(agg[agent][k]["mean"], base[agent][k]["mean"])
+                    for k in ("max_over_median", "max_over_median_after_warmup", "local_spike")
+                }
+            cmp["reward_mean_diff"] = agg["reward_mean"]["mean"] - base["reward_mean"]["mean"]
+            cmp["reward_final_diff"] = agg["reward_final"]["mean"] - base["reward_final"]["mean"]
+            cmp["meets_target_max_over_median_le_0.5x"] = all(
+                (v := cmp["ratio_to_grpo"][a]["max_over_median"]) is not None and v <= 0.5 for a in AGENTS
+            )
+            out["vs_grpo"][est] = cmp
+    return out
+
+
+STAT_KEYS = (
+    "max_over_median",
+    "max_over_median_all_steps",
+    "max_over_median_after_warmup",
+    "local_spike",
+    "p99_over_median",
+    "spikes_over_3x_median",
+    "zero_signal_steps",
+    "grad_norm_median",
+    "grad_norm_max",
+)
+
+
+def grad_norm_stats(per_iteration: list[list[float]], warmup: float = 0.1, window: int = 10) -> dict[str, Any]:
+    """Spike statistics of one agent's gradient norms (before clipping), one list of optimizer steps per iteration.
+
+    - ``max_over_median``: over steps with a learning signal (a norm of exactly 0 means every advantage the agent
+      got was 0: nothing to measure, and counting those steps would make the median, not the spikes, decide);
+    - ``max_over_median_all_steps``: the same over every step;
+    - ``max_over_median_after_warmup``: without the first ``warmup`` fraction of iterations (init transients);
+    - ``local_spike``: max over steps of norm / median of the steps within +-``window`` iterations (a spike against
+      its neighbourhood, insensitive to the slow trend of the norm over training);
+    - ``spikes_over_3x_median``: steps above 3x the median.
+
+    >>> grad_norm_stats([[1.0], [1.0], [0.0], [4.0]], warmup=0.0, window=1)["max_over_median"]
+    4.0
+    """
+    iters = [(i, g) for i, norms in enumerate(per_iteration) for g in norms if math.isfinite(g)]
+    if not iters:
+        return {}
+    all_norms = np.array([g for _, g in iters])
+    live = [(i, g) for i, g in iters if g > 1e-12]
+    norms = np.array([g for _, g in live])
+    if norms.size == 0:
+        return {"zero_signal_steps": int(all_norms.size), "steps": int(all_norms.size)}
+    med = float(np.median(norms))
+    start = int(warmup * len(per_iteration))
+    late = np.array([g for i, g in live if i >= start])
+    local = []
+    for i, g in live:
+        near = [h for j, h in live if abs(j - i) <= window]
+        local.append(g / float(np.median(near)))
+    med_all = float(np.median(all_norms))
+    return {
+        "grad_norm_max": float(norms.max()),
+        "grad_norm_median": med,
+        "max_over_median": float(norms.max() / med),
+        "max_over_median_all_steps": float(all_norms.max() / med_all) if med_all > 0 else None,
+        "max_over_median_after_warmup": float(late.max() / np.median(late)) if late.size else None,
+        "local_spike": float(max(local)),
+        "p99_over_median": float(np.percentile(norms, 99) / med),
+        "spikes_over_3x_median": int((norms > 3 * med).sum()),
+        "zero_signal_steps": int(all_norms.size - norms.size),
+        "steps": int(all_norms.size),
+    }
+
+
+def _ratio(x: float | None, base: float | None) -> float | None:
+    return x / base if x is not None and base else None
+
+
+def _mean_range(xs: list[float]) -> dict[str, float | None]:
+    if not xs:
+        return {"mean": None, "min": None, "max": None}
+    return {"mean": float(np.mean(xs)), "min": float(np.min(xs)), "max": float(np.max(xs))}
+
+
+def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"grpo": "tab:red", "drmas": "tab:blue", "pooled_calls": "tab:green"}
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    ax_r, ax_bar, ax_g1, ax_g2 = axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]
+    first = cfg.seeds[0]
+    for est in cfg.estimators:
+        c = colors.get(est)
+        curves = _curves(rows, est, cfg, lambda r: r["reward"])
+        if curves.size:
+            _band(ax_r, curves, c, est)
+        # Raw per-step norms of one seed: averaging over seeds would smooth away the spikes we look for.
+        s_rows = sorted((r for r in rows if r["estimator"] == est and r["seed"] == first), key=lambda r: r["iteration"])
+        for ax, agent in ((ax_g1, "router"), (ax_g2, "answerer")):
+            xs = [
+                r["iteration"] + k / len(g)
+                for r in s_rows
+                for g in [r["agents"][agent]["grad_norms"]]
+                for k in range(len(g))
+            ]
+            ys = [x for r in s_rows for x in r["agents"][agent]["grad_norms"]]
+            ax.plot(xs, ys, color=c, label=est, lw=0.9, alpha=0.85)
+    ax_r.set(title="team reward (success rate), mean and range over seeds", xlabel="iteration", ylabel="reward")
+    for ax, agent in ((ax_g1, "router"), (ax_g2, "answerer")):
+        ax.set(
+            title=f"{agent}: gradient norm before clipping, every step (seed {first})",
+            xlabel="iteration",
+            ylabel="grad norm",
+            yscale="log",
+        )
+    width = 0.8 / max(1, len(cfg.estimators))
+    for j, est in enumerate(cfg.estimators):
+        agg = summary["estimators"][est]
+        means = [agg[a]["max_over_median"]["mean"] or 0.0 for a in AGENTS]
+        lo = [m - (agg[a]["max_over_median"]["min"] or 0.0) for m, a in zip(means, AGENTS, strict=True)]
+        hi = [(agg[a]["max_over_median"]["max"] or 0.0) - m for m, a in zip(means, AGENTS, strict=True)]
+        xs = np.arange(len(AGENTS)) + (j - (len(cfg.estimators) - 1) / 2) * width
+        ax_bar.bar(xs, means, width, yerr=[lo, hi], color=colors.get(est), label=est, capsize=3)
+    ax_bar.set_xticks(np.arange(len(AGENTS)), AGENTS)
+    ax_bar.set(title="gradient-norm max / median per agent (mean, range over seeds)", ylabel="max / median")
+    for ax in axes.flat:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.suptitle(
+        f"grpo vs drmas vs pooled_calls: toy router/answerer team, {len(cfg.seeds)} seeds, "
+        f"{cfg.iterations} iterations, N={cfg.rollouts_per_prompt}"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _curves(rows, est, cfg, value) -> np.ndarray:
+    curves = []
+    for seed in cfg.seeds:
+        s_rows = sorted((r for r in rows if r["estimator"] == est and r["seed"] == seed), key=lambda r: r["iteration"])
+        if s_rows:
+            curves.append([value(r) for r in s_rows])
+    n = min((len(c) for c in curves), default=0)
+    return np.array([c[:n] for c in curves], dtype=float)
+
+
+def _band(ax, curves: np.ndarray, color, label) -> None:
+    x = np.arange(curves.shape[1])
+    ax.plot(x, np.nanmean(curves, 0), color=color, label=label)
+    ax.fill_between(x, np.nanmin(curves, 0), np.nanmax(curves, 0), color=color, alpha=0.15)
+
+
+# -- entry point -----------------------------------------------------------------------------------------------------
+def run(cfg: Config, verbose: bool = True) -> dict[str, Any]:
+    """Run every estimator x seed; write metrics.jsonl, summary.json and gradspike.png into ``cfg.out``."""
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    with open(out / "metrics.jsonl", "w") as f:
+
+        def log(row: dict[str, Any]) -> None:
+            f.write(json.dumps(row) + "\n")
+
+        for seed in cfg.seeds:
+            for est in cfg.estimators:
+                t = time.perf_counter()
+                seed_rows = run_one(est, seed, cfg, log)
+                rows += seed_rows
+                if verbose:
+                    tail = seed_rows[-max(1, cfg.iterations // 5) :]
+                    print(
+                        f"{est:>12} seed {seed}: final reward {np.mean([r['reward'] for r in tail]):.3f} "
+                        f"({time.perf_counter() - t:.1f}s)",
+                        flush=True,
+                    )
+    summary = summarize(rows, cfg)
+    summary["seconds"] = time.perf_counter() - t0
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot(rows, summary, cfg, out / "gradspike.png")
+    if verbose:
+        print_table(summary, cfg)
+        print(f"wrote {out / 'metrics.jsonl'}, {out / 'summary.json'}, {out / 'gradspike.png'}")
+    return summary
+
+
+def print_table(summary: dict[str, Any], cfg: Config) -> None:
+    def fmt(d: dict[str, Any]) -> str:
+        return "n/a" if d["mean"] is None else f"{d['mean']:.2f} [{d['min']:.2f}, {d['max']:.2f}]"
+
+    print("\nper agent: grad-norm max/median (mean [min, max] over seeds); local spike = max of norm / local median")
+    head = f"{'estimator':>12} | {'agent':>8} | {'max/median':>20} | {'after warmup':>20} | {'local spike':>20}"
+    print(head + f" | {'reward (mean)':>20} | final reward")
+    for est in cfg.estimators:
+        a = summary["estimators"][est]
+        for agent in AGENTS:
+            st = a[agent]
+            print(
+                f"{est:>12} | {agent:>8} | {fmt(st['max_over_median']):>20} | "
+                f"{fmt(st['max_over_median_after_warmup']):>20} | {fmt(st['local_spike']):>20} | "
+                f"{fmt(a['reward_mean']):>20} | {fmt(a['reward_final'])}"
+            )
+    for est, cmp in summary.get("vs_grpo", {}).items():
+        parts = []
+        for agent, r in cmp["ratio_to_grpo"].items():
+            parts.append(agent + " " + "/".join("n/a" if v is None else f"{v:.2f}x" for v in r.values()))
+        print(
+            f"{est} / grpo (max-median, after-warmup, local): {'; '.join(parts)}; reward diff "
+            f"{cmp['reward_mean_diff']:+.3f} (mean), {cmp['reward_final_diff']:+.3f} (final); "
+            f"target max/median <= 0.5x met: {cmp['meets_target_max_over_median_le_0.5x']}"
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(prog="python -m training.experiments.gradspike", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help=f"short run for CI: {QUICK}")
+    p.add_argument("--seeds", type=int, nargs="+")
+    p.add_argument("--iterations", type=int)
+    p.add_argument("--estimators", nargs="+")
+    p.add_argument("--shared-model", action="store_true", help="one model for both roles")
+    p.add_argument("--hint-accuracy", type=float)
+    p.add_argument("--format-penalty", type=float)
+    p.add_argument("--lr", type=float)
+    p.add_argument("--entropy-coef", type=float)
+    p.add_argument("--no-probe", action="store_true", help="skip the paired probe (faster)")
+    p.add_argument("--out", default=Config.out)
+    args = p.parse_args(argv)
+    cfg = Config(out=args.out, shared_model=args.shared_model, probe=not args.no_probe)
+    if args.quick:
+        cfg = replace(cfg, **QUICK)
+    overrides = {
+        "seeds": tuple(args.seeds) if args.seeds else None,
+        "iterations": args.iterations,
+        "estimators": tuple(args.estimators) if args.estimators else None,
+        "hint_accuracy": args.hint_accuracy,
+        "format_penalty": args.format_penalty,
+        "lr": args.lr,
+        "entropy_coef": args.entropy_coef,
+    }
+    cfg = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    return run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,423 @@
+"""Per-agent policies: each role maps to a model; roles may share one. Each distinct model has its own optimizer.
+
+Dr. MAS (REFERENCE.md): every agent's model has its own optimizer and learning rate and takes a fixed number of
+optimizer steps per iteration, however many samples that agent produced. One optimizer step here is: forward, token
+log-probs, PPO loss (token-mean over the step's mini-batch, accumulated over micro-batches), backward, gradient norm
+*before* clipping (recorded), clip, step. A non-finite loss or gradient skips the step and comes back as a StepError;
+the weights stay as they were.
+
+    policies = AgentPolicies({"solver": m1, "verifier": m1}, OptimizerConfig(lr=1e-6, steps_per_iteration=2))
+    results = policies.update(samples, advantages)   # {model name: UpdateResult}
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from training.loss import LossConfig, entropy_from_logits, ppo_loss, token_logprobs
+from training.samples import Batch, Sample, collate
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    lr: float = 1e-6
+    steps_per_iteration: int = 1  # optimizer steps per update() call, whatever the number of samples
+    grad_clip: float | None = 1.0  # max global grad norm; None = no clipping (the norm is still recorded)
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    micro_batch_size: int | None = None  # samples per forward/backward; None = the whole mini-batch at once
+
+    def __post_init__(self) -> None:
+        if not self.lr > 0:
+            raise ValueError(f"lr must be > 0 (the reference uses 1e-6); got {self.lr}")
+        if self.steps_per_iteration < 1:
+            raise ValueError(f"steps_per_iteration must be >= 1; got {self.steps_per_iteration}")
+        if self.grad_clip is not None and not self.grad_clip > 0:
+            raise ValueError(f"grad_clip must be > 0 or None (the reference uses 1.0); got {self.grad_clip}")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be >= 1 or None; got {self.micro_batch_size}")
+
+
+@dataclass
+class StepError:
+    """An optimizer step that was skipped; the weights are unchanged."""
+
+    model: str
+    step: int
+    kind: str  # "nonfinite_loss" | "nonfinite_grad" | "no_tokens"
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class UpdateResult:
+    """What one update() did to one distinct model."""
+
+    model: str
+    roles: tuple[str, ...]
+    steps: int = 0  # optimizer steps taken
+    grad_norms: list[float] = field(default_factory=list)  # per attempted step, before clipping
+    role_grad_norms: dict[str, list[float]] = field(default_factory=dict)  # per role, before clipping
+    errors: list[StepError] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)  # token-weighted means over micro-batches and steps
+    n_samples: int = 0
+    n_tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["errors"] = [asdict(e) for e in self.errors]
+        return d
+
+
+@dataclass
+class ModelSlot:
+    """One distinct model, the roles it serves, its optimizer and (when KL is on) its frozen reference."""
+
+    name: str
+    model: torch.nn.Module
+    roles: tuple[str, ...]
+    config: OptimizerConfig
+    optimizer: torch.optim.Optimizer
+    reference: torch.nn.Module | None = None
+
+    @property
+    def params(self) -> list[torch.nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+
+class AgentPolicies:
+    """A mapping role -> model with one optimizer per distinct model.
+
+    ``optim`` is one OptimizerConfig for every model, or a mapping role -> OptimizerConfig (roles that share a model
+    must agree). ``per_role_grad_norm`` also measures each role's own gradient norm on a shared model (one extra
+    gradient copy per role); on separate models a role's norm is its model's norm.
+    """
+
+    def __init__(
+        self,
+        models: Mapping[str, torch.nn.Module],
+        optim: OptimizerConfig | Mapping[str, OptimizerConfig] | None = None,
+        *,
+        loss: LossConfig | None = None,
+        pad_token_id: int = 0,
+        per_role_grad_norm: bool = False,
+        recompute_old_logprobs: bool = False,
+        seed: int = 0,
+    ) -> None:
+        if not models:
+            raise ValueError("AgentPolicies needs at least one role -> model entry")
+        self.loss = loss or LossConfig()
+        self.pad_token_id = pad_token_id
+        self.per_role_grad_norm = per_role_grad_norm
+        self.recompute_old_logprobs = recompute_old_logprobs
+        self._rng = np.random.default_rng(seed)
+        by_model: dict[int, list[str]] = {}
+        for role, model in models.items():
+            by_model.setdefault(id(model), []).append(role)
+        self.slots: list[ModelSlot] = []
+        self._slot_of: dict[str, ModelSlot] = {}
+        for roles in by_model.values():
+            model = models[roles[0]]
+            config = _config_for(roles, optim)
+            optimizer = torch.optim.AdamW(
+                [p for p in model.parameters() if p.requires_grad],
+                lr=config.lr,
+                betas=config.betas,
+                weight_decay=config.weight_decay,
+            )
+            reference = None
+            if self.loss.kl_coef:
+                reference = copy.deepcopy(model).eval().requires_grad_(False)
+            slot = ModelSlot("+".join(roles), model, tuple(roles), config, optimizer, reference)
+            self.slots.append(slot)
+            for role in roles:
+                self._slot_of[role] = slot
+
+    @property
+    def roles(self) -> list[str]:
+        return list(self._slot_of)
+
+    def model(self, role: str) -> torch.nn.Module:
+        return self.slot(role).model
+
+    def slot(self, role: str) -> ModelSlot:
+        if role not in self._slot_of:
+            raise KeyError(f"no policy for role {role!r}; roles with a model: {', '.join(self._slot_of)}")
+        return self._slot_of[role]
+
+    # -- the update ----------------------------------------------------------------------------------------------
+    def update(self, samples: Sequence[Sample], advantages: Any) -> dict[str, UpdateResult]:
+        """``steps_per_iteration`` optimizer steps on each distinct model, over the samples of its roles.
+
+        The model's samples are shuffled and split into that many mini-batches (fewer samples than steps: the
+        mini-batches repeat). Samples of roles without a policy are an error.
+        """
+        adv = np.asarray(advantages.detach().cpu() if torch.is_tensor(advantages) else advantages, dtype=np.float32)
+        if adv.shape != (len(samples),):
+            raise ValueError(f"advantages has shape {adv.shape}; expected one per sample ({len(samples)},)")
+        unknown = {s.agent_id for s in samples} - set(self._slot_of)
+        if unknown:
+            raise KeyError(f"samples from roles without a policy: {sorted(unknown)}; known roles: {self.roles}")
+        return {slot.name: self._update_slot(slot, samples, adv) for slot in self.slots}
+
+    def _update_slot(self, slot: ModelSlot, samples: Sequence[Sample], adv: np.ndarray) -> UpdateResult:
+        t0 = time.perf_counter()
+        result = UpdateResult(slot.name, slot.roles, role_grad_norms={r: [] for r in slot.roles})
+        idx = [i for i, s in enumerate(samples) if s.agent_id in slot.roles]
+        result.n_samples = len(idx)
+        result.n_tokens = sum(samples[i].n_tokens for i in idx)
+        if not idx:
+            return result
+        mine = [samples[i] for i in idx]
+        if self.recompute_old_logprobs or any(s.old_logprobs is None for s in mine):
+            mine = self._with_old_logprobs(slot, mine)
+        mine_adv = adv[idx]
+        S = slot.config.steps_per_iteration
+        chunks = np.array_split(self._rng.permutation(len(mine)), min(S, len(mine)))
+        sums: dict[str, float] = {}
+        weight = 0.0
+        slot.model.train()
+        for step in range(S):
+            chunk = chunks[step % len(chunks)]
+            metrics, tokens = self._step(slot, [mine[j] for j in chunk], mine_adv[chunk], step, result)
+            for k, v in metrics.items():
+                sums[k] = max(sums.get(k, v), v) if k.endswith("_max") else sums.get(k, 0.0) + v * tokens
+            weight += tokens
+        result.metrics = {k: v if k.endswith("_max") else v / weight for k, v in sums.items()} if weight else {}
+        finite = [g for g in result.grad_norms if math.isfinite(g)]
+        if finite:
+            result.metrics["grad_norm_mean"] = float(np.mean(finite))
+            result.metrics["grad_norm_max"] = float(np.max(finite))
+        result.seconds = time.perf_counter() - t0
+        return result
+
+    def _step(
+        self, slot: ModelSlot, batch: list[Sample], adv: np.ndarray, step: int, result: UpdateResult
+    ) -> tuple[dict[str, float], int]:
+        """One optimizer step on ``batch``; returns its metrics and its token count (0 when skipped)."""
+        opt = slot.optimizer
+        opt.zero_grad(set_to_none=True)
+        total_tokens = sum(s.n_tokens for s in batch)
+        if total_tokens == 0:
+            result.errors.append(
+                StepError(slot.name, step, "no_tokens", f"{slot.name}: step {step}: no response tokens")
+            )
+            return {}, 0
+        sums, role_norms, bad = self._accumulate(slot, batch, adv, total_tokens)
+        if bad is not None:
+            opt.zero_grad(set_to_none=True)
+            result.grad_norms.append(float("nan"))
+            result.errors.append(
+                StepError(
+                    slot.name,
+                    step,
+                    "nonfinite_loss",
+                    f"{slot.name}: step {step}: loss is {bad.get('loss')} (pg_loss={bad.get('pg_loss')}, "
+                    f"ratio_max={bad.get('ratio_max')}); the step was skipped and the weights are unchanged. "
+                    "Check the advantages, the old logprobs and the learning rate.",
+                )
+            )
+            return {}, 0
+        max_norm = slot.config.grad_clip if slot.config.grad_clip is not None else math.inf
+        norm = float(torch.nn.utils.clip_grad_norm_(slot.params, max_norm, error_if_nonfinite=False))
+        result.grad_norms.append(norm)
+        for role in {s.agent_id for s in batch}:
+            result.role_grad_norms[role].append(role_norms.get(role, norm))
+        if not math.isfinite(norm):
+            opt.zero_grad(set_to_none=True)
+            result.errors.append(
+                StepError(
+                    slot.name,
+                    step,
+                    "nonfinite_grad",
+                    f"{slot.name}: step {step}: gradient norm is {norm}; the step was skipped and the weights are "
+                    "unchanged. Lower the learning rate or check the inputs for overflow.",
+                )
+            )
+            return {}, 0
+        opt.step()
+        result.steps += 1
+        out = {k: v if k.endswith("_max") else v / total_tokens for k, v in sums.items() if k != "tokens"}
+        out["grad_norm"] = norm
+        return out, total_tokens
+
+    def _accumulate(
+        self, slot: ModelSlot, batch: list[Sample], adv: np.ndarray, total_tokens: int, track_roles: bool | None = None
+    ) -> tuple[dict[str, float], dict[str, float], dict | None]:
+        """Backward of the token-mean loss over ``batch`` into ``.grad``, one block of micro-batches per role.
+
+        Returns token-weighted metric sums, each role's own gradient norm (when tracked: a shared model and
+        ``per_role_grad_norm``), and the metrics of the first non-finite micro-batch (None when all were finite).
+        """
+        if track_roles is None:
+            track_roles = self.per_role_grad_norm and len(slot.roles) > 1
+        sums: dict[str, float] = {}
+        role_norms: dict[str, float] = {}
+        for role in slot.roles:
+            block = [(s, a) for s, a in zip(batch, adv, strict=True) if s.agent_id == role]
+            if not block:
+                continue
+            before = [p.grad.clone() if p.grad is not None else None for p in slot.params] if track_roles else None
+            for micro in _chunks(block, slot.config.micro_batch_size):
+                metrics, ok = self._backward(slot, micro, total_tokens)
+                if not ok:
+                    return sums, role_norms, metrics
+                for k, v in metrics.items():
+                    sums[k] = max(sums.get(k, v), v) if k.endswith("_max") else sums.get(k, 0.0) + v * metrics["tokens"]
+            if before is not None:
+                role_norms[role] = _norm([_sub(p.grad, b) for p, b in zip(slot.params, before, strict=True)])
+        return sums, role_norms, None
+
+    def gradient_norms(self, samples: Sequence[Sample], advantages: Any) -> dict[str, float]:
+        """Each role's gradient norm of the loss over all its samples, without an optimizer step (a probe).
+
+        The weights and optimizer states are untouched; ``.grad`` is cleared afterwards. On a shared model each
+        role's norm is that of its own part of the token-mean loss. Useful to compare estimators on one batch.
+        """
+        adv = np.asarray(advantages.detach().cpu() if torch.is_tensor(advantages) else advantages, dtype=np.float32)
+        out: dict[str, float] = {}
+        for slot in self.slots:
+            mine = [i for i, s in enumerate(samples) if s.agent_id in slot.roles]
+            batch = [samples[i] for i in mine]
+            if self.recompute_old_logprobs or any(s.old_logprobs is None for s in batch):
+                batch = self._with_old_logprobs(slot, batch)
+            total = sum(s.n_tokens for s in batch)
+            if not total:
+                continue
+            slot.optimizer.zero_grad(set_to_none=True)
+            _, role_norms, bad = self._accumulate(slot, batch, adv[mine], total, track_roles=len(slot.roles) > 1)
+            norm = math.nan if bad is not None else _norm([p.grad for p in slot.params])
+            for role in {s.agent_id for s in batch}:
+                out[role] = role_norms.get(role, norm) if bad is None else math.nan
+            slot.optimizer.zero_grad(set_to_none=True)
+        return out
+
+    def _backward(self, slot: ModelSlot, micro: list[tuple[Sample, float]], total_tokens: int) -> tuple[dict, bool]:
+        """Loss on one micro-batch, scaled so the step's loss is the token-mean over its whole mini-batch."""
+        batch = collate([s for s, _ in micro], self.pad_token_id)
+        if batch.n_tokens == 0:
+            return {"tokens": 0.0}, True
+        cfg = self.loss
+        logprobs, entropy = forward_logprobs(slot.model, batch, with_entropy=True, entropy_grad=bool(cfg.entropy_coef))
+        ref = None
+        if slot.reference is not None:
+            with torch.no_grad():
+                ref, _ = forward_logprobs(slot.reference, batch)
+        out = ppo_loss(
+            logprobs,
+            batch.old_logprobs,
+            torch.tensor([a for _, a in micro], dtype=torch.float32),
+            batch.response_mask,
+            ref_logprobs=ref,
+            entropy=entropy,
+            clip_low=cfg.clip_low,
+            clip_high=cfg.clip_high,
+            dual_clip=cfg.dual_clip,
+            kl_coef=cfg.kl_coef,
+            entropy_coef=cfg.entropy_coef,
+        )
+        if not torch.isfinite(out.loss):
+            return out.metrics, False
+        (out.loss * (batch.n_tokens / total_tokens)).backward()
+        return out.metrics, True
+
+    @torch.no_grad()
+    def _with_old_logprobs(self, slot: ModelSlot, samples: list[Sample]) -> list[Sample]:
+        """Copies of ``samples`` whose old logprobs come from the current weights (before this update's steps)."""
+        was_training = slot.model.training
+        slot.model.eval()
+        out = []
+        size = slot.config.micro_batch_size or len(samples)
+        for part in _chunks(samples, size):
+            lp, _ = forward_logprobs(slot.model, collate(part, self.pad_token_id))
+            for i, s in enumerate(part):
+                out.append(dataclasses.replace(s, old_logprobs=lp[i, : len(s.response_ids)].tolist()))
+        slot.model.train(was_training)
+        return out
+
+    # -- checkpoints ---------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            s.name: {"model": s.model.state_dict(), "optimizer": s.optimizer.state_dict(), "roles": s.roles}
+            for s in self.slots
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for s in self.slots:
+            if s.name not in state:
+                raise KeyError(f"checkpoint has no model {s.name!r} (it has {list(state)}); were the roles changed?")
+            s.model.load_state_dict(state[s.name]["model"])
+            s.optimizer.load_state_dict(state[s.name]["optimizer"])
+
+
+def forward_logprobs(
+    model: torch.nn.Module, batch: Batch, *, with_entropy: bool = False, entropy_grad: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs ``[B, T]`` of the batch's responses under ``model`` (and the entropy, if asked).
+
+    Works with any causal LM that takes (input_ids, attention_mask, position_ids) and returns ``.logits``.
+    """
+    T = batch.response_mask.shape[1]
+    P = batch.prompt_len
+    kwargs = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+    try:  # transformers: compute logits only at the positions that predict the response (saves memory)
+        logits = model(**kwargs, use_cache=False, logits_to_keep=T + 1).logits[:, :T]
+    except TypeError:
+        logits = model(**kwargs).logits[:, P - 1 : P - 1 + T]
+    logprobs = token_logprobs(logits, batch.response_ids)
+    entropy = None
+    if with_entropy:
+        entropy = entropy_from_logits(logits if entropy_grad else logits.detach())
+    return logprobs, entropy
+
+
+def _config_for(roles: list[str], optim: OptimizerConfig | Mapping[str, OptimizerConfig] | None) -> OptimizerConfig:
+    if optim is None:
+        return OptimizerConfig()
+    if isinstance(optim, OptimizerConfig):
+        return optim
+    missing = [r for r in roles if r not in optim]
+    if missing:
+        raise KeyError(
+            f"no optimizer config for role(s) {missing}; add them to the per-role mapping or pass one OptimizerConfig"
+        )
+    configs = {optim[r] for r in roles}
+    if len(configs) > 1:
+        raise ValueError(
+            f"roles {roles} share one model but have different optimizer configs; a shared model has one optimizer — "
+            "give these roles the same settings, or separate models"
+        )
+    return configs.pop()
+
+
+def _chunks(items: list, size: int | None) -> list[list]:
+    if not size:
+        return [items]
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def _sub(grad: torch.Tensor | None, before: torch.Tensor | None) -> torch.Tensor | None:
+    if grad is None:
+        return None
+    return grad if before is None else grad - before
+
+
+def _norm(tensors: list[torch.Tensor | None]) -> float:
+    present = [t.detach().float().norm() for t in tensors if t is not None]
+    return float(torch.stack(present).norm()) if present else 0.0
