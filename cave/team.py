@@ -455,6 +455,8 @@ class TeamSpec(BaseModel):
             if err["type"] == "extra_forbidden":
                 known = ", ".join(f for f in pcls.Options.model_fields)
                 msg = f"unknown option; options of pattern {pattern.name!r}: {known}"
+            elif "; " not in msg:
+                msg = f"{msg}; got {err.get('input')!r}"
             raise ValueError(f"pattern.{loc}: {msg}") from None
         roles = info.data.get("roles")
         if roles:
@@ -1173,7 +1175,7 @@ class Custom(Pattern):
         try:
             value = await self.fn(team, task)
         except Exception as e:
-            role, call = team.current or ("(none)", 0)
+            role, call = team.current or team.last or ("(none)", 0)
             step = team.trajectory.steps[-1].index if team.trajectory.steps else None
             team.trajectory.meta["traceback"] = traceback.format_exc(limit=-8)
             return Outcome(
@@ -1616,6 +1618,7 @@ class TeamRun:
         self.agents: dict[str, Agent] = {}
         self.slots: dict[str, Slot] = {}
         self.current: tuple[str, int] | None = None  # (role, turn) running now, for error reports
+        self.last: tuple[str, int] | None = None  # the latest role turn started
         self._calls: dict[str, int] = {}
         self._shared: Runtime | None = None
         self._seen: dict[tuple[int, str], int] = {}  # (runtime id, name) -> publish sequence already taken
@@ -1664,7 +1667,7 @@ class TeamRun:
         if fresh:
             agent.history = []
         n = self._calls[role] = self._calls.get(role, 0) + 1
-        self.current = (role, n)
+        self.current = self.last = (role, n)
         self.message(sender, role, text)
         self.emit(RoleStarted(role, n, text))
         steps: list[Step] = []
@@ -1764,11 +1767,11 @@ class TeamRun:
             return self._shared
         kind = spec.kind or team_rt.kind
         options = {**team_rt.options, **spec.options, "timeout": spec.timeout or team_rt.timeout}
-        rt = (
-            create_runtime(kind, **options)
-            if kind == "inprocess"
-            else await asyncio.to_thread(create_runtime, kind, **options)
-        )
+        rt = create_runtime(kind, **options)
+        self.runtimes[role] = rt  # closed with the episode even if starting it fails
+        astart = getattr(rt, "astart", None)
+        if astart is not None:  # start a kernel now, off the event loop's critical path
+            await astart()
         for name, value in self.inputs.items():
             if callable(value) and not isinstance(value, type):
                 rt.inject_function(value, name=name)
@@ -1823,6 +1826,8 @@ class TeamRun:
             meta["format_ok"] = parsed is not None
             if parsed is not None and kind == "action":
                 kind = decision
+        elif ended and self.team.role(role).output.kind == "answer":  # the contract asks for final_answer()
+            meta["format_ok"] = agent_traj.status == "success"
         copy = dataclasses.replace(
             step, index=len(self.trajectory.steps), role=role, run_id=self.id, team_run_id=self.id, kind=kind, meta=meta
         )
@@ -1840,7 +1845,8 @@ class TeamRun:
         else:
             result.route = parse_route(result.answer, choices)
         if result.verdict is None and result.route is None:
-            result.decision_error = f"malformed: final value {summarize(result.answer, 200)} is not a {decision}"
+            shown = repr(result.answer)[:200] if isinstance(result.answer, str) else summarize(result.answer, 200)
+            result.decision_error = f"malformed: final value {shown} is not a {decision}"
 
     async def _collect(self, role: str, result: RoleResult) -> list[str]:
         """Take what the role published (publish() calls and declared outputs) from its runtime into slots."""
@@ -1899,14 +1905,18 @@ def _in_process(rt: Runtime) -> bool:
 
 
 async def _retrieve(rt: Runtime, name: str) -> Any:
-    return rt.retrieve(name) if _in_process(rt) else await asyncio.to_thread(rt.retrieve, name)
+    if _in_process(rt):
+        return rt.retrieve(name)
+    aretrieve = getattr(rt, "aretrieve", None)  # the kernel runtime's async verbs never block the loop
+    return await aretrieve(name) if aretrieve else await asyncio.to_thread(rt.retrieve, name)
 
 
 async def _inject(rt: Runtime, name: str, value: Any, description: str | None) -> None:
     if _in_process(rt):
         rt.inject(name, value, description)
-    else:
-        await asyncio.to_thread(rt.inject, name, value, description)
+        return
+    ainject = getattr(rt, "ainject", None)
+    await (ainject(name, value, description) if ainject else asyncio.to_thread(rt.inject, name, value, description))
 
 
 # =============================================================================================
@@ -1972,6 +1982,35 @@ class TeamOutcome:
     def ok(self) -> bool:
         return self.result.ok and not any(o.error and o.required for o in self.outputs)
 
+    def summary(self) -> dict[str, Any]:
+        """The JSON summary ``cave run --json`` prints (the single-agent summary's keys, plus roles)."""
+        r, traj = self.result, self.result.trajectory
+        return {
+            "run_id": traj.run_id,
+            "team_run_id": r.team_run_id,
+            "status": r.status,
+            "ok": self.ok,
+            "answer": summarize(r.answer, 4000)
+            if not isinstance(r.answer, (bool, int, float, str, type(None)))
+            else r.answer,
+            "error": traj.error,
+            "steps": len(traj.steps),
+            "roles": {role: len(traj.by_role(role)) for role in traj.meta.get("roles", [])},
+            "usage": traj.usage.to_dict(),
+            "duration_s": round((traj.finished_at or time.time()) - traj.started_at, 3),
+            "outputs": {o.name: o.path if o.path else {"error": o.error, "required": o.required} for o in self.outputs},
+            "run_dir": str(self.run_dir) if self.run_dir else None,
+        }
+
+
+def is_team_task(path: str | Path) -> bool:
+    """True when a task file has a ``team:`` section (``cave run`` hands it to ``team_main``)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and "team" in data
+
 
 async def arun_team_task(
     tt: TeamTask | str | Path,
@@ -2014,6 +2053,8 @@ async def arun_team_task(
         await team.aclose()
     try:
         run_dir = store.run_dir(result.trajectory.run_id) if store is not None else None
+        if run_dir is not None:
+            (run_dir / "outputs").mkdir(parents=True, exist_ok=True)
         outputs = [
             await _save_output(result, name, out, run_dir, write_value, SavedOutput)
             for name, out in task.spec.outputs.items()
@@ -2066,11 +2107,10 @@ ROLE_COLORS = ("cyan", "magenta", "green", "yellow", "blue", "red")
 class TeamDisplay:
     """Prints each role's steps as they happen, tagged and colored by role (used by ``cave run``)."""
 
-    def __init__(self, console: Any = None, *, show_text: bool = False) -> None:
+    def __init__(self, console: Any = None) -> None:
         from rich.console import Console
 
         self.console = console or Console()
-        self.show_text = show_text
         self._colors: dict[str, str] = {}
 
     def color(self, role: str) -> str:
@@ -2131,28 +2171,52 @@ class TeamDisplay:
 
 
 def team_main(
-    path: str | Path, *, store: Any = None, seed: int | None = None, console: Any = None, show_text: bool = False
+    path: str | Path,
+    *,
+    store: Any = None,
+    seed: int | None = None,
+    console: Any = None,
+    mode: Literal["rich", "quiet", "json"] = "rich",
 ) -> int:
-    """``cave run team_task.yaml``: run the team with a live display of each role's steps. Exit status 0 on success."""
+    """``cave run team_task.yaml``: run the team, showing each role's steps as they happen.
+
+    ``mode``: "rich" (the live display), "quiet" (the answer only) or "json" (one JSON summary).
+    Exit status as ``cave run``: 0 success with every required output saved, 1 not, 2 bad input, 130 interrupted.
+    """
+    import json
+
     from rich.console import Console
 
-    console = console or Console()
+    console = console or Console(highlight=False)
+    errors = Console(stderr=True, highlight=False) if mode != "rich" else console
     try:
         tt = load_team_task(path)
     except TaskError as e:
-        console.print(str(e), style="red", markup=False)
+        errors.print(f"error: {e}", style="red", markup=False)
         return 2
-    display = TeamDisplay(console, show_text=show_text)
+    display = TeamDisplay(console) if mode == "rich" else None
     try:
         outcome = asyncio.run(arun_team_task(tt, store=store, on_event=display, seed=seed))
-    except TaskError as e:
-        console.print(str(e), style="red", markup=False)
+    except TaskError as e:  # inputs that do not load, a backend that cannot start: before any episode
+        errors.print(f"error: {e}", style="red", markup=False)
         return 2
     except KeyboardInterrupt:
-        console.print("interrupted", style="yellow")
+        errors.print("interrupted", style="yellow")
         return 130
+    if mode == "json":
+        print(json.dumps(outcome.summary(), default=repr))
+    elif mode == "quiet":
+        if not outcome.result.ok:
+            errors.print(
+                f"team run ended with status {outcome.result.status}: {outcome.result.trajectory.error}", markup=False
+            )
+        print(summarize(outcome.result.answer, 4000))
     for o in outcome.outputs:
-        console.print(f"output {o.name}: {o.path or 'error: ' + str(o.error)}", markup=False)
+        if mode == "rich" or o.error:
+            where = o.path or (f"error: {o.error}" if o.error else "not saved (no store given)")
+            errors.print(f"output {o.name}: {where}", markup=False)
+    if mode == "rich" and outcome.run_dir:
+        console.print(f"run dir: {outcome.run_dir}", markup=False)
     return 0 if outcome.ok else 1
 
 
@@ -2162,6 +2226,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("task_file")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--store", default=None, help="SQLite file to record the trajectory in (default: none)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("-q", "--quiet", action="store_true", help="print only the answer")
+    out.add_argument("--json", action="store_true", help="print one JSON summary")
     args = p.parse_args(argv)
     store = None
     if args.store:
@@ -2169,7 +2236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         store = Store(args.store)
     try:
-        return team_main(args.task_file, store=store, seed=args.seed)
+        mode = "json" if args.json else "quiet" if args.quiet else "rich"
+        return team_main(args.task_file, store=store, seed=args.seed, mode=mode)
     finally:
         if store is not None:
             store.close()

@@ -18,12 +18,14 @@ from runtimes.base import (
     register_runtime,
 )
 from runtimes.inprocess import InProcessRuntime
+from runtimes.kernel import KernelRuntime  # registers "kernel"; jupyter-client is imported only at start
 
 __all__ = [
     "RUNTIMES",
     "ExecError",
     "Execution",
     "InProcessRuntime",
+    "KernelRuntime",
     "Registration",
     "Runtime",
     "TransferError",

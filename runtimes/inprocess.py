@@ -614,6 +614,26 @@ class InProcessRuntime(Runtime):
         self._check_open()
         return describe_namespace(self.namespace, registered=self._registered)
 
+    # Async twins of the verbs, for code written against KernelRuntime's async API.
+    def start(self) -> None:
+        """Nothing to start: the namespace exists from construction."""
+        self._check_open()
+
+    async def astart(self) -> None:
+        self.start()
+
+    async def ainject(self, name: str, value: Any, description: str | None = None) -> None:
+        self.inject(name, value, description)
+
+    async def aretrieve(self, name: str) -> Any:
+        return self.retrieve(name)
+
+    async def adescribe(self) -> list[VariableInfo]:
+        return self.describe()
+
+    async def arestart(self) -> None:
+        self.restart()
+
     def interrupt(self) -> None:
         self._runner.interrupt()
 

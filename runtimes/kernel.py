@@ -91,8 +91,15 @@ class KernelDied(RuntimeError_):
     """The kernel process exited while the host was waiting for it."""
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: a module blocked in sys.modules (None)
+        return False
+
+
 def _require_kernel_extra() -> None:
-    missing = [m for m in ("jupyter_client", "ipykernel") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("jupyter_client", "ipykernel") if not _installed(m)]
     if missing:
         raise ImportError(f"KernelRuntime needs {' and '.join(missing)}: {KERNEL_EXTRA_HINT}")
 
@@ -227,7 +234,8 @@ class KernelRuntime(Runtime):
     ``start_timeout_s``, ``transfer_timeout_s``, ``max_output_chars`` (per stream per
     cell), ``trust`` (False: retrieve only safe formats, never unpickle),
     ``inherit_env`` (start from this process's environment), ``inherit_sys_path`` (the
-    kernel can import what the host can, which objects pickled by reference need).
+    kernel can import what the host can, which objects pickled by reference need),
+    ``transfer_dir`` (where large payloads are staged; default /dev/shm, else a temp dir).
 
     The kernel starts on first use, or with ``start()`` / ``await astart()``.
     Async methods (``aexecute`` etc.) never block the event loop; sync methods may be
@@ -251,6 +259,7 @@ class KernelRuntime(Runtime):
         trust: bool = True,
         inherit_env: bool = True,
         inherit_sys_path: bool = True,
+        transfer_dir: str | None = None,
     ) -> None:
         super().__init__()
         _require_kernel_extra()
@@ -272,9 +281,9 @@ class KernelRuntime(Runtime):
         self.inherit_sys_path = inherit_sys_path
 
         self._ctl_dir = tempfile.mkdtemp(prefix="cave-k-")  # short path: Unix socket names are limited
-        shm = _shm_dir()
-        self._transfer_dir = tempfile.mkdtemp(prefix="cave-x-", dir=shm) if shm else os.path.join(self._ctl_dir, "x")
-        os.makedirs(self._transfer_dir, exist_ok=True)
+        base = transfer_dir or _shm_dir() or self._ctl_dir  # /dev/shm: large payloads never touch a disk
+        os.makedirs(base, exist_ok=True)
+        self._transfer_dir = tempfile.mkdtemp(prefix="cave-x-", dir=base)
         dirs = [self._ctl_dir, self._transfer_dir]
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="cave-work-")
@@ -389,7 +398,7 @@ class KernelRuntime(Runtime):
     async def adescribe(self) -> list[VariableInfo]:
         async with self._held():
             await self._aensure_kernel()
-            reply, _ = await self._arequest({"op": "describe"}, timeout=self.transfer_timeout_s)
+            reply, _ = await self._arequest({"op": "describe"}, timeout=min(60.0, self.transfer_timeout_s))
         if not reply["ok"]:
             raise RuntimeError_(f"describe() failed inside the kernel: {reply['error']}")
         infos = []
@@ -568,6 +577,7 @@ class KernelRuntime(Runtime):
         )
 
     async def _arespawn(self) -> None:
+        self._check_open()  # closed from another thread mid-call: never start a kernel nobody will close
         old = self._holder.pop("kernel", None)
         if old is not None:
             self.restarts += 1
@@ -805,6 +815,10 @@ def kernel_main() -> None:
     app.start()
 
 
+def _refuse_exit() -> None:
+    raise SystemExit(None)  # reported to the agent like in-process: the runtime keeps running
+
+
 class _KernelServer:
     """The kernel's end of the control channel: requests run on the kernel's main thread."""
 
@@ -818,11 +832,29 @@ class _KernelServer:
             transform=shell.transform_cell,  # %magics and !shell lines, only for code that is not Python
             catch_keyboard_interrupt=True,
         )
+        self._route_display(shell)
+        shell.ask_exit = _refuse_exit  # IPython's exit() would stop the kernel's loop 0.1 s later
         cpu = os.environ.get("CAVE_CPU_TIME_LIMIT_S")
         self.cpu_limit = float(cpu) if cpu else None
         memory = os.environ.get("CAVE_MEMORY_LIMIT_MB")
         self.memory_limit_mb = float(memory) if memory else None
         self.sock: socket.socket | None = None
+
+    @staticmethod
+    def _route_display(shell: Any) -> None:
+        """display(obj) inside a cell prints its text form into the cell's captured stdout
+        (there is no notebook frontend to show rich output to)."""
+        from runtimes.inprocess import _CAPTURE
+
+        publish = shell.display_pub.publish
+
+        def publish_or_print(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+            if _CAPTURE.get() is None:
+                publish(data, *args, **kwargs)
+            elif "text/plain" in data:
+                print(data["text/plain"])
+
+        shell.display_pub.publish = publish_or_print
 
     def connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

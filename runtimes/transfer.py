@@ -25,6 +25,7 @@ pyarrow and SQLAlchemy only when an object of theirs is being moved.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import mmap
@@ -233,6 +234,15 @@ def _write_parts(directory: str, parts: list[tuple[int, Any]]) -> str:
             for offset, data in parts:
                 f.seek(offset)
                 f.write(data)
+    except OSError as e:
+        _unlink(path)
+        if e.errno == errno.ENOSPC:
+            size = max(offset + len(memoryview(data)) for offset, data in parts) / 1e6
+            raise TransferError(
+                f"no space left in {directory} to stage a {size:.0f} MB payload (a small /dev/shm?): "
+                "give the runtime a roomier transfer_dir, e.g. KernelRuntime(transfer_dir='/tmp')"
+            ) from e
+        raise
     except BaseException:
         _unlink(path)
         raise

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install cave (editable) with the given extras into the active Python environment.
 #
-#   scripts/install.sh            # core + [kernel,local]: the runtime and the embedded model
+#   scripts/install.sh            # core + [kernel,local,skills]: the kernel runtime, the embedded model, the bundled skills
 #   scripts/install.sh all        # everything the test suite needs (kernel, local, train, dev)
 #   scripts/install.sh kernel,dev # any comma-separated list of extras
 #
@@ -11,7 +11,7 @@
 # - torch must be pinned before anything pulls it in, or pip resolves a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS="${1:-kernel,local}"
+EXTRAS="${1:-kernel,local,skills}"
 PY="${PYTHON:-python}"
 
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF}"

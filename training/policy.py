@@ -284,14 +284,19 @@ class AgentPolicies:
                 role_norms[role] = _norm([_sub(p.grad, b) for p, b in zip(slot.params, before, strict=True)])
         return sums, role_norms, None
 
-    def gradient_norms(self, samples: Sequence[Sample], advantages: Any) -> dict[str, float]:
+    def gradient_norms(self, samples: Sequence[Sample], advantages: Any) -> dict[str, Any]:
         """Each role's gradient norm of the loss over all its samples, without an optimizer step (a probe).
 
-        The weights and optimizer states are untouched; ``.grad`` is cleared afterwards. On a shared model each
-        role's norm is that of its own part of the token-mean loss. Useful to compare estimators on one batch.
+        A role's norm is that of the gradient of its part of its model's token-mean loss (on a separate model: the
+        model's gradient norm). Weights, ``.grad`` and optimizer states are untouched. ``advantages`` is one array
+        (returns {role: norm}) or a mapping name -> array (returns {name: {role: norm}}), e.g. one per estimator:
+        the forward pass is then shared by all of them.
         """
-        adv = np.asarray(advantages.detach().cpu() if torch.is_tensor(advantages) else advantages, dtype=np.float32)
-        out: dict[str, float] = {}
+        named = dict(advantages) if isinstance(advantages, Mapping) else {"": advantages}
+        arrays = {
+            k: np.asarray(v.detach().cpu() if torch.is_tensor(v) else v, dtype=np.float32) for k, v in named.items()
+        }
+        out: dict[str, dict[str, float]] = {k: {} for k in arrays}
         for slot in self.slots:
             mine = [i for i, s in enumerate(samples) if s.agent_id in slot.roles]
             batch = [samples[i] for i in mine]
@@ -300,13 +305,56 @@ class AgentPolicies:
             total = sum(s.n_tokens for s in batch)
             if not total:
                 continue
-            slot.optimizer.zero_grad(set_to_none=True)
-            _, role_norms, bad = self._accumulate(slot, batch, adv[mine], total, track_roles=len(slot.roles) > 1)
-            norm = math.nan if bad is not None else _norm([p.grad for p in slot.params])
-            for role in {s.agent_id for s in batch}:
-                out[role] = role_norms.get(role, norm) if bad is None else math.nan
-            slot.optimizer.zero_grad(set_to_none=True)
-        return out
+            adv = {k: a[mine] for k, a in arrays.items()}
+            for role in slot.roles:
+                idx = [j for j, s in enumerate(batch) if s.agent_id == role]
+                if not idx:
+                    continue
+                acc: dict[str, list[torch.Tensor | None]] = {k: [None] * len(slot.params) for k in adv}
+                for part in _chunks(idx, slot.config.micro_batch_size):
+                    for k, grads in self._probe_grads(slot, [batch[j] for j in part], adv, part, total).items():
+                        acc[k] = [
+                            g if a is None else (a if g is None else a + g) for a, g in zip(acc[k], grads, strict=True)
+                        ]
+                for k in adv:
+                    out[k][role] = _norm(acc[k])
+        return out[""] if list(out) == [""] else out
+
+    def _probe_grads(
+        self, slot: ModelSlot, part: list[Sample], adv: dict[str, np.ndarray], idx: list[int], total_tokens: int
+    ) -> dict[str, tuple[torch.Tensor | None, ...]]:
+        """Gradients of one micro-batch's share of the token-mean loss, one per advantage array (one forward)."""
+        batch = collate(part, self.pad_token_id)
+        if batch.n_tokens == 0:
+            return {}
+        cfg = self.loss
+        logprobs, entropy = forward_logprobs(slot.model, batch, with_entropy=True, entropy_grad=bool(cfg.entropy_coef))
+        ref = None
+        if slot.reference is not None:
+            with torch.no_grad():
+                ref, _ = forward_logprobs(slot.reference, batch)
+        grads = {}
+        for n, (k, a) in enumerate(adv.items()):
+            out = ppo_loss(
+                logprobs,
+                batch.old_logprobs,
+                torch.tensor(a[idx], dtype=torch.float32),
+                batch.response_mask,
+                ref_logprobs=ref,
+                entropy=entropy,
+                clip_low=cfg.clip_low,
+                clip_high=cfg.clip_high,
+                dual_clip=cfg.dual_clip,
+                kl_coef=cfg.kl_coef,
+                entropy_coef=cfg.entropy_coef,
+            )
+            grads[k] = torch.autograd.grad(
+                out.loss * (batch.n_tokens / total_tokens),
+                slot.params,
+                retain_graph=n < len(adv) - 1,
+                allow_unused=True,
+            )
+        return grads
 
     def _backward(self, slot: ModelSlot, micro: list[tuple[Sample, float]], total_tokens: int) -> tuple[dict, bool]:
         """Loss on one micro-batch, scaled so the step's loss is the token-mean over its whole mini-batch."""

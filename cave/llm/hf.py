@@ -402,10 +402,12 @@ class TransformersLLM(LLM):
         }
         async for item in iterate_in_thread(self._generate(prompt_ids, options, cancel), cancel):
             if isinstance(item, Completion) and tools:
-                from cave.llm.local import parse_tool_calls
+                from cave.llm.local import _tool_names, parse_tool_calls
 
-                item.text, calls = parse_tool_calls(item.text)
+                item.text, calls = parse_tool_calls(item.text, _tool_names(tools))
                 item.tool_calls = calls or None
+                if calls:
+                    item.finish_reason = "tool_calls"
             yield item
 
     def _generate(

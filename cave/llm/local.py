@@ -69,38 +69,59 @@ def normalize_messages(messages: list[Message]) -> list[Message]:
 
 
 _TOOL_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
-def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
-    """Split Hermes/Qwen-style ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks out of ``text``.
+def _as_call(obj: Any, i: int, names: set[str] | None) -> dict[str, Any] | None:
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+        return None
+    if names is not None and obj["name"] not in names:
+        return None
+    args = obj.get("arguments", obj.get("parameters", {}))
+    return {
+        "id": f"call_{i}",
+        "type": "function",
+        "function": {"name": obj["name"], "arguments": args if isinstance(args, str) else json.dumps(args)},
+    }
 
-    Returns the remaining text and OpenAI-format tool calls (arguments as a JSON string).
+
+def parse_tool_calls(text: str, names: set[str] | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """Tool calls written as text by a model that has no native tool API, in OpenAI format.
+
+    Understands Hermes/Qwen ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks and,
+    failing those, a reply that is only a JSON call object (or a list of them), fenced or not, naming
+    one of ``names``. Returns the remaining text and the calls (arguments as a JSON string).
 
     >>> rest, calls = parse_tool_calls('ok <tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call>')
     >>> rest, calls[0]["function"]
     ('ok', {'name': 'f', 'arguments': '{"x": 1}'})
+    >>> parse_tool_calls('```json\\n{"name": "f", "arguments": {}}\\n```', {"f"})[1][0]["function"]["name"]
+    'f'
     """
     calls: list[dict[str, Any]] = []
-    for i, match in enumerate(_TOOL_CALL.finditer(text)):
+    for match in _TOOL_CALL.finditer(text):
         try:
-            obj = json.loads(match.group(1))
+            call = _as_call(json.loads(match.group(1)), len(calls), names)
         except json.JSONDecodeError:
             continue
-        if not isinstance(obj, dict) or "name" not in obj:
-            continue
-        args = obj.get("arguments", {})
-        calls.append(
-            {
-                "id": f"call_{i}",
-                "type": "function",
-                "function": {
-                    "name": obj["name"],
-                    "arguments": args if isinstance(args, str) else json.dumps(args),
-                },
-            }
-        )
-    rest = _TOOL_CALL.sub("", text).strip() if calls else text
-    return rest, calls
+        if call:
+            calls.append(call)
+    if calls:
+        return _TOOL_CALL.sub("", text).strip(), calls
+    body = text.strip()
+    if fenced := _FENCE.match(body):
+        body = fenced.group(1)
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError:
+        return text, []
+    objs = obj if isinstance(obj, list) else [obj]
+    calls = [c for i, o in enumerate(objs) if (c := _as_call(o, i, names))]
+    return ("", calls) if calls and len(calls) == len(objs) else (text, [])
+
+
+def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
+    return {(t.get("function") or t).get("name", "") for t in tools if isinstance(t, dict)}
 
 
 class LocalLLM(LLM):
@@ -139,7 +160,9 @@ class LocalLLM(LLM):
         except ImportError as e:
             raise LLMError(f"{INSTALL_HINT} ({e})") from e
         self._llama_cpp = llama_cpp
-        self.n_threads = n_threads or cpu_count()
+        # All cores by default; CAVE_LLM_THREADS overrides (on a busy machine fewer threads decode faster:
+        # llama.cpp's threads spin-wait for each other, so one preempted thread stalls every token).
+        self.n_threads = n_threads or int(os.environ.get("CAVE_LLM_THREADS") or 0) or cpu_count()
         try:
             self._llm = llama_cpp.Llama(
                 model_path=str(self.path),
@@ -214,8 +237,10 @@ class LocalLLM(LLM):
         try:
             async for item in iterate_in_thread(gen, cancel):
                 if isinstance(item, Completion) and tools:
-                    text, calls = parse_tool_calls(item.text)
+                    text, calls = parse_tool_calls(item.text, _tool_names(tools))
                     item.text, item.tool_calls = text, calls or None
+                    if calls:
+                        item.finish_reason = "tool_calls"
                 yield item
         finally:
             cancel.set()

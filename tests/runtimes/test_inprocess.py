@@ -264,3 +264,13 @@ def test_trivial_cell_overhead_is_microseconds(rt):
     for _ in range(200):
         rt.execute("x = 1")
     assert (time.perf_counter() - t0) / 200 < 0.002
+
+
+async def test_async_twins_of_the_verbs(rt):
+    await rt.astart()
+    await rt.ainject("n", 41)
+    assert (await rt.aexecute("n += 1\nn")).result == "42"
+    assert await rt.aretrieve("n") == 42
+    assert [v.name for v in await rt.adescribe()] == ["n"]
+    await rt.arestart()
+    assert await rt.aretrieve("n") == 41

@@ -252,3 +252,21 @@ def test_state_dict_round_trip():
     assert torch.equal(params_vector(a.model("solver")), params_vector(b.model("solver")))
     with pytest.raises(KeyError, match="checkpoint has no model 'judge'"):
         AgentPolicies({"judge": tiny_llama()}).load_state_dict(a.state_dict())
+
+
+def test_gradient_norm_probe_matches_the_update_and_changes_nothing():
+    samples = make_samples(6, with_logprobs=True)
+    adv = np.array([1.0, -0.5, 2.0, 1.0, -1.0, 0.3])
+    shared = tiny_llama()
+    pol = AgentPolicies({"solver": shared, "verifier": shared}, OptimizerConfig(lr=1e-3), per_role_grad_norm=True)
+    before = params_vector(shared)
+    probe = pol.gradient_norms(samples, adv)
+    assert torch.equal(before, params_vector(shared))
+    assert all(p.grad is None for p in shared.parameters())
+    many = pol.gradient_norms(samples, {"a": adv, "b": 2 * adv})
+    assert many["a"] == pytest.approx(probe, rel=1e-5)
+    # Twice the advantages, twice the policy-gradient (no entropy term here).
+    assert many["b"]["solver"] == pytest.approx(2 * probe["solver"], rel=1e-4)
+    res = pol.update(samples, adv)["solver+verifier"]  # one step over the same samples: the same per-role norms
+    assert res.role_grad_norms["solver"][0] == pytest.approx(probe["solver"], rel=1e-4)
+    assert res.role_grad_norms["verifier"][0] == pytest.approx(probe["verifier"], rel=1e-4)

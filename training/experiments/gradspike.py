@@ -36,6 +36,7 @@ grad-norm max/median, mean squared advantage and reward, per estimator, over see
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import time
@@ -64,7 +65,7 @@ AGENTS = ("router", "answerer")
 class Config:
     estimators: tuple[str, ...] = ("grpo", "drmas", "pooled_calls")
     seeds: tuple[int, ...] = (0, 1, 2)
-    iterations: int = 120
+    iterations: int = 100
     prompts_per_iteration: int = 8
     rollouts_per_prompt: int = 8  # N, the GRPO group size
     max_router_steps: int = 4
@@ -78,11 +79,12 @@ class Config:
     hidden_size: int = 64
     layers: int = 2
     threads: int = 1
+    warm_start_steps: int = 150  # supervised warm-up before RL (see warm_start)
     probe: bool = True  # the paired probe (3 extra backward passes per agent and iteration)
     out: str = "runs/gradspike"
 
 
-QUICK = {"seeds": (0, 1), "iterations": 15}
+QUICK = {"seeds": (0, 1), "iterations": 12, "warm_start_steps": 80}
 
 
 # -- policies and sampling -------------------------------------------------------------------------------------------
@@ -105,11 +107,8 @@ def tiny_policy(seed: int, cfg: Config) -> torch.nn.Module:
     return LlamaForCausalLM(config)
 
 
-@torch.no_grad()
-def sample_next(
-    model: torch.nn.Module, prompts: Sequence[list[int]], gen: torch.Generator
-) -> tuple[list[int], list[float]]:
-    """One token per prompt at temperature 1, with its log-prob (the 'old logprob' the update uses)."""
+def last_logits(model: torch.nn.Module, prompts: Sequence[list[int]]) -> torch.Tensor:
+    """Next-token logits ``[B, V]`` after each prompt (left-padded batch)."""
     L = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), L), PAD, dtype=torch.long)
     attn = torch.zeros_like(ids)
@@ -117,11 +116,61 @@ def sample_next(
         ids[i, L - len(p) :] = torch.tensor(p)
         attn[i, L - len(p) :] = 1
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    out = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=False, logits_to_keep=1)
+    return out.logits[:, -1].float()
+
+
+@torch.no_grad()
+def sample_next(
+    model: torch.nn.Module, prompts: Sequence[list[int]], gen: torch.Generator
+) -> tuple[list[int], list[float]]:
+    """One token per prompt at temperature 1, with its log-prob (the 'old logprob' the update uses)."""
     model.eval()
-    logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=False, logits_to_keep=1).logits
-    logp = torch.log_softmax(logits[:, -1].float(), dim=-1)
+    logp = torch.log_softmax(last_logits(model, prompts), dim=-1)
     tokens = torch.multinomial(logp.exp(), 1, generator=gen).squeeze(-1)
     return tokens.tolist(), logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1).tolist()
+
+
+def warm_start(seed: int, cfg: Config) -> dict[str, torch.nn.Module]:
+    """The team before RL, by a short supervised warm-up (like starting RL from an instruction-tuned LLM).
+
+    The router learns the format but no strategy: SEARCH or ANSWER, 50/50, whatever it has seen. The answerer learns
+    a naive skill: repeat one of the hints, picked at random (uniform digits when it has none). Without this, the
+    from-scratch router learns to answer at once before the answerer can use hints, and reward stays at chance.
+    """
+    rng = np.random.default_rng(10_000 + seed)
+    if cfg.shared_model:
+        shared = tiny_policy(seed * 100, cfg)
+        models = {"router": shared, "answerer": shared}
+    else:
+        models = {"router": tiny_policy(seed * 100, cfg), "answerer": tiny_policy(seed * 100 + 1, cfg)}
+    for model in {id(m): m for m in models.values()}.values():
+        roles = [r for r, m in models.items() if m is model]
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        model.train()
+        for _ in range(cfg.warm_start_steps):
+            prompts, targets = [], []
+            for _ in range(64):
+                prompt, target = _warm_example(roles[int(rng.integers(len(roles)))], rng, cfg)
+                prompts.append(prompt)
+                targets.append(target)
+            logp = torch.log_softmax(last_logits(model, prompts), dim=-1)
+            loss = -(torch.tensor(np.array(targets), dtype=torch.float32) * logp).sum(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return models
+
+
+def _warm_example(role: str, rng: np.random.Generator, cfg: Config) -> tuple[list[int], np.ndarray]:
+    hints = rng.integers(N_DIGITS, size=int(rng.integers(cfg.max_router_steps))).tolist()
+    target = np.zeros(VOCAB_SIZE)
+    if role == "router":
+        target[[SEARCH, ANSWER]] = 0.5
+        return [BOS, ROUTER, QMARK, *[t for h in hints for t in (SEARCH, HINT, DIGIT0 + h)]], target
+    for h in hints or range(N_DIGITS):
+        target[DIGIT0 + h] += 1
+    return [BOS, ANSWERER, QMARK, *[t for h in hints for t in (HINT, DIGIT0 + h)]], target / target.sum()
 
 
 # -- the toy team ----------------------------------------------------------------------------------------------------
@@ -197,14 +246,15 @@ def _step(e: Episode, role: str, prompt: list[int], tok: int, lp: float, *, ok: 
 
 
 # -- one run ---------------------------------------------------------------------------------------------------------
-def run_one(estimator: str, seed: int, cfg: Config, log) -> list[dict[str, Any]]:
-    """Train the team for ``cfg.iterations`` iterations with one estimator; returns one metrics row per iteration."""
+def run_one(
+    estimator: str, seed: int, cfg: Config, log, initial: dict[str, torch.nn.Module] | None = None
+) -> list[dict[str, Any]]:
+    """Train the team for ``cfg.iterations`` iterations with one estimator; returns one metrics row per iteration.
+
+    ``initial``: the warm-started team to copy (computed once per seed and shared by the estimators).
+    """
     torch.set_num_threads(cfg.threads)
-    if cfg.shared_model:
-        shared = tiny_policy(seed * 100, cfg)
-        models = {"router": shared, "answerer": shared}
-    else:
-        models = {"router": tiny_policy(seed * 100, cfg), "answerer": tiny_policy(seed * 100 + 1, cfg)}
+    models = _copy_team(initial) if initial is not None else warm_start(seed, cfg)
     optim = OptimizerConfig(lr=cfg.lr, steps_per_iteration=cfg.steps_per_iteration, grad_clip=cfg.grad_clip)
     loss = LossConfig(entropy_coef=cfg.entropy_coef)
     policies = AgentPolicies(models, optim, loss=loss, pad_token_id=PAD, per_role_grad_norm=True, seed=seed)
@@ -229,15 +279,20 @@ def run_one(estimator: str, seed: int, cfg: Config, log) -> list[dict[str, Any]]
     return rows
 
 
+def _copy_team(models: dict[str, torch.nn.Module]) -> dict[str, torch.nn.Module]:
+    copies = {id(m): copy.deepcopy(m) for m in models.values()}  # a shared model stays shared
+    return {role: copies[id(m)] for role, m in models.items()}
+
+
 def _probe(policies: AgentPolicies, samples, cols, cfg: Config) -> dict[str, dict[str, dict[str, float]]]:
     """Per estimator and agent, on this batch and these weights: gradient norm (no step) and mean squared advantage."""
     agents = np.array(cols["agent_ids"])
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for est in cfg.estimators:
-        adv = compute_advantages(est, **cols)
-        norms = policies.gradient_norms(samples, adv)
+    advs = {est: compute_advantages(est, **cols) for est in cfg.estimators}
+    norms = policies.gradient_norms(samples, advs)  # one forward pass shared by the estimators
+    for est, adv in advs.items():
         out[est] = {
-            a: {"grad_norm": norms.get(a, math.nan), "adv_sq_mean": float(np.mean(adv[agents == a] ** 2))}
+            a: {"grad_norm": norms[est].get(a, math.nan), "adv_sq_mean": float(np.mean(adv[agents == a] ** 2))}
             for a in AGENTS
             if (agents == a).any()
         }
@@ -313,7 +368,16 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
                 k: _mean_range([s[agent][k] for s in per_seed if agent in s and s[agent][k] is not None])
                 for k in STAT_KEYS
             }
+        for agent in AGENTS:
+            calls = [
+                r["agents"][agent]["calls"] / (cfg.prompts_per_iteration * cfg.rollouts_per_prompt) for r in e_rows
+            ]
+            means = [r["agents"][agent]["score_mean"] for r in e_rows if r["agents"][agent]["score_mean"] is not None]
+            agg[agent]["calls_per_run"] = float(np.mean(calls)) if calls else None
+            agg[agent]["score_mean"] = float(np.mean(means)) if means else None
         out["estimators"][est] = agg
+    if any("probe" in r for r in rows):
+        out["probe"] = summarize_probe(rows, cfg)
     if "grpo" in out["estimators"]:
         base = out["estimators"]["grpo"]
         out["vs_grpo"] = {}
@@ -332,7 +396,50 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
             cmp["meets_target_max_over_median_le_0.5x"] = all(
                 (v := cmp["ratio_to_grpo"][a]["max_over_median"]) is not None and v <= 0.5 for a in AGENTS
             )
+            if "probe" in out and est in out["probe"]:
+                pb, pe = out["probe"]["grpo"], out["probe"][est]
+                cmp["probe_ratio_to_grpo"] = {
+                    a: {k: _ratio(pe[a][k]["mean"], pb[a][k]["mean"]) for k in ("max_over_median", "adv_sq_mean")}
+                    for a in AGENTS
+                }
             out["vs_grpo"][est] = cmp
+    return out
+
+
+def summarize_probe(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
+    """The paired probe: per probed estimator and agent, spike statistics over every run's batches.
+
+    For each run (trained estimator x seed) the probe gives, per iteration, the gradient norm each estimator would
+    produce on that batch; max/median is taken per run, then mean and range over runs. ``adv_sq_mean``: the agent's
+    mean squared advantage (1 when its advantages are normalized over its own calls), mean over all iterations;
+    ``paired_norm_ratio_median``: median over iterations of (this estimator's norm / grpo's norm), same batch.
+    """
+    out: dict[str, Any] = {}
+    runs = sorted({(r["estimator"], r["seed"]) for r in rows if "probe" in r})
+    for est in cfg.estimators:
+        out[est] = {}
+        for agent in AGENTS:
+            per_run, sq, ratios = [], [], []
+            for run in runs:
+                r_rows = sorted((r for r in rows if (r["estimator"], r["seed"]) == run), key=lambda r: r["iteration"])
+                series = []
+                for r in r_rows:
+                    p = r.get("probe", {}).get(est, {}).get(agent)
+                    series.append([p["grad_norm"]] if p else [])
+                    if p:
+                        sq.append(p["adv_sq_mean"])
+                        base = r["probe"].get("grpo", {}).get(agent, {}).get("grad_norm")
+                        if base and math.isfinite(base) and base > 1e-12 and math.isfinite(p["grad_norm"]):
+                            ratios.append(p["grad_norm"] / base)
+                stats = grad_norm_stats(series)
+                if stats.get("max_over_median") is not None:
+                    per_run.append(stats["max_over_median"])
+            out[est][agent] = {
+                "max_over_median": _mean_range(per_run),
+                "adv_sq_mean": _mean_range(sq),
+                "paired_norm_ratio_median": float(np.median(ratios)) if ratios else None,
+                "runs": len(per_run),
+            }
     return out
 
 
@@ -410,7 +517,8 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
     import matplotlib.pyplot as plt
 
     colors = {"grpo": "tab:red", "drmas": "tab:blue", "pooled_calls": "tab:green"}
-    fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
+    has_probe = "probe" in summary
+    fig, axes = plt.subplots(2, 3 if has_probe else 2, figsize=(17 if has_probe else 12, 8.5), squeeze=False)
     ax_r, ax_bar, ax_g1, ax_g2 = axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]
     first = cfg.seeds[0]
     for est in cfg.estimators:
@@ -421,32 +529,34 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
         # Raw per-step norms of one seed: averaging over seeds would smooth away the spikes we look for.
         s_rows = sorted((r for r in rows if r["estimator"] == est and r["seed"] == first), key=lambda r: r["iteration"])
         for ax, agent in ((ax_g1, "router"), (ax_g2, "answerer")):
-            xs = [
-                r["iteration"] + k / len(g)
+            norms = [
+                (r["iteration"], k, len(r["agents"][agent]["grad_norms"]), g)
                 for r in s_rows
-                for g in [r["agents"][agent]["grad_norms"]]
-                for k in range(len(g))
+                for k, g in enumerate(r["agents"][agent]["grad_norms"])
             ]
-            ys = [x for r in s_rows for x in r["agents"][agent]["grad_norms"]]
-            ax.plot(xs, ys, color=c, label=est, lw=0.9, alpha=0.85)
-    ax_r.set(title="team reward (success rate), mean and range over seeds", xlabel="iteration", ylabel="reward")
+            ax.plot([i + k / n for i, k, n, _ in norms], [g for *_, g in norms], color=c, label=est, lw=0.9, alpha=0.85)
+    ax_r.set(title="team reward (success rate): mean and range over seeds", xlabel="iteration", ylabel="reward")
     for ax, agent in ((ax_g1, "router"), (ax_g2, "answerer")):
         ax.set(
-            title=f"{agent}: gradient norm before clipping, every step (seed {first})",
+            title=f"{agent}: grad norm before clipping, every step (seed {first})",
             xlabel="iteration",
             ylabel="grad norm",
             yscale="log",
         )
-    width = 0.8 / max(1, len(cfg.estimators))
-    for j, est in enumerate(cfg.estimators):
-        agg = summary["estimators"][est]
-        means = [agg[a]["max_over_median"]["mean"] or 0.0 for a in AGENTS]
-        lo = [m - (agg[a]["max_over_median"]["min"] or 0.0) for m, a in zip(means, AGENTS, strict=True)]
-        hi = [(agg[a]["max_over_median"]["max"] or 0.0) - m for m, a in zip(means, AGENTS, strict=True)]
-        xs = np.arange(len(AGENTS)) + (j - (len(cfg.estimators) - 1) / 2) * width
-        ax_bar.bar(xs, means, width, yerr=[lo, hi], color=colors.get(est), label=est, capsize=3)
-    ax_bar.set_xticks(np.arange(len(AGENTS)), AGENTS)
-    ax_bar.set(title="gradient-norm max / median per agent (mean, range over seeds)", ylabel="max / median")
+    _bars(ax_bar, {e: summary["estimators"][e] for e in cfg.estimators}, "max_over_median", colors)
+    ax_bar.set(title="training runs: grad-norm max / median per agent\n(mean, range over seeds)", ylabel="max / median")
+    if has_probe:
+        probe = summary["probe"]
+        _bars(axes[0, 2], probe, "max_over_median", colors)
+        axes[0, 2].set(
+            title="paired probe (same batches and weights):\ngrad-norm max / median (mean, range over runs)",
+            ylabel="max / median",
+        )
+        _bars(axes[1, 2], probe, "adv_sq_mean", colors)
+        axes[1, 2].axhline(1.0, color="k", lw=0.8, ls="--")
+        axes[1, 2].set(
+            title="paired probe: mean squared advantage per agent\n(mean, range over iterations)", ylabel="E[A^2]"
+        )
     for ax in axes.flat:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
@@ -455,8 +565,20 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
         f"{cfg.iterations} iterations, N={cfg.rollouts_per_prompt}"
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _bars(ax, by_est: dict[str, Any], key: str, colors: dict[str, str]) -> None:
+    width = 0.8 / max(1, len(by_est))
+    for j, (est, agg) in enumerate(by_est.items()):
+        stats = [agg[a][key] for a in AGENTS]
+        means = [st["mean"] or 0.0 for st in stats]
+        lo = [m - (st["min"] if st["min"] is not None else m) for m, st in zip(means, stats, strict=True)]
+        hi = [(st["max"] if st["max"] is not None else m) - m for m, st in zip(means, stats, strict=True)]
+        xs = np.arange(len(AGENTS)) + (j - (len(by_est) - 1) / 2) * width
+        ax.bar(xs, means, width, yerr=[lo, hi], color=colors.get(est), label=est, capsize=3)
+    ax.set_xticks(np.arange(len(AGENTS)), AGENTS)
 
 
 def _curves(rows, est, cfg, value) -> np.ndarray:
@@ -486,11 +608,14 @@ def run(cfg: Config, verbose: bool = True) -> dict[str, Any]:
 
         def log(row: dict[str, Any]) -> None:
             f.write(json.dumps(row) + "\n")
+            f.flush()  # a long run can be watched (and survives a crash) row by row
 
         for seed in cfg.seeds:
+            torch.set_num_threads(cfg.threads)
+            initial = warm_start(seed, cfg)
             for est in cfg.estimators:
                 t = time.perf_counter()
-                seed_rows = run_one(est, seed, cfg, log)
+                seed_rows = run_one(est, seed, cfg, log, initial)
                 rows += seed_rows
                 if verbose:
                     tail = seed_rows[-max(1, cfg.iterations // 5) :]
@@ -513,26 +638,39 @@ def print_table(summary: dict[str, Any], cfg: Config) -> None:
     def fmt(d: dict[str, Any]) -> str:
         return "n/a" if d["mean"] is None else f"{d['mean']:.2f} [{d['min']:.2f}, {d['max']:.2f}]"
 
-    print("\nper agent: grad-norm max/median (mean [min, max] over seeds); local spike = max of norm / local median")
-    head = f"{'estimator':>12} | {'agent':>8} | {'max/median':>20} | {'after warmup':>20} | {'local spike':>20}"
-    print(head + f" | {'reward (mean)':>20} | final reward")
+    print("\ntraining runs, per agent: grad-norm max/median, mean [min, max] over seeds")
+    print(
+        f"{'estimator':>12} | {'agent':>8} | {'max/median':>20} | {'after warmup':>20} | {'calls/run':>9} | reward (mean)"
+    )
     for est in cfg.estimators:
         a = summary["estimators"][est]
         for agent in AGENTS:
             st = a[agent]
             print(
                 f"{est:>12} | {agent:>8} | {fmt(st['max_over_median']):>20} | "
-                f"{fmt(st['max_over_median_after_warmup']):>20} | {fmt(st['local_spike']):>20} | "
-                f"{fmt(a['reward_mean']):>20} | {fmt(a['reward_final'])}"
+                f"{fmt(st['max_over_median_after_warmup']):>20} | {st['calls_per_run']:>9.2f} | "
+                f"{fmt(a['reward_mean'])}; final {fmt(a['reward_final'])}"
             )
+    if "probe" in summary:
+        print("\npaired probe (same batches and weights), per agent: max/median over runs; mean squared advantage")
+        print(f"{'estimator':>12} | {'agent':>8} | {'max/median':>20} | {'E[A^2]':>20} | norm / grpo's (median)")
+        for est, by_agent in summary["probe"].items():
+            for agent, st in by_agent.items():
+                ratio = st["paired_norm_ratio_median"]
+                print(
+                    f"{est:>12} | {agent:>8} | {fmt(st['max_over_median']):>20} | {fmt(st['adv_sq_mean']):>20} | "
+                    + ("n/a" if ratio is None else f"{ratio:.2f}")
+                )
+    print()
     for est, cmp in summary.get("vs_grpo", {}).items():
-        parts = []
-        for agent, r in cmp["ratio_to_grpo"].items():
-            parts.append(agent + " " + "/".join("n/a" if v is None else f"{v:.2f}x" for v in r.values()))
+        parts = [f"{a} {r['max_over_median']:.2f}x" for a, r in cmp["ratio_to_grpo"].items() if r["max_over_median"]]
+        probe = cmp.get("probe_ratio_to_grpo", {})
+        pparts = [f"{a} {r['max_over_median']:.2f}x" for a, r in probe.items() if r["max_over_median"]]
         print(
-            f"{est} / grpo (max-median, after-warmup, local): {'; '.join(parts)}; reward diff "
-            f"{cmp['reward_mean_diff']:+.3f} (mean), {cmp['reward_final_diff']:+.3f} (final); "
-            f"target max/median <= 0.5x met: {cmp['meets_target_max_over_median_le_0.5x']}"
+            f"{est} / grpo: max/median training {', '.join(parts)}"
+            + (f"; probe {', '.join(pparts)}" if pparts else "")
+            + f"; reward diff {cmp['reward_mean_diff']:+.3f} (mean), {cmp['reward_final_diff']:+.3f} (final); "
+            f"target (training max/median <= 0.5x for both agents) met: {cmp['meets_target_max_over_median_le_0.5x']}"
         )
 
 
@@ -548,6 +686,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--lr", type=float)
     p.add_argument("--entropy-coef", type=float)
     p.add_argument("--no-probe", action="store_true", help="skip the paired probe (faster)")
+    p.add_argument("--from-metrics", metavar="RUN_DIR", help="re-summarize and re-plot RUN_DIR/metrics.jsonl")
     p.add_argument("--out", default=Config.out)
     args = p.parse_args(argv)
     cfg = Config(out=args.out, shared_model=args.shared_model, probe=not args.no_probe)
@@ -563,7 +702,23 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "entropy_coef": args.entropy_coef,
     }
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
+    if args.from_metrics:
+        return replot(Path(args.from_metrics))
     return run(cfg)
+
+
+def replot(run_dir: Path) -> dict[str, Any]:
+    """Summary and figure again from a finished run's metrics.jsonl (its config comes from summary.json)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    saved = json.loads((run_dir / "summary.json").read_text())["config"] if (run_dir / "summary.json").exists() else {}
+    known = {f for f in Config.__dataclass_fields__}
+    cfg = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known})
+    cfg = replace(cfg, seeds=tuple(sorted({r["seed"] for r in rows})), out=str(run_dir))
+    summary = summarize(rows, cfg)
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot(rows, summary, cfg, run_dir / "gradspike.png")
+    print_table(summary, cfg)
+    return summary
 
 
 if __name__ == "__main__":
