@@ -46,7 +46,10 @@ class ToolSpec:
     fn: Callable[..., Any] | None = None
 
     def openai(self) -> dict[str, Any]:
-        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 @dataclass
@@ -58,7 +61,13 @@ class ToolCall:
     error: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments, "output": self.output, "error": self.error}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "output": self.output,
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -174,7 +183,11 @@ class JsonAgent:
         step = Step(index=index, role=self.role, messages=[dict(m) for m in messages], run_id=run_id, started_at=t0)
         step.completion, step.usage, step.finish_reason = completion.text, completion.usage, completion.finish_reason
         step.llm_duration = step.duration = dt
-        step.token_ids, step.logprobs, step.prompt_token_ids = completion.token_ids, completion.logprobs, completion.prompt_token_ids
+        step.token_ids, step.logprobs, step.prompt_token_ids = (
+            completion.token_ids,
+            completion.logprobs,
+            completion.prompt_token_ids,
+        )
         step.meta["format"] = "native" if self.native else "prompted"
         parse_error = None
         if completion.tool_calls:
@@ -358,4 +371,13 @@ def _content_text(m: Message) -> str:
     return text
 
 
-__all__ = ["ContextOverflow", "Decision", "JsonAgent", "JsonRunResult", "ToolCall", "ToolSpec", "parse_prompted_calls", "to_text"]
+__all__ = [
+    "ContextOverflow",
+    "Decision",
+    "JsonAgent",
+    "JsonRunResult",
+    "ToolCall",
+    "ToolSpec",
+    "parse_prompted_calls",
+    "to_text",
+]

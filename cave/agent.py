@@ -157,7 +157,8 @@ class _Generation:
     text: str = ""
     usage: Usage = field(default_factory=Usage)
     finish_reason: str = "stop"
-    completions: list[Completion] = field(default_factory=list)
+    completions: list[Completion] = field(default_factory=list)  # the calls whose text makes up ``text``
+    calls: int = 0  # every LLM call made for this reply (discarded re-samples included)
 
 
 # -- the agent -----------------------------------------------------------------------------------
@@ -179,12 +180,14 @@ class Agent:
         max_tokens: int = 768,
         temperature: float = 0.0,
         seed: int | None = None,
+        stop: list[str] | None = None,
         timeout: float | None = None,
         skills: Skills | None = None,
         instructions: str | None = None,
         prompt_budget: int | None = None,
         observation_limit: int = 3000,
         max_continuations: int = 2,
+        retry_temperature: float | None = 0.7,
         compact_at: float = 0.85,
         keep_recent: int = 2,
         stream: bool = True,
@@ -198,6 +201,7 @@ class Agent:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.seed = seed
+        self.stop = list(stop) if stop else None
         self.timeout = timeout
         self.skills = skills
         self.instructions = instructions
@@ -210,6 +214,8 @@ class Agent:
         self.use_stream = stream
         self.role = role
         self.history: list[Message] = []  # earlier turns (task + answer), for multi-turn runs
+        self.retry_temperature = retry_temperature
+        self._override: dict[str, Any] = {}  # sampling overrides for the current step
         self._started = False
         self._count = getattr(self.llm, "count_tokens", prompts.estimate_tokens)
 
@@ -305,10 +311,27 @@ class Agent:
         gen = _Generation()
         async for event in self._generate(index, messages, gen):
             yield event
+        blocks = prompts.extract_code(gen.text)
+        if self._repeats_failure(traj, blocks):
+            # Greedy decoding of a small model tends to repeat the code that just failed, forever.
+            # Sample this reply again, once, at retry_temperature (usage of both calls is counted).
+            step.meta["resampled"] = {"temperature": self.retry_temperature, "discarded": gen.text}
+            seed = None if self.seed is None else self.seed + index + 1
+            self._override = {"temperature": self.retry_temperature, "seed": seed}
+            usage, n_calls = gen.usage, gen.calls
+            retry = _Generation()
+            try:
+                async for event in self._generate(index, messages, retry):
+                    yield event
+            finally:
+                self._override = {}
+            retry.usage = usage + retry.usage
+            retry.calls += n_calls
+            gen = retry
+            blocks = prompts.extract_code(gen.text)
         _fill_llm_fields(step, gen, time.time() - t0)
         messages.append({"role": "assistant", "content": gen.text})
 
-        blocks = prompts.extract_code(gen.text)
         if not blocks:
             traj.status, traj.final_answer = "no_code", gen.text.strip()
             step.duration = time.time() - t0
@@ -338,6 +361,9 @@ class Agent:
         step.execution = _merge(executions)
         step.meta["blocks"] = records
         step.observation = prompts.observation_message(formatted, skipped)
+        previous = _last_action(traj)
+        if previous is not None and previous.code == step.code and traj.status == "running":
+            step.observation += "\n" + prompts.REPEAT_NOTE  # greedy decoding loops; break the echo
         if traj.status == "running":
             messages.append({"role": "user", "content": step.observation})
         step.duration = time.time() - t0
@@ -356,10 +382,13 @@ class Agent:
                     completion = item
             assert completion is not None
             gen.completions.append(completion)
+            gen.calls += 1
             gen.usage = gen.usage + completion.usage
             gen.finish_reason = completion.finish_reason
             gen.text += _strip_reopened_fence(completion.text) if attempt else completion.text
             if completion.finish_reason != "length" or prompts.unclosed_code(gen.text) is None:
+                if self.stop and completion.finish_reason == "stop" and prompts.unclosed_code(gen.text) is not None:
+                    gen.text = gen.text.rstrip("\n") + "\n```"  # a stop sequence ate the closing fence
                 return
             if attempt < self.max_continuations:
                 convo = [
@@ -368,9 +397,20 @@ class Agent:
                     {"role": "user", "content": prompts.CONTINUE_PROMPT},
                 ]
 
+    def _repeats_failure(self, traj: Trajectory, blocks: list[str]) -> bool:
+        if self.retry_temperature is None or self.retry_temperature <= self.temperature or not blocks:
+            return False
+        last = _last_action(traj)
+        if last is None or last.code != "\n\n".join(blocks):
+            return False
+        return last.execution is None or not last.execution.ok
+
     async def _call(self, messages: list[Message]) -> AsyncIterator[TextDelta | Completion]:
         """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""
         kwargs: dict[str, Any] = dict(max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed)
+        kwargs.update(self._override)
+        if self.stop:
+            kwargs["stop"] = self.stop
         if self.use_stream:
             async for item in self.llm.stream(messages, **kwargs):
                 yield item
@@ -383,15 +423,29 @@ class Agent:
     async def _execute(self, code: str) -> tuple[Execution, bool, Any]:
         """Run one block. Returns (execution, final_answer called?, the final value)."""
         t0 = time.perf_counter()
+        guarded, notes = prompts.guard_code(code, self._protected())
         try:
-            ex = await self.runtime.aexecute(code, self.timeout)
-        except FinalAnswer as signal:  # an in-process runtime that lets BaseExceptions through
-            return Execution(duration=time.perf_counter() - t0), True, signal.value
-        if _is_final_error(ex.error):  # the signal crossed a process boundary as an error type name
-            ex.error = None
-            value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
-            return ex, True, value
-        return ex, False, None
+            ex = await self.runtime.aexecute(guarded, self.timeout)
+        except FinalAnswer as signal:  # a runtime that lets BaseExceptions through
+            ex, is_final, value = Execution(duration=time.perf_counter() - t0), True, signal.value
+        else:
+            is_final, value = _is_final_error(ex.error), None
+            if is_final:  # the signal came back as an error type name (possibly across a process boundary)
+                ex.error = None
+                value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
+        if notes:
+            ex.stderr = "".join(f"[note] {n}\n" for n in notes) + ex.stderr
+        self._restore_final_answer()
+        return ex, is_final, value
+
+    def _protected(self) -> list[str]:
+        return [name for name, reg in self.runtime.registered.items() if reg.kind == "variable"]
+
+    def _restore_final_answer(self) -> None:
+        """Code can still shadow final_answer in ways guard_code does not see; put ours back (in-process only)."""
+        ns = getattr(self.runtime, "namespace", None)
+        if isinstance(ns, dict) and ns.get("final_answer") is not final_answer:
+            ns["final_answer"] = final_answer
 
     async def _summarize_at_limit(self, traj: Trajectory, messages: list[Message]) -> AsyncIterator[Event]:
         index = _next_index(traj)
@@ -476,6 +530,10 @@ def _next_index(traj: Trajectory) -> int:
     return traj.steps[-1].index + 1 if traj.steps else 0
 
 
+def _last_action(traj: Trajectory) -> Step | None:
+    return next((s for s in reversed(traj.steps) if s.kind == "action"), None)
+
+
 def _action_steps(traj: Trajectory) -> int:
     return sum(1 for s in traj.steps if s.kind == "action")
 
@@ -485,6 +543,8 @@ def _fill_llm_fields(step: Step, gen: _Generation, llm_duration: float) -> None:
     step.usage = gen.usage
     step.finish_reason = gen.finish_reason
     step.llm_duration = llm_duration
+    if gen.calls > 1:
+        step.meta["llm_calls"] = gen.calls
     if len(gen.completions) > 1:
         step.meta["continuations"] = len(gen.completions) - 1
     else:  # token ids are only meaningful for training when one call produced the whole reply

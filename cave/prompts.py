@@ -184,6 +184,103 @@ def _dedent(code: str) -> str:
     return textwrap.dedent(code)
 
 
+# -- guards ----------------------------------------------------------------------------------------
+_GUARD_HINT = re.compile(r"final_answer|=\s*[\w.]+\(")
+
+
+def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]]:
+    r"""Drop two top-level statements that small models write and that would derail a run.
+
+    1. Redefining ``final_answer`` (a ``def`` or an assignment): the session's own is the one that ends the run.
+    2. Overwriting a given variable with made-up literal data, e.g. ``sales = pd.DataFrame({...})``:
+       the real object is already there.
+
+    Dropped lines become blank lines (tracebacks keep the model's line numbers); the notes say what was skipped.
+
+    >>> code, notes = guard_code("def final_answer(x):\n    print(x)\nfinal_answer(1)")
+    >>> code.strip(), notes[0].startswith("final_answer is provided")
+    ('final_answer(1)', True)
+    >>> guard_code("sales = pd.DataFrame({'a': [1]})\nprint(sales.shape)", ["sales"])[0].strip()
+    'print(sales.shape)'
+    >>> guard_code("sales = pd.read_csv('sales.csv')", ["sales"])[1][0].startswith("`sales` was given to you")
+    True
+    >>> guard_code("db = sqlalchemy.create_engine('sqlite:///shop.db')", ["db"])[0]
+    ''
+    >>> guard_code("db = pd.read_sql('select 1', db)", ["db"])[1]
+    []
+    >>> guard_code("sales = sales.dropna()", ["sales"])
+    ('sales = sales.dropna()', [])
+    """
+    if not _GUARD_HINT.search(code):  # the common case costs one regex scan
+        return code, []
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code, []
+    protected = set(protected)
+    drop: list[tuple[int, int]] = []
+    notes: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "final_answer":
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            drop.append((start, node.end_lineno or node.lineno))
+            notes.append("final_answer is provided by the session; your definition of it was skipped. Call it directly.")
+        elif isinstance(node, ast.Assign) and node.targets and all(isinstance(t, ast.Name) for t in node.targets):
+            names = {t.id for t in node.targets}  # type: ignore[attr-defined]
+            if "final_answer" in names:
+                drop.append((node.lineno, node.end_lineno or node.lineno))
+                notes.append("final_answer is provided by the session; your assignment to it was skipped.")
+            elif names & protected and (_literal_data_call(node.value) or _file_read_call(node.value)) and not (
+                _names_used(node.value) & names  # `db = read_sql(q, db)` uses the object: not a reload
+            ):
+                drop.append((node.lineno, node.end_lineno or node.lineno))
+                name = sorted(names & protected)[0]
+                notes.append(
+                    f"`{name}` was given to you ready to use; your line replacing it was skipped. Use `{name}` as it is."
+                )
+    if not drop:
+        return code, []
+    lines = code.splitlines()
+    for start, end in drop:
+        for i in range(start - 1, end):
+            lines[i] = ""
+    return "\n".join(lines), list(dict.fromkeys(notes))
+
+
+def _names_used(node: object) -> set[str]:
+    import ast
+
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}  # type: ignore[arg-type]
+
+
+_LOADERS = {"open", "create_engine", "connect", "load", "DataFrame", "Series"}
+
+
+def _file_read_call(value: object) -> bool:
+    """``pd.read_csv(...)``, ``create_engine(...)``, ``open(...)``: loading the object again from somewhere."""
+    import ast
+
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return name.startswith("read_") or name in _LOADERS
+
+
+def _literal_data_call(value: object) -> bool:
+    """``X({...})`` or ``X([...])`` (e.g. pd.DataFrame({...})): a constructor fed literal data."""
+    import ast
+
+    return (
+        isinstance(value, ast.Call)
+        and bool(value.args)
+        and isinstance(value.args[0], ast.Dict | ast.List)
+        and len(getattr(value.args[0], "keys", None) or getattr(value.args[0], "elts", None) or []) > 0
+    )
+
+
 # -- observations --------------------------------------------------------------------------------
 def truncate_middle(text: str, limit: int) -> str:
     """Keep the head and the tail of ``text`` within ``limit`` characters, with a marker between.
@@ -273,7 +370,7 @@ def observation_message(formatted_blocks: list[str], skipped: int = 0) -> str:
     return "Observation:\n" + "\n".join(parts)
 
 
-NO_CODE_NUDGE = "Your reply had no ```python code block."
+REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the error above and change the code."
 CONTINUE_PROMPT = (
     "Your reply was cut off by the length limit inside a code block. Continue exactly where it stopped: "
     "write only the rest of the code, do not repeat what you already wrote, and close the code block."

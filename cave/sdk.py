@@ -116,6 +116,7 @@ def build_agent(task: Task, *, llm: LLM | None = None, runtime: BaseRuntime | No
         max_tokens=task.spec.model.max_tokens,
         temperature=task.spec.model.temperature,
         seed=task.spec.seed,
+        stop=task.spec.model.stop,
         timeout=task.spec.runtime.timeout,
         skills=skills,
         instructions=task.spec.instructions,
@@ -307,5 +308,5 @@ def resume(run_id: str, store: Any, **kwargs: Any) -> TaskOutcome:
 def _advance_scripted(llm: LLM, traj: Trajectory) -> None:
     """A Scripted backend replaying a list continues where the stored run stopped, not from its first reply."""
     if isinstance(llm, Scripted) and not callable(llm.replies):
-        calls = sum(1 + int(s.meta.get("continuations", 0)) for s in traj.steps)
+        calls = sum(int(s.meta.get("llm_calls", 1)) for s in traj.steps)
         llm._i = calls  # noqa: SLF001 - Scripted has no public seek; the replay index is all it keeps

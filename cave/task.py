@@ -60,6 +60,7 @@ class ModelSpec(BaseModel):
     backend: str = Field("local", description="one of: " + ", ".join(KNOWN_BACKENDS) + " (or a registered name)")
     max_tokens: int = Field(768, ge=16, le=32768, description="most tokens per reply")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
+    stop: list[str] | None = Field(None, description="stop sequences, e.g. ['```\\n\\n'] to end a reply after its code block")
 
     @model_validator(mode="before")
     @classmethod

@@ -390,6 +390,12 @@ class TeamSpec(BaseModel):
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="default sampling temperature")
     seed: int | None = Field(None, description="base seed; each role's seed derives from it (and the episode's)")
     timeout_s: float | None = Field(None, gt=0, description="wall-clock limit of one episode, seconds")
+    share_inputs: bool = Field(
+        False,
+        description="inject the same input objects into every runtime (zero-copy); default: each in-process "
+        "runtime gets its own copy of DataFrames, arrays and containers, so one role (or one of many concurrent "
+        "episodes) cannot change another's inputs",
+    )
     roles: list[RoleSpec] = Field(
         description="role names (files in agents/), {use: NAME, ...overrides} or inline roles"
     )
@@ -906,6 +912,9 @@ class LoopOptions(PatternOptions):
     worker: str | None = Field(None, description="the role that answers (default: the first role)")
     critic: str | None = Field(None, description="the role that returns a verdict (default: the second role)")
     max_rounds: int = Field(2, ge=1, le=100)
+    memory: bool = Field(
+        False, description="roles keep their earlier turns in context (default: each turn reads only its prompt)"
+    )
     on_missing_verdict: Literal["approve", "reject", "fail"] = Field(
         "approve", description="a critic that ends without a valid verdict counts as this (Dr. MAS math: approve)"
     )
@@ -919,6 +928,10 @@ class LoopOptions(PatternOptions):
         "The {critic} rejected your answer {answer}.\nFeedback: {feedback}\n\nSolve the task again and call "
         "final_answer with the corrected result.\n\nTask: {task}",
         description="what the worker reads after a rejection; {task} {answer} {feedback} {worker} {critic}",
+    )
+    retry_prompt: str = Field(
+        "Your previous turn failed: {error}\n\nSolve the task again.\n\nTask: {task}",
+        description="what the worker reads after its own failed turn (on_role_error: skip); {task} {error}",
     )
 
 
@@ -958,16 +971,15 @@ class Loop(Pattern):
         text = task
         for rnd in range(1, o.max_rounds + 1):
             team.trajectory.meta["rounds"] = rnd
-            work = await team.call(worker, text, sender="user" if rnd == 1 else critic)
+            work = await team.call(worker, text, sender="user" if rnd == 1 else critic, fresh=not o.memory)
             if (end := self.failed(work)) is not None:
                 return end
             if not work.ok:  # skipped: the round is lost, the worker tries again
-                text = o.revise_prompt.format(
-                    **fill, answer="(none)", feedback=f"your turn failed: {work.error or work.status}"
-                )
+                text = o.retry_prompt.format(**fill, error=work.error or f"it ended with status {work.status}")
                 continue
             answer = work.answer
-            check = await team.call(critic, o.critic_prompt.format(**fill, answer=summarize(answer)), sender=worker)
+            prompt = o.critic_prompt.format(**fill, answer=summarize(answer))
+            check = await team.call(critic, prompt, sender=worker, fresh=not o.memory)
             if (end := self.failed(check)) is not None:
                 return end
             v = check.verdict
@@ -1460,9 +1472,6 @@ class Team:
         if spec.output.publishes:
             listed = "\n".join(f"- `{n}`: {d}" for n, d in spec.output.publishes.items())
             parts.append("Leave these variables in your session; they are handed to the roles after you:\n" + listed)
-        parts.append(
-            "publish(name, obj) hands any other object to the roles after you, as a variable in their session."
-        )
         self._instructions[role] = "\n\n".join(parts)
         return self._instructions[role]
 
@@ -1776,7 +1785,8 @@ class TeamRun:
             if callable(value) and not isinstance(value, type):
                 rt.inject_function(value, name=name)
             else:
-                await _inject(rt, name, value, None)
+                private = value if self.team.spec.share_inputs or not _in_process(rt) else private_copy(value)
+                await _inject(rt, name, private, None)
         if spec.mode == "shared":
             self._shared = rt
         self.runtimes[role] = rt
@@ -1875,6 +1885,11 @@ class TeamRun:
         if missing:
             if result.steps:
                 result.steps[-1].meta["format_ok"] = False
+            if result.ok:  # the contract was not met: the pattern treats the turn as failed
+                result.status = "missing_output"
+                result.error = (
+                    f"the turn ended without {', '.join(missing)}: leave the result in a variable of that name"
+                )
             result.decision_error = (
                 result.decision_error + "; " if result.decision_error else ""
             ) + f"declared outputs not found: {', '.join(missing)}"
@@ -1898,6 +1913,26 @@ class TeamRun:
             await _inject(rt, slot.name, slot.value, note)
             self._delivered[key] = slot.version
             self.emit(Handoff(slot.name, slot.owner, role, time.perf_counter() - t0))
+
+
+def private_copy(value: Any) -> Any:
+    """A copy of a data input that a role may mutate freely; other objects (engines, models) are shared.
+
+    >>> data = {"a": [1, 2]}
+    >>> c = private_copy(data); c["a"].append(3); data
+    {'a': [1, 2]}
+    """
+    import copy
+
+    module = type(value).__module__.split(".")[0]
+    if module in ("pandas", "numpy") and hasattr(value, "copy"):
+        return value.copy()
+    if isinstance(value, (list, dict, set, tuple)):
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # something inside cannot be copied: share it, as with any other object
+            return value
+    return value
 
 
 def _in_process(rt: Runtime) -> bool:

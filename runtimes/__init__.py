@@ -1,9 +1,9 @@
 """Persistent Python runtimes: inject / execute / retrieve / describe.
 
 The execution layer of cave. It imports nothing from ``cave``. Importing this package
-registers the built-in runtimes ("inprocess", "kernel"); the kernel runtime imports
-jupyter-client only when one is started, so the core install works without the
-[kernel] extra.
+registers the built-in runtimes ("inprocess", "kernel", and the run modes "trusted",
+"process", "sandbox" of ``runtimes.sandbox``); the kernel runtime imports jupyter-client
+only when one is started, so the core install works without the [kernel] extra.
 """
 
 from runtimes.base import (
@@ -19,17 +19,33 @@ from runtimes.base import (
 )
 from runtimes.inprocess import InProcessRuntime
 from runtimes.kernel import KernelRuntime  # registers "kernel"; jupyter-client is imported only at start
+from runtimes.sandbox import (  # registers "trusted", "process", "sandbox"
+    MODES,
+    ProcessRuntime,
+    SandboxRuntime,
+    SandboxUnavailable,
+    TrustedRuntime,
+    runtime_for_mode,
+    sandbox_problems,
+)
 
 __all__ = [
+    "MODES",
     "RUNTIMES",
     "ExecError",
     "Execution",
     "InProcessRuntime",
     "KernelRuntime",
+    "ProcessRuntime",
     "Registration",
     "Runtime",
+    "SandboxRuntime",
+    "SandboxUnavailable",
     "TransferError",
+    "TrustedRuntime",
     "VariableInfo",
     "create_runtime",
     "register_runtime",
+    "runtime_for_mode",
+    "sandbox_problems",
 ]

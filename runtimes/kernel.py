@@ -55,6 +55,8 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
+import struct
 import sys
 import tempfile
 import threading
@@ -85,10 +87,16 @@ KERNEL_EXTRA_HINT = "install the kernel extra: pip install 'cave[kernel]' (jupyt
 _BOOT = "from runtimes.kernel import kernel_main; kernel_main()"
 _MID_FRAME_TIMEOUT_S = 60.0  # a frame that started arriving must finish within this
 _LIVENESS_CHECK_S = 0.25  # while waiting for a reply, check this often that the kernel still lives
+_PAYLOAD_NAME = re.compile(r"[0-9a-f]{16}\.(bin|arrow|npy)")  # what transfer.new_path makes, nothing else
 
 
 class KernelDied(RuntimeError_):
     """The kernel process exited while the host was waiting for it."""
+
+
+class KernelProtocolError(KernelDied):
+    """The kernel sent something that is not a well-formed reply (an oversized frame, bad JSON, a bad
+    field): code in the kernel tampered with the control channel. The kernel is killed and restarted."""
 
 
 def _installed(module: str) -> bool:
@@ -122,6 +130,10 @@ class _Kernel:
     pgid: int | None
     log_path: str
     started_in: float  # seconds from launch to the control channel's hello
+    # The kernel's own pid when a wrapper (a sandbox launcher) started it: signals other than SIGKILL go
+    # there, since the wrapper may not pass them on. Found from the control socket's peer credentials.
+    signal_pid: int | None = None
+    cleanup: Any = None  # called after kill(): e.g. a sandbox removing its cgroup
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -150,7 +162,9 @@ class _Kernel:
 
     def signal(self, signum: int) -> None:
         try:
-            if self.pgid is not None:
+            if self.signal_pid is not None and signum != signal.SIGKILL:
+                os.kill(self.signal_pid, signum)
+            elif self.pgid is not None:
                 os.killpg(self.pgid, signum)  # the kernel and whatever it spawned
             else:
                 os.kill(self.pid, signum)
@@ -167,6 +181,9 @@ class _Kernel:
             self.process.wait(timeout=5)
         with contextlib.suppress(Exception):
             self.manager.cleanup_resources()
+        if self.cleanup is not None:
+            cleanup, self.cleanup = self.cleanup, None
+            cleanup()
 
 
 _MACHINERY = (
@@ -188,7 +205,7 @@ def _last_words(log: str) -> str:
     return re.sub(r"<cave-\d+-cell-(\d+)>", r"<cell-\1>", "\n".join(lines[-30:])).strip()
 
 
-def _make_manager(ctl_dir: str) -> Any:
+def _make_manager(chan_dir: str, argv: list[str]) -> Any:
     import zmq
     from jupyter_client import KernelManager
     from jupyter_client.kernelspec import KernelSpec
@@ -199,15 +216,15 @@ def _make_manager(ctl_dir: str) -> Any:
         @property
         def kernel_spec(self) -> KernelSpec:
             return KernelSpec(
-                argv=[sys.executable, "-c", _BOOT, "-f", "{connection_file}"],
+                argv=argv,
                 display_name="cave",
                 language="python",
                 interrupt_mode="signal",
             )
 
     # One shared zmq context: a context per manager would cost each runtime its own I/O threads.
-    km = _CaveKernelManager(transport="ipc", ip=os.path.join(ctl_dir, "zmq"), context=zmq.Context.instance())
-    km.connection_file = os.path.join(ctl_dir, "kernel.json")
+    km = _CaveKernelManager(transport="ipc", ip=os.path.join(chan_dir, "zmq"), context=zmq.Context.instance())
+    km.connection_file = os.path.join(chan_dir, "kernel.json")
     return km
 
 
@@ -281,10 +298,16 @@ class KernelRuntime(Runtime):
         self.inherit_sys_path = inherit_sys_path
 
         self._ctl_dir = tempfile.mkdtemp(prefix="cave-k-")  # short path: Unix socket names are limited
+        # The kernel's side of the channel (zmq sockets, connection file, control socket) lives in a
+        # subfolder; the logs stay in the parent, which a sandboxed kernel never sees.
+        self._chan_dir = os.path.join(self._ctl_dir, "chan")
+        os.mkdir(self._chan_dir, 0o700)
         base = transfer_dir or _shm_dir() or self._ctl_dir  # /dev/shm: large payloads never touch a disk
         os.makedirs(base, exist_ok=True)
         self._transfer_dir = tempfile.mkdtemp(prefix="cave-x-", dir=base)
-        dirs = [self._ctl_dir, self._transfer_dir]
+        # Payload files the kernel names are moved here before they are read: the kernel cannot swap them.
+        self._inbox_dir = tempfile.mkdtemp(prefix="cave-i-", dir=base)
+        dirs = [self._ctl_dir, self._transfer_dir, self._inbox_dir]
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="cave-work-")
             dirs.append(workdir)
@@ -301,6 +324,7 @@ class KernelRuntime(Runtime):
         self._next_id = 0
         self._spawned = 0
         self._closed = False
+        self.max_frame_bytes = 256 << 20  # a reply frame larger than this breaks the protocol (the kernel is restarted)
         self.restarts = 0  # how many times the kernel was restarted (crash, stuck cell, restart())
         self.start_seconds: float | None = None  # launch to ready, of the current kernel
 
@@ -390,10 +414,37 @@ class KernelRuntime(Runtime):
             if reply.get("type") == "KeyError":
                 raise missing_name_error(name, reply.get("available", []))
             raise TransferError(f"cannot retrieve {name!r} from the kernel: {reply['error']}")
-        payload = reply["payload"]
+        payload = reply.get("payload")
+        if not isinstance(payload, dict):
+            raise TransferError(f"the kernel sent a malformed reply for {name!r} (no payload)")
         if "path" not in payload:
             return transfer.decode(payload, attachment, trust=self.trust)
+        payload = {**payload, "path": self._claim_payload(payload["path"])}
         return await asyncio.to_thread(transfer.decode, payload, attachment, self.trust)  # big: off the loop
+
+    def _claim_payload(self, path: Any) -> str:
+        """Move a payload file the kernel named into the host's own folder, after checking it is one.
+
+        The kernel names the file, so it may name any path (/etc/passwd, a symlink it made): the host
+        only takes a plain file it finds directly in the transfer folder, under the names the transfer
+        code makes, and renames it away first (rename moves a symlink, never its target) so nothing can
+        be swapped between the check and the read.
+        """
+        if (
+            not isinstance(path, str)
+            or os.path.dirname(path) != self._transfer_dir
+            or not _PAYLOAD_NAME.fullmatch(os.path.basename(path))
+        ):
+            raise TransferError(f"the kernel named a payload file outside its transfer folder: {path!r}; refused")
+        claimed = os.path.join(self._inbox_dir, os.path.basename(path))
+        try:
+            os.rename(path, claimed)
+        except OSError as e:
+            raise TransferError(f"the kernel's payload file {path!r} is gone: {e}") from e
+        if not stat.S_ISREG(os.lstat(claimed).st_mode):
+            os.unlink(claimed)
+            raise TransferError(f"the kernel's payload {path!r} is not a plain file (a link?); refused")
+        return claimed
 
     async def adescribe(self) -> list[VariableInfo]:
         async with self._held():
@@ -402,8 +453,12 @@ class KernelRuntime(Runtime):
         if not reply["ok"]:
             raise RuntimeError_(f"describe() failed inside the kernel: {reply['error']}")
         infos = []
-        for d in reply["variables"]:
-            info = VariableInfo(**d)
+        for d in reply.get("variables") or []:
+            try:
+                info = VariableInfo(**d)
+                info.name, info.type, info.preview = str(info.name), str(info.type), str(info.preview)[:2000]
+            except (TypeError, ValueError):
+                raise RuntimeError_(f"the kernel sent a malformed variable description: {str(d)[:200]}") from None
             reg = self._registered.get(info.name)
             if reg is not None:
                 info.injected = True
@@ -429,11 +484,14 @@ class KernelRuntime(Runtime):
                 reply = await self._arecv(kernel, self.interrupt_grace_s)
             finally:
                 self._in_cell = False
-        except KernelDied:
-            return await self._arecover_from_crash(kernel, t0)
+        except KernelDied as e:
+            return await self._arecover_from_crash(kernel, t0, e)
         assert timeout is not None
         if reply is not None:
-            execution = self._execution(reply[0], t0)
+            try:
+                execution = self._execution(reply[0], t0)
+            except KernelProtocolError as e:
+                return await self._arecover_from_crash(kernel, t0, e)
             execution.timed_out, execution.recovery = True, "interrupted"
             execution.error = _as_timeout(execution.error, timeout)
             return execution
@@ -453,15 +511,23 @@ class KernelRuntime(Runtime):
     def _execution(self, reply: dict[str, Any], t0: float) -> Execution:
         if not reply.get("ok"):
             raise RuntimeError_(f"the kernel could not run the cell: {reply.get('error')}")
-        execution = Execution.from_dict(reply["execution"])
+        try:
+            execution = _checked_execution(reply["execution"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise KernelProtocolError(f"a malformed cell reply ({type(e).__name__}: {e})") from None
         execution.duration = time.perf_counter() - t0
         return execution
 
-    async def _arecover_from_crash(self, kernel: _Kernel, t0: float) -> Execution:
+    async def _arecover_from_crash(self, kernel: _Kernel, t0: float, cause: KernelDied | None = None) -> Execution:
+        if isinstance(cause, KernelProtocolError):
+            kernel.kill()
         how, last_words = await self._await_exit(kernel)
         await self._arespawn()
+        what = "died while running this cell"
+        if isinstance(cause, KernelProtocolError):
+            what, how, last_words = "broke the control protocol", str(cause), ""
         message = (
-            f"the kernel process died while running this cell ({how}); it was restarted and registered objects "
+            f"the kernel process {what} ({how}); it was restarted and registered objects "
             "injected again, but variables created by code are gone"
         )
         text = f"KernelDied: {message}\n" + (f"The kernel's last output:\n{last_words}\n" if last_words else "")
@@ -494,8 +560,12 @@ class KernelRuntime(Runtime):
             if reply is None:
                 kernel.signal(signal.SIGINT)
                 reply = await self._arecv(kernel, self.interrupt_grace_s)
-        except KernelDied:
+        except KernelDied as e:
+            if isinstance(e, KernelProtocolError):
+                kernel.kill()
             how, last_words = await self._await_exit(kernel)
+            if isinstance(e, KernelProtocolError):
+                how, last_words = f"it broke the control protocol: {e}", ""
             await self._arespawn()
             raise KernelDied(
                 f"the kernel died during {message['op']} ({how}); it was restarted and registered objects injected "
@@ -529,9 +599,19 @@ class KernelRuntime(Runtime):
         if header is None:
             return None
         json_len, att_len = transfer.unpack_header(header)
+        if json_len + att_len > self.max_frame_bytes:
+            raise KernelProtocolError(
+                f"a reply frame of {json_len + att_len} bytes (max_frame_bytes={self.max_frame_bytes})"
+            )
         body = await self._arecv_exactly(kernel, json_len + att_len, time.monotonic() + _MID_FRAME_TIMEOUT_S)
         assert body is not None
-        return json.loads(body[:json_len]), bytes(body[json_len:])
+        try:
+            message = json.loads(body[:json_len])
+        except (ValueError, RecursionError) as e:
+            raise KernelProtocolError(f"a reply that is not JSON ({type(e).__name__})") from None
+        if not isinstance(message, dict):
+            raise KernelProtocolError(f"a reply that is not a JSON object: {str(message)[:100]}")
+        return message, bytes(body[json_len:])
 
     async def _arecv_exactly(
         self, kernel: _Kernel, n: int, deadline: float | None, allow_timeout: bool = False
@@ -600,7 +680,7 @@ class KernelRuntime(Runtime):
     def _spawn(self) -> _Kernel:
         """Launch a kernel and wait for its hello on the control channel (blocking)."""
         self._spawned += 1
-        sock_path = os.path.join(self._ctl_dir, f"ctl{self._spawned}.sock")
+        sock_path = os.path.join(self._chan_dir, f"ctl{self._spawned}.sock")
         log_path = os.path.join(self._ctl_dir, f"kernel{self._spawned}.log")
         token = secrets.token_hex(16)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -608,7 +688,7 @@ class KernelRuntime(Runtime):
             listener.bind(sock_path)
             listener.listen(1)
             t0 = time.perf_counter()
-            manager = _make_manager(self._ctl_dir)
+            manager = _make_manager(self._chan_dir, self._kernel_argv())
             with open(log_path, "ab") as log:
                 manager.start_kernel(
                     env=self._kernel_env(sock_path, token, log_path), cwd=self.workdir, stdout=log, stderr=log
@@ -636,7 +716,16 @@ class KernelRuntime(Runtime):
                 os.killpg(pgid, signal.SIGKILL) if pgid else process.kill()
             raise
         conn.setblocking(False)
-        return _Kernel(manager, process, conn, pid, pgid, log_path, time.perf_counter() - t0)
+        kernel = _Kernel(manager, process, conn, pid, pgid, log_path, time.perf_counter() - t0)
+        peer_pid = _peer_pid(conn)
+        if peer_pid not in (None, pid):  # started through a wrapper: interrupts go to the kernel itself
+            kernel.signal_pid = peer_pid
+        return kernel
+
+    def _kernel_argv(self) -> list[str]:
+        """The kernel's command line (``{connection_file}`` is filled in by jupyter-client). A subclass may
+        wrap it, e.g. in a sandbox launcher, as long as the kernel still reaches the control socket."""
+        return [sys.executable, "-c", _BOOT, "-f", "{connection_file}"]
 
     def _accept(self, listener: socket.socket, process: Any, log_path: str, t0: float) -> socket.socket:
         listener.settimeout(0.05)
@@ -762,6 +851,37 @@ async def _readable(sock: socket.socket, timeout: float) -> bool:
         loop.remove_reader(fd)
 
 
+def _peer_pid(conn: socket.socket) -> int | None:
+    """The pid of the process at the other end of a Unix socket, as this process's pid namespace sees it."""
+    try:
+        pid, _, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except (OSError, AttributeError):
+        return None
+    return pid or None
+
+
+def _checked_execution(d: Any) -> Execution:
+    """An Execution from a reply, with every field of the type the host expects (the kernel may lie)."""
+    if not isinstance(d, dict):
+        raise TypeError(f"execution is a {type(d).__name__}, not an object")
+    execution = Execution.from_dict(d)
+    for name in ("stdout", "stderr"):
+        if not isinstance(getattr(execution, name), str):
+            raise TypeError(f"{name} is not a string")
+    if execution.result is not None and not isinstance(execution.result, str):
+        raise TypeError("result is not a string")
+    error = execution.error
+    if error is not None:
+        if not all(isinstance(v, str) for v in (error.type, error.message, error.traceback)):
+            raise TypeError("error fields are not strings")
+        if error.lineno is not None and not isinstance(error.lineno, int):
+            raise TypeError("error.lineno is not an int")
+    if execution.recovery not in (None, "interrupted", "restarted", "crashed"):
+        raise ValueError(f"unknown recovery {execution.recovery!r}")
+    execution.timed_out = bool(execution.timed_out)
+    return execution
+
+
 def _recv_blocking(conn: socket.socket, deadline: float) -> dict[str, Any]:
     def exactly(n: int) -> bytes:
         buf = b""
@@ -792,6 +912,10 @@ def kernel_main() -> None:
     """Entry point of the kernel process: limits, then ipykernel with cave's control channel."""
     import faulthandler
 
+    setup = os.environ.get("CAVE_KERNEL_SETUP")  # "module:function", run first (a sandbox's limits, filters)
+    if setup:
+        module, _, function = setup.partition(":")
+        getattr(importlib.import_module(module), function)()
     memory_mb = os.environ.get("CAVE_MEMORY_LIMIT_MB")
     if memory_mb:
         import resource
@@ -813,6 +937,27 @@ def kernel_main() -> None:
     server = _KernelServer(app.kernel.shell)
     IOLoop.current().add_callback(server.connect)
     app.start()
+
+
+def _exit_when_host_gone(fd: int) -> None:
+    """Exit as soon as the host's end of the control channel closes (the host died, even by SIGKILL),
+    also while a cell is busy: a kernel without a host is a leak."""
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLRDHUP)  # POLLHUP and POLLERR are always reported
+    while True:
+        try:
+            events = poller.poll()
+        except InterruptedError:
+            continue
+        if any(ev & (select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, ev in events):
+            if any(ev & select.POLLNVAL for _, ev in events):
+                return  # the socket was closed inside the kernel: the main thread handles that
+            if os.getpgid(0) == os.getpid():  # the kernel leads its process group: take its children along
+                with contextlib.suppress(OSError):
+                    os.killpg(0, signal.SIGKILL)
+            os._exit(0)
 
 
 def _refuse_exit() -> None:
@@ -861,6 +1006,9 @@ class _KernelServer:
         self.sock.connect(os.environ["CAVE_CONTROL_SOCKET"])
         self.sock.sendall(transfer.pack({"token": os.environ["CAVE_CONTROL_TOKEN"], "pid": os.getpid()}))
         asyncio.get_event_loop().add_reader(self.sock.fileno(), self._on_request)
+        threading.Thread(
+            target=_exit_when_host_gone, args=(self.sock.fileno(),), name="cave-lifeline", daemon=True
+        ).start()
 
     def _recv_exactly(self, n: int) -> bytes:
         assert self.sock is not None

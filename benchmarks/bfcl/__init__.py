@@ -7,7 +7,7 @@ See ``data`` (categories, entries, gold calls), ``stubs`` (recording stubs, chec
 """
 
 from benchmarks.bfcl.data import CATEGORIES, DEFAULT_CATEGORIES, Entry, gold_calls, load_category, require_bfcl
-from benchmarks.bfcl.run import EntryResult, arun_bfcl, arun_entry, gold_replies, run_entry
+from benchmarks.bfcl.run import EntryResult, arun_bfcl, arun_entry, gold_replies, replies_for, run_entry
 from benchmarks.bfcl.score import score
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "gold_calls",
     "gold_replies",
     "load_category",
+    "replies_for",
     "require_bfcl",
     "run_entry",
     "score",

@@ -15,7 +15,7 @@ import ast
 import copy
 import os
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 # bfcl-eval names v4 "simple" as simple_python; the others are the file names' own.
@@ -80,7 +80,7 @@ class Entry:
         return "\n\n".join(str(m.get("content") or "") for t in self.turns[:1] for m in t if m.get("role") == "system")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load(category: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     require_bfcl()
     from bfcl_eval.utils import load_dataset_entry, load_ground_truth_entry

@@ -121,7 +121,9 @@ async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4) -> tuple[Any, 
     try:
         for doc in entry.functions:
             runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])))
-        instructions = "\n\n".join(s for s in [CODE_MULTI if entry.multi_turn else CODE_SINGLE, entry.system_text()] if s)
+        instructions = "\n\n".join(
+            s for s in [CODE_MULTI if entry.multi_turn else CODE_SINGLE, entry.system_text()] if s
+        )
         agent = Agent(model=llm, runtime=runtime, max_steps=max_steps, instructions=instructions, stream=False)
 
         def on_event(ev: Any) -> None:
@@ -192,7 +194,9 @@ def combine(trajs: list[Trajectory], entry: Entry, agent: str) -> Trajectory:
     return out
 
 
-async def arun_entry(entry: Entry, agent: str, llm: LLM, *, max_steps: int = 4, native: bool | None = None) -> EntryResult:
+async def arun_entry(
+    entry: Entry, agent: str, llm: LLM, *, max_steps: int = 4, native: bool | None = None
+) -> EntryResult:
     t0 = time.perf_counter()
     if agent == "code":
         captured, traj = await run_code(entry, llm, max_steps=max_steps)
@@ -247,27 +251,34 @@ async def arun_bfcl(
 
 # -- gold replies: a scripted model that answers with the possible answer ---------------------------
 def gold_replies(entry: Entry, agent: str) -> list[str]:
-    """Replies that make ``agent`` issue exactly the gold calls (for the Scripted backend).
-
-    code: one ```python block per turn with the calls (keyword arguments), then final_answer;
-    json: one prompted-format tool-call message per turn, then a plain-text answer.
-    A turn without gold calls (irrelevance) gets a plain-text reply.
-    """
+    """Replies that make ``agent`` issue exactly the gold calls (for the Scripted backend)."""
     from benchmarks.bfcl.data import gold_calls
 
     gold = gold_calls(entry)
-    turns = gold if entry.multi_turn else [gold]
+    return replies_for(gold if entry.multi_turn else [gold], agent)
+
+
+def replies_for(turns: list[list[dict[str, Any]]], agent: str) -> list[str]:
+    """Scripted replies that make ``agent`` issue the given calls, turn by turn.
+
+    code: one ```python block per turn with the calls (keyword arguments), then final_answer;
+    json: one prompted-format tool-call message per turn, then a plain-text answer.
+    A turn without calls gets a plain-text reply.
+    """
+    import json
+
     replies = []
     for calls in turns:
         if not calls:
             replies.append("None of the available functions can do this; I need more information or another tool.")
             continue
         if agent == "code":
-            lines = [f"{py_name(c['name'])}({', '.join(f'{py_name(k)}={v!r}' for k, v in c['arguments'].items())})" for c in calls]
+            lines = [
+                f"{py_name(c['name'])}({', '.join(f'{py_name(k)}={v!r}' for k, v in c['arguments'].items())})"
+                for c in calls
+            ]
             replies.append("I will make the calls.\n```python\n" + "\n".join(lines) + "\nfinal_answer('done')\n```")
         else:
-            import json
-
             payload = [{"name": py_name(c["name"]), "arguments": c["arguments"]} for c in calls]
             replies += [json.dumps({"tool_calls": payload}), "Done."]
     return replies

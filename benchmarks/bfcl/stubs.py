@@ -110,7 +110,9 @@ def make_stub(
         to_schema[pn] = p
         annotation = PY_TYPES.get(str(spec.get("type", "any")), Any)
         default = inspect.Parameter.empty if p in required else spec.get("default", None)
-        params.append(inspect.Parameter(pn, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation))
+        params.append(
+            inspect.Parameter(pn, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
+        )
     sig = inspect.Signature(params)
 
     def stub(*args: Any, **kwargs: Any) -> Any:

@@ -66,7 +66,7 @@ class LLMError(Exception):
     """A backend failed in a way retries did not fix. The message says what to check."""
 
 
-class LLM(ABC):
+class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override stream or _complete
     """Base class of every backend.
 
     Subclasses override ``stream`` (preferred) or ``_complete``. Either way,

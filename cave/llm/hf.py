@@ -336,7 +336,7 @@ class TransformersLLM(LLM):
         chat_template: str | None = None,
     ) -> None:
         if isinstance(model, str | os.PathLike):
-            self.model_name = str(model)
+            self.model_name = models.resolve_name(str(model)) or Path(model).name
             if isinstance(model, str) and models.resolve_name(model) and not Path(model).exists():
                 from cave.llm.convert import hf_checkpoint
 

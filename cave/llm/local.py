@@ -11,6 +11,11 @@ token ids and response token ids are exact. Tokens are produced by ``Llama.gener
 worker thread and handed to the event loop through a queue, so a 0.5B model decoding on two
 cores never blocks other sessions. llama.cpp keeps the previous prompt in its KV cache: an
 agent's next step re-evaluates only the new suffix, reported as ``usage.cached_tokens``.
+
+``token_ids`` are every sampled token, the end-of-turn token included when generation stopped on
+it (it is counted in ``usage.completion_tokens``, as OpenAI-compatible servers count it); ``text``
+excludes it. No logprobs: llama.cpp would have to keep every step's logits; use the
+transformers backend when they are needed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import os
 import random
 import re
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +50,33 @@ INSTALL_HINT = (
     "llama-cpp-python is not installed: install the [local] extra: pip install 'cave[local]' "
     "(on CPUs with AMX build it portably, see scripts/install.sh: a -march=native build segfaults)"
 )
+
+
+def busy_cpus(samples: int = 3, gap: float = 0.003) -> int:
+    """Threads of other processes running right now (median of a few reads of /proc/loadavg); 0 if unknown."""
+    counts: list[int] = []
+    for i in range(samples):
+        try:
+            with open("/proc/loadavg") as f:
+                running = int(f.read().split()[3].split("/")[0])
+        except (OSError, ValueError, IndexError):
+            return 0
+        counts.append(max(0, running - 1))  # the reader itself is running
+        if i + 1 < samples:
+            time.sleep(gap)
+    return sorted(counts)[len(counts) // 2]
+
+
+def auto_threads() -> int:
+    """Decode threads for llama.cpp now: our cores minus those other processes are using, at least 1.
+
+    llama.cpp's threads wait for each other at every layer; when one is preempted by another
+    process the others stall, and two threads sharing two busy cores decode ~10x slower than one
+    (measured: SmolLM2 1.5 vs 17 tok/s). So on a busy machine use fewer threads.
+    """
+    cores = cpu_count()
+    free = (os.cpu_count() or cores) - busy_cpus()  # the count is machine-wide
+    return max(1, min(cores, free))
 
 
 def cpu_count() -> int:
@@ -127,6 +160,8 @@ def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
 class LocalLLM(LLM):
     """An in-process GGUF model through llama-cpp-python.
 
+    ``n_threads``: fixed thread count; by default each generation uses the cores that are free at
+    its start (all of them on an idle machine), because llama.cpp collapses when oversubscribed.
     ``model``: an embedded model name (``"qwen"``, the default, or ``"smollm2"``) or a ``.gguf``
     path. ``n_ctx`` is the context window allocated (``context_window`` reports it, capped by what
     the model was trained for). ``seed`` is the default sampling seed; a per-call ``seed`` wins.
@@ -160,16 +195,15 @@ class LocalLLM(LLM):
         except ImportError as e:
             raise LLMError(f"{INSTALL_HINT} ({e})") from e
         self._llama_cpp = llama_cpp
-        # All cores by default; CAVE_LLM_THREADS overrides (on a busy machine fewer threads decode faster:
-        # llama.cpp's threads spin-wait for each other, so one preempted thread stalls every token).
-        self.n_threads = n_threads or int(os.environ.get("CAVE_LLM_THREADS") or 0) or cpu_count()
+        # None: chosen per generation from the cores free right now (see auto_threads); CAVE_LLM_THREADS fixes it.
+        self.n_threads = n_threads or int(os.environ.get("CAVE_LLM_THREADS") or 0) or None
         try:
             self._llm = llama_cpp.Llama(
                 model_path=str(self.path),
                 n_ctx=n_ctx,
                 n_batch=min(n_batch, n_ctx),
-                n_threads=self.n_threads,
-                n_threads_batch=self.n_threads,
+                n_threads=self.n_threads or cpu_count(),
+                n_threads_batch=self.n_threads or cpu_count(),
                 seed=seed if seed is not None else llama_cpp.LLAMA_DEFAULT_SEED,
                 verbose=verbose,
             )
@@ -192,6 +226,7 @@ class LocalLLM(LLM):
             eos_token=vocab.token_get_text(eos) if eos != -1 else "",
             bos_token=vocab.token_get_text(bos) if bos != -1 else "",
         )
+        self.last_threads = self.n_threads or cpu_count()
         self._lock = threading.Lock()  # one generation at a time per loaded model
 
     # -- prompt -----------------------------------------------------------------------------
@@ -258,6 +293,10 @@ class LocalLLM(LLM):
         """Synchronous token loop (runs in a worker thread): text deltas, then the Completion."""
         llm, is_eog = self._llm, self._llama_cpp.llama_vocab_is_eog
         with self._lock:
+            if self.n_threads is None:
+                threads = auto_threads()
+                llm._ctx.set_n_threads(threads, threads)
+                self.last_threads = threads
             cached = _common_prefix(llm._input_ids.tolist(), prompt_ids) if llm.n_tokens else 0
             llm.set_seed(seed if seed is not None else random.getrandbits(32))
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -267,7 +306,8 @@ class LocalLLM(LLM):
                     if cancel.is_set():
                         finish = "cancelled"
                         break
-                    if is_eog(llm._model.vocab, token):
+                    if is_eog(llm._model.vocab, token):  # kept in token_ids (as the transformers backend does)
+                        ids.append(token)
                         finish = "stop"
                         break
                     ids.append(token)
@@ -330,8 +370,14 @@ def resolve_gguf(model: str | os.PathLike[str], *, sha256: str | None = None) ->
 
 
 @register_backend("local")
-def create_local(model: str | os.PathLike[str] = models.DEFAULT_MODEL, **options: Any) -> LLM:
-    """The ``local`` backend: a GGUF (embedded name or path) on llama.cpp, or an HF directory on transformers."""
+def create_local(
+    model: str | os.PathLike[str] = models.DEFAULT_MODEL, *, path: str | os.PathLike[str] | None = None, **options: Any
+) -> LLM:
+    """The ``local`` backend: a GGUF (embedded name or path) on llama.cpp, or an HF directory on transformers.
+
+    ``path`` is an alias of ``model`` for task files that say ``path: /models/x.gguf``.
+    """
+    model = path if path is not None else model
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():

@@ -149,6 +149,11 @@ class OpenAICompatible(LLM):
             self._client_loop = loop
         return self._client
 
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._client_loop is asyncio.get_running_loop():
+            await client.aclose()  # a client of a loop that is gone was closed with its loop
+
     def body(self, messages: list[Message], **options: Any) -> dict[str, Any]:
         """The JSON request body (exposed for tests and debugging)."""
         body: dict[str, Any] = {

@@ -1,36 +1,40 @@
-"""Do agent-wise advantages remove gradient spikes? grpo vs drmas vs pooled_calls on a toy two-agent team.
+"""Do agent-wise advantages remove gradient spikes? grpo vs drmas vs pooled_calls on toy two-agent teams.
 
-    python -m training.experiments.gradspike            # 3 seeds x 3 estimators, a few minutes on 2 CPU cores
-    python -m training.experiments.gradspike --quick    # < 1 minute (CI)
+    python -m training.experiments.gradspike                  # 3 seeds x 3 estimators, a few minutes on 2 cores
+    python -m training.experiments.gradspike --quick          # < 1 minute (CI)
+    python -m training.experiments.gradspike --task search    # the control task
 
 The Dr. MAS claim (REFERENCE.md): with one global baseline, an agent whose score distribution differs from the pooled
-one gets inflated, spiky gradient norms; normalizing per (prompt, agent) removes the spikes without slowing learning.
+one gets inflated, spiky gradient norms (second moment ~ (sigma_k^2 + (mu_k - mu)^2) / sigma^2); normalizing per
+(prompt, agent) removes the spikes without slowing learning.
 
-The team (a "search" team in miniature, two agents, each its own tiny Llama trained from scratch):
+Two toy teams, each agent its own tiny Llama (~100k parameters, briefly warm-started, then trained by RL here). Every
+prompt group hides a random answer digit; agents see noisy hints of it (right with some probability, else a random
+digit); every call emits one token and must be a valid one (else score = R - c, REFERENCE.md); reward R = 1 when
+the team's final answer is right.
 
-- every prompt group hides a random answer digit that only search reveals (nothing to memorize);
-- the **router** sees the hints found so far and says SEARCH or ANSWER, up to 4 times; SEARCH appends a hint (the
-  answer with probability ``hint_accuracy``, else a random digit); any other token is an invalid format (penalty c)
-  and wastes the step;
-- the **answerer** is called only when the router says ANSWER; it sees the hints and emits a digit;
-- reward: 1 when the answer is right, else 0 (no answer within 4 steps is 0). Each call's score = reward - c when its
-  format was invalid (REFERENCE.md). The agents' score distributions differ: the router acts 1-4 times in every run
-  (most often in runs that search long or never answer), the answerer at most once, only in runs that answered.
+- ``repair`` (default; the agents' score distributions differ): the **solver** answers from a hint; a runtime check
+  (the reward function) tells whether it is right; only when it is not, the **fixer** gets the wrong answer and a
+  second, less reliable hint, and answers again. The solver acts once in every run; the fixer only in runs the
+  solver got wrong, which are the hard runs, and it succeeds less often -- its calls' mean score and spread differ
+  from the pooled ones, and it becomes rarer as the solver improves.
+- ``search`` (control; similar distributions): the **router** says SEARCH (get a hint) or ANSWER, up to 4 times; the
+  **answerer** is called when it says ANSWER and answers from the hints. Both act in almost every run.
 
 Two measurements:
 
-- **training runs**: each estimator trains its own team (same seeds: same initial weights, same first rollouts);
+- **training runs**: each estimator trains its own team (same seed: same initial weights, same first rollouts);
   per-agent gradient norms before clipping at every optimizer step, and reward curves;
 - **paired probe**: at every iteration of every run, the gradient norm each estimator *would* produce on that same
-  batch and weights (no step), and each agent's mean squared advantage -- the factor
-  ``(sigma_k^2 + (mu_k - mu)^2) / sigma^2`` of REFERENCE.md. Same data for all three: differences are the estimator's.
+  batch and weights (no step), and each agent's mean squared advantage E[A^2] -- the factor above. Same data for
+  all three estimators: the differences are the estimator's alone.
 
 The rollouts become cave ``Trajectory``/``Step`` records and go through the trainer's own code
-(``build_samples`` -> ``compute_advantages`` -> ``AgentPolicies.update``); only the environment and the one-token
+(``build_samples`` -> ``compute_advantages`` -> ``AgentPolicies.update``); only the environments and the one-token
 sampler here are toys. The full trainer runs the same estimators and update on real team rollouts through cave.
 
 Outputs in ``--out``: ``metrics.jsonl`` (one row per estimator, seed and iteration), ``summary.json`` (per-agent
-grad-norm max/median, mean squared advantage and reward, per estimator, over seeds) and ``gradspike.png``.
+grad-norm max/median, E[A^2] and reward, per estimator, over seeds) and ``gradspike.png``.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import copy
 import json
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,38 +54,54 @@ import torch
 
 from cave.trajectory import Step, Trajectory
 from training.advantages import advantage_stats, compute_advantages
-from training.loss import LossConfig
+from training.loss import FORMAT_PENALTY, LossConfig
 from training.policy import AgentPolicies, OptimizerConfig
 from training.samples import build_samples, sample_columns
 
-# Vocabulary: 8 control tokens, then 8 digits.
-PAD, BOS, ROUTER, ANSWERER, SEARCH, ANSWER, HINT, QMARK = range(8)
-DIGIT0, N_DIGITS = 8, 8
+# Vocabulary: control tokens, then 8 digits. A call's output is valid when it is one of the tokens its role may say.
+PAD, BOS, QMARK, HINT, WRONG, SEARCH, ANSWER, ROUTER, ANSWERER, SOLVER, FIXER = range(11)
+DIGIT0, N_DIGITS = 11, 8
 VOCAB_SIZE = DIGIT0 + N_DIGITS
-AGENTS = ("router", "answerer")
+DIGITS = list(range(DIGIT0, DIGIT0 + N_DIGITS))
 
 
 @dataclass
 class Config:
+    task: str = "repair"  # "repair" | "search"
     estimators: tuple[str, ...] = ("grpo", "drmas", "pooled_calls")
     seeds: tuple[int, ...] = (0, 1, 2)
     iterations: int = 100
     prompts_per_iteration: int = 8
     rollouts_per_prompt: int = 8  # N, the GRPO group size
-    max_router_steps: int = 4
-    hint_accuracy: float = 0.6
-    format_penalty: float = 0.01  # c: the reference value for search teams
-    entropy_coef: float = 0.001  # the reference value for search teams
+    hint_accuracy: float | None = None  # None: the task's default (repair: solver 0.75, fixer 0.5; search 0.6)
+    format_penalty: float | None = None  # c; None: the task's (repair: 0.1 as on math, search: 0.01)
+    entropy_coef: float | None = None  # None: the task's (repair: 0 as on math, search: 0.001)
     lr: float = 1e-3
     steps_per_iteration: int = 2
     grad_clip: float = 1.0
-    shared_model: bool = False  # one model for both roles (per-role grad norms then need an extra gradient copy)
+    shared_model: bool = False  # one model for both roles (the role token tells them apart)
     hidden_size: int = 64
     layers: int = 2
     threads: int = 1
     warm_start_steps: int = 150  # supervised warm-up before RL (see warm_start)
-    probe: bool = True  # the paired probe (3 extra backward passes per agent and iteration)
+    probe: bool = True  # the paired probe (one extra forward and 3 backward passes per agent and iteration)
     out: str = "runs/gradspike"
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"unknown task {self.task!r}; choose one of {sorted(TASKS)}")
+
+    @property
+    def toy(self) -> ToyTask:
+        return TASKS[self.task]
+
+    @property
+    def penalty(self) -> float:
+        return self.format_penalty if self.format_penalty is not None else self.toy.format_penalty
+
+    @property
+    def entropy(self) -> float:
+        return self.entropy_coef if self.entropy_coef is not None else self.toy.entropy_coef
 
 
 QUICK = {"seeds": (0, 1), "iterations": 12, "warm_start_steps": 80}
@@ -132,18 +152,19 @@ def sample_next(
 
 
 def warm_start(seed: int, cfg: Config) -> dict[str, torch.nn.Module]:
-    """The team before RL, by a short supervised warm-up (like starting RL from an instruction-tuned LLM).
+    """The team before RL, after a short supervised warm-up (like starting RL from an instruction-tuned LLM).
 
-    The router learns the format but no strategy: SEARCH or ANSWER, 50/50, whatever it has seen. The answerer learns
-    a naive skill: repeat one of the hints, picked at random (uniform digits when it has none). Without this, the
-    from-scratch router learns to answer at once before the answerer can use hints, and reward stays at chance.
+    Each agent learns its output format and a weak version of its skill (see the task's ``warm_example``), so RL
+    starts from a team that sometimes succeeds. From scratch, reward stays near chance for too long for this budget
+    (on ``search`` the router learns to answer at once, before the answerer can use hints).
     """
     rng = np.random.default_rng(10_000 + seed)
+    agents = cfg.toy.agents
     if cfg.shared_model:
         shared = tiny_policy(seed * 100, cfg)
-        models = {"router": shared, "answerer": shared}
+        models = dict.fromkeys(agents, shared)
     else:
-        models = {"router": tiny_policy(seed * 100, cfg), "answerer": tiny_policy(seed * 100 + 1, cfg)}
+        models = {a: tiny_policy(seed * 100 + i, cfg) for i, a in enumerate(agents)}
     for model in {id(m): m for m in models.values()}.values():
         roles = [r for r, m in models.items() if m is model]
         opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -151,7 +172,7 @@ def warm_start(seed: int, cfg: Config) -> dict[str, torch.nn.Module]:
         for _ in range(cfg.warm_start_steps):
             prompts, targets = [], []
             for _ in range(64):
-                prompt, target = _warm_example(roles[int(rng.integers(len(roles)))], rng, cfg)
+                prompt, target = cfg.toy.warm_example(roles[int(rng.integers(len(roles)))], rng, cfg)
                 prompts.append(prompt)
                 targets.append(target)
             logp = torch.log_softmax(last_logits(model, prompts), dim=-1)
@@ -162,43 +183,96 @@ def warm_start(seed: int, cfg: Config) -> dict[str, torch.nn.Module]:
     return models
 
 
-def _warm_example(role: str, rng: np.random.Generator, cfg: Config) -> tuple[list[int], np.ndarray]:
-    hints = rng.integers(N_DIGITS, size=int(rng.integers(cfg.max_router_steps))).tolist()
-    target = np.zeros(VOCAB_SIZE)
-    if role == "router":
-        target[[SEARCH, ANSWER]] = 0.5
-        return [BOS, ROUTER, QMARK, *[t for h in hints for t in (SEARCH, HINT, DIGIT0 + h)]], target
-    for h in hints or range(N_DIGITS):
-        target[DIGIT0 + h] += 1
-    return [BOS, ANSWERER, QMARK, *[t for h in hints for t in (HINT, DIGIT0 + h)]], target / target.sum()
-
-
-# -- the toy team ----------------------------------------------------------------------------------------------------
+# -- the toy teams ---------------------------------------------------------------------------------------------------
 @dataclass
 class Episode:
     answer: int  # hidden; shared by the N runs of a prompt group
     traj: Trajectory
-    history: list[int] = field(default_factory=list)  # what the router did so far (and the hints it got)
+    history: list[int] = field(default_factory=list)
     hints: list[int] = field(default_factory=list)
     answering: bool = False
 
 
-def rollout(
-    policies: AgentPolicies,
-    answers: Sequence[int],
-    cfg: Config,
-    rng: np.random.Generator,
-    gen: torch.Generator,
-    tag: str,
-) -> list[Trajectory]:
-    """N team runs per prompt group (one hidden answer each), batched step by step; each agent call is a cave Step."""
+def _episodes(answers: Sequence[int], cfg: Config, tag: str) -> list[Episode]:
     episodes = []
     for g, a in enumerate(answers):
         for k in range(cfg.rollouts_per_prompt):
             traj = Trajectory(task=f"find {tag}-{g}", team_run_id=f"{tag}-{g}-{k}", meta={"group_id": f"{tag}-{g}"})
             episodes.append(Episode(int(a), traj))
+    return episodes
+
+
+def _hint(answer: int, accuracy: float, rng: np.random.Generator) -> int:
+    return answer if rng.random() < accuracy else int(rng.integers(N_DIGITS))
+
+
+def _digit(tok: int) -> int | None:
+    return tok - DIGIT0 if DIGIT0 <= tok < DIGIT0 + N_DIGITS else None
+
+
+def _step(e: Episode, role: str, prompt: list[int], tok: int, lp: float, *, ok: bool, kind: str = "action") -> Step:
+    return Step(
+        index=len(e.traj.steps),
+        role=role,
+        prompt_token_ids=list(prompt),
+        token_ids=[tok],
+        logprobs=[lp],
+        team_run_id=e.traj.team_run_id,
+        kind=kind,
+        meta={"format_ok": ok},
+    )
+
+
+def repair_rollout(policies, answers, cfg: Config, rng, gen, tag: str) -> list[Trajectory]:
+    """Solver answers from a hint; when the check fails, the fixer sees the wrong answer and a second hint."""
+    acc_solver, acc_fixer = (cfg.hint_accuracy, cfg.hint_accuracy) if cfg.hint_accuracy is not None else (0.75, 0.5)
+    episodes = _episodes(answers, cfg, tag)
+    prompts = []
+    for e in episodes:
+        e.hints.append(_hint(e.answer, acc_solver, rng))
+        prompts.append([BOS, SOLVER, QMARK, HINT, DIGIT0 + e.hints[0]])
+    tokens, logprobs = sample_next(policies.model("solver"), prompts, gen)
+    wrong = []
+    for e, prompt, tok, lp in zip(episodes, prompts, tokens, logprobs, strict=True):
+        e.traj.steps.append(_step(e, "solver", prompt, tok, lp, ok=_digit(tok) is not None))
+        e.traj.final_answer = _digit(tok)
+        if e.traj.final_answer != e.answer:  # the runtime check: the fixer is called only on failure
+            e.history = [WRONG, tok]
+            wrong.append(e)
+    if wrong:
+        prompts = []
+        for e in wrong:
+            e.hints.append(_hint(e.answer, acc_fixer, rng))
+            prompts.append([BOS, FIXER, QMARK, *e.history, HINT, DIGIT0 + e.hints[1]])
+        tokens, logprobs = sample_next(policies.model("fixer"), prompts, gen)
+        for e, prompt, tok, lp in zip(wrong, prompts, tokens, logprobs, strict=True):
+            e.traj.steps.append(_step(e, "fixer", prompt, tok, lp, ok=_digit(tok) is not None))
+            e.traj.final_answer = _digit(tok)
+    for e in episodes:
+        e.traj.reward = 1.0 if e.traj.final_answer == e.answer else 0.0
+        e.traj.status = "success"
+    return [e.traj for e in episodes]
+
+
+def repair_warm_example(role: str, rng: np.random.Generator, cfg: Config) -> tuple[list[int], np.ndarray]:
+    """Half the time repeat the hint, else any digit, with a 5% format slip (a control token)."""
+    hint = int(rng.integers(N_DIGITS))
+    target = np.zeros(VOCAB_SIZE)
+    target[DIGITS] = 0.45 / N_DIGITS
+    target[DIGIT0 + hint] += 0.5
+    target[[QMARK, HINT, WRONG]] += 0.05 / 3
+    if role == "solver":
+        return [BOS, SOLVER, QMARK, HINT, DIGIT0 + hint], target
+    wrong = DIGIT0 + int(rng.integers(N_DIGITS)) if rng.random() < 0.9 else int(rng.choice([QMARK, HINT]))
+    return [BOS, FIXER, QMARK, WRONG, wrong, HINT, DIGIT0 + hint], target
+
+
+def search_rollout(policies, answers, cfg: Config, rng, gen, tag: str, max_steps: int = 4) -> list[Trajectory]:
+    """Router: SEARCH (a hint) or ANSWER, up to 4 times; answerer answers from the hints when asked."""
+    accuracy = cfg.hint_accuracy if cfg.hint_accuracy is not None else 0.6
+    episodes = _episodes(answers, cfg, tag)
     active = list(range(len(episodes)))
-    for _ in range(cfg.max_router_steps):
+    for _ in range(max_steps):
         if not active:
             break
         prompts = [[BOS, ROUTER, QMARK, *episodes[i].history] for i in active]
@@ -211,11 +285,10 @@ def rollout(
                 e.answering = True
                 continue
             if tok == SEARCH:
-                hint = e.answer if rng.random() < cfg.hint_accuracy else int(rng.integers(N_DIGITS))
-                e.hints.append(hint)
-                e.history += [SEARCH, HINT, DIGIT0 + hint]
+                e.hints.append(_hint(e.answer, accuracy, rng))
+                e.history += [SEARCH, HINT, DIGIT0 + e.hints[-1]]
             else:
-                e.history.append(tok)
+                e.history.append(tok)  # an invalid action wastes the step
             still.append(i)
         active = still
     answering = [e for e in episodes if e.answering]
@@ -223,26 +296,39 @@ def rollout(
         prompts = [[BOS, ANSWERER, QMARK, *[t for h in e.hints for t in (HINT, DIGIT0 + h)]] for e in answering]
         tokens, logprobs = sample_next(policies.model("answerer"), prompts, gen)
         for e, prompt, tok, lp in zip(answering, prompts, tokens, logprobs, strict=True):
-            ok = DIGIT0 <= tok < DIGIT0 + N_DIGITS
-            e.traj.steps.append(_step(e, "answerer", prompt, tok, lp, ok=ok, kind="action"))
-            e.traj.final_answer = tok - DIGIT0 if ok else None
+            e.traj.steps.append(_step(e, "answerer", prompt, tok, lp, ok=_digit(tok) is not None))
+            e.traj.final_answer = _digit(tok)
     for e in episodes:
         e.traj.reward = 1.0 if e.traj.final_answer == e.answer else 0.0
         e.traj.status = "success" if e.answering else "max_steps"
     return [e.traj for e in episodes]
 
 
-def _step(e: Episode, role: str, prompt: list[int], tok: int, lp: float, *, ok: bool, kind: str) -> Step:
-    return Step(
-        index=len(e.traj.steps),
-        role=role,
-        prompt_token_ids=list(prompt),
-        token_ids=[tok],
-        logprobs=[lp],
-        team_run_id=e.traj.team_run_id,
-        kind=kind,
-        meta={"format_ok": ok},
-    )
+def search_warm_example(role: str, rng: np.random.Generator, cfg: Config) -> tuple[list[int], np.ndarray]:
+    """Router: SEARCH or ANSWER 50/50 whatever it saw (format, no strategy). Answerer: repeat a random hint."""
+    hints = rng.integers(N_DIGITS, size=int(rng.integers(4))).tolist()
+    target = np.zeros(VOCAB_SIZE)
+    if role == "router":
+        target[[SEARCH, ANSWER]] = 0.5
+        return [BOS, ROUTER, QMARK, *[t for h in hints for t in (SEARCH, HINT, DIGIT0 + h)]], target
+    for h in hints or range(N_DIGITS):
+        target[DIGIT0 + h] += 1
+    return [BOS, ANSWERER, QMARK, *[t for h in hints for t in (HINT, DIGIT0 + h)]], target / target.sum()
+
+
+@dataclass(frozen=True)
+class ToyTask:
+    agents: tuple[str, str]
+    rollout: Callable[..., list[Trajectory]]
+    warm_example: Callable[[str, np.random.Generator, Config], tuple[list[int], np.ndarray]]
+    format_penalty: float
+    entropy_coef: float
+
+
+TASKS = {
+    "repair": ToyTask(("solver", "fixer"), repair_rollout, repair_warm_example, FORMAT_PENALTY["math"], 0.0),
+    "search": ToyTask(("router", "answerer"), search_rollout, search_warm_example, FORMAT_PENALTY["search"], 0.001),
+}
 
 
 # -- one run ---------------------------------------------------------------------------------------------------------
@@ -256,7 +342,7 @@ def run_one(
     torch.set_num_threads(cfg.threads)
     models = _copy_team(initial) if initial is not None else warm_start(seed, cfg)
     optim = OptimizerConfig(lr=cfg.lr, steps_per_iteration=cfg.steps_per_iteration, grad_clip=cfg.grad_clip)
-    loss = LossConfig(entropy_coef=cfg.entropy_coef)
+    loss = LossConfig(entropy_coef=cfg.entropy)
     policies = AgentPolicies(models, optim, loss=loss, pad_token_id=PAD, per_role_grad_norm=True, seed=seed)
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
@@ -264,14 +350,14 @@ def run_one(
     for it in range(cfg.iterations):
         t0 = time.perf_counter()
         answers = rng.integers(N_DIGITS, size=cfg.prompts_per_iteration)
-        trajs = rollout(policies, answers, cfg, rng, gen, tag=f"{it}")
+        trajs = cfg.toy.rollout(policies, answers, cfg, rng, gen, tag=f"{it}")
         t_roll = time.perf_counter() - t0
-        samples = build_samples(trajs, format_penalty=cfg.format_penalty)
+        samples = build_samples(trajs, format_penalty=cfg.penalty)
         cols = sample_columns(samples)
         probe = _probe(policies, samples, cols, cfg) if cfg.probe else None
         adv = compute_advantages(estimator, **cols)
         results = policies.update(samples, adv)
-        row = _row(estimator, seed, it, trajs, samples, adv, results, t_roll, time.perf_counter() - t0)
+        row = _row(estimator, seed, it, trajs, samples, adv, results, cfg, t_roll, time.perf_counter() - t0)
         if probe is not None:
             row["probe"] = probe
         rows.append(row)
@@ -293,21 +379,19 @@ def _probe(policies: AgentPolicies, samples, cols, cfg: Config) -> dict[str, dic
     for est, adv in advs.items():
         out[est] = {
             a: {"grad_norm": norms[est].get(a, math.nan), "adv_sq_mean": float(np.mean(adv[agents == a] ** 2))}
-            for a in AGENTS
+            for a in cfg.toy.agents
             if (agents == a).any()
         }
     return out
 
 
-def _row(estimator, seed, it, trajs, samples, adv, results, t_roll, t_total) -> dict[str, Any]:
+def _row(estimator, seed, it, trajs, samples, adv, results, cfg: Config, t_roll, t_total) -> dict[str, Any]:
     rewards = np.array([t.reward for t in trajs])
     row: dict[str, Any] = {
         "estimator": estimator,
         "seed": seed,
         "iteration": it,
         "reward": float(rewards.mean()),
-        "answer_rate": float(np.mean([t.status == "success" for t in trajs])),
-        "router_calls_per_run": float(np.mean([len(t.by_role("router")) for t in trajs])),
         "seconds": t_total,
         "rollout_seconds": t_roll,
         "agents": {},
@@ -316,12 +400,13 @@ def _row(estimator, seed, it, trajs, samples, adv, results, t_roll, t_total) -> 
     role_norms = {r: n for res in results.values() for r, n in res.role_grad_norms.items()}
     model_metrics = {r: res.metrics for res in results.values() for r in res.roles}
     errors = [str(e) for res in results.values() for e in res.errors]
-    for agent in AGENTS:
+    for agent in cfg.toy.agents:
         scores = np.array([s.score for s in samples if s.agent_id == agent])
         invalid = [s.format_penalty > 0 for s in samples if s.agent_id == agent]
         m = model_metrics.get(agent, {})
         row["agents"][agent] = {
             "calls": int(scores.size),
+            "calls_per_run": scores.size / len(trajs),
             "score_mean": float(scores.mean()) if scores.size else None,
             "score_std": float(scores.std()) if scores.size else None,
             "invalid_rate": float(np.mean(invalid)) if invalid else None,
@@ -342,6 +427,7 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
     """Per estimator and agent: grad-norm max/median (per seed, then mean and range), reward curves' summaries."""
     out: dict[str, Any] = {"config": asdict(cfg), "estimators": {}}
     tail = max(1, cfg.iterations // 5)
+    agents = cfg.toy.agents
     for est in cfg.estimators:
         e_rows = [r for r in rows if r["estimator"] == est]
         per_seed = []
@@ -355,7 +441,7 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
                 "reward_mean": float(np.mean(rewards)),  # area under the reward curve / iterations
                 "reward_final": float(np.mean(rewards[-tail:])),
             }
-            for agent in AGENTS:
+            for agent in agents:
                 stats = grad_norm_stats([r["agents"][agent]["grad_norms"] for r in s_rows])
                 if stats:
                     entry[agent] = stats
@@ -363,12 +449,12 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
         agg: dict[str, Any] = {"per_seed": per_seed}
         for key in ("reward_mean", "reward_final"):
             agg[key] = _mean_range([s[key] for s in per_seed])
-        for agent in AGENTS:
+        for agent in agents:
             agg[agent] = {
                 k: _mean_range([s[agent][k] for s in per_seed if agent in s and s[agent][k] is not None])
                 for k in STAT_KEYS
             }
-        for agent in AGENTS:
+        for agent in agents:
             calls = [
                 r["agents"][agent]["calls"] / (cfg.prompts_per_iteration * cfg.rollouts_per_prompt) for r in e_rows
             ]
@@ -386,7 +472,7 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
                 continue
             # Each entry: this estimator's (seed-averaged) statistic divided by grpo's; the target is <= 0.5.
             cmp: dict[str, Any] = {"ratio_to_grpo": {}}
-            for agent in AGENTS:
+            for agent in agents:
                 cmp["ratio_to_grpo"][agent] = {
                     k: _ratio(agg[agent][k]["mean"], base[agent][k]["mean"])
                     for k in ("max_over_median", "max_over_median_after_warmup", "local_spike")
@@ -394,13 +480,13 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
             cmp["reward_mean_diff"] = agg["reward_mean"]["mean"] - base["reward_mean"]["mean"]
             cmp["reward_final_diff"] = agg["reward_final"]["mean"] - base["reward_final"]["mean"]
             cmp["meets_target_max_over_median_le_0.5x"] = all(
-                (v := cmp["ratio_to_grpo"][a]["max_over_median"]) is not None and v <= 0.5 for a in AGENTS
+                (v := cmp["ratio_to_grpo"][a]["max_over_median"]) is not None and v <= 0.5 for a in agents
             )
             if "probe" in out and est in out["probe"]:
                 pb, pe = out["probe"]["grpo"], out["probe"][est]
                 cmp["probe_ratio_to_grpo"] = {
                     a: {k: _ratio(pe[a][k]["mean"], pb[a][k]["mean"]) for k in ("max_over_median", "adv_sq_mean")}
-                    for a in AGENTS
+                    for a in agents
                 }
             out["vs_grpo"][est] = cmp
     return out
@@ -415,11 +501,12 @@ def summarize_probe(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
     ``paired_norm_ratio_median``: median over iterations of (this estimator's norm / grpo's norm), same batch.
     """
     out: dict[str, Any] = {}
+    agents = cfg.toy.agents
     runs = sorted({(r["estimator"], r["seed"]) for r in rows if "probe" in r})
     for est in cfg.estimators:
         out[est] = {}
-        for agent in AGENTS:
-            per_run, sq, ratios = [], [], []
+        for agent in agents:
+            per_run, sq, ratios, maxes, medians = [], [], [], [], []
             for run in runs:
                 r_rows = sorted((r for r in rows if (r["estimator"], r["seed"]) == run), key=lambda r: r["iteration"])
                 series = []
@@ -434,8 +521,12 @@ def summarize_probe(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
                 stats = grad_norm_stats(series)
                 if stats.get("max_over_median") is not None:
                     per_run.append(stats["max_over_median"])
+                    maxes.append(stats["grad_norm_max"])
+                    medians.append(stats["grad_norm_median"])
             out[est][agent] = {
                 "max_over_median": _mean_range(per_run),
+                "grad_norm_max": _mean_range(maxes),
+                "grad_norm_median": _mean_range(medians),
                 "adv_sq_mean": _mean_range(sq),
                 "paired_norm_ratio_median": float(np.median(ratios)) if ratios else None,
                 "runs": len(per_run),
@@ -520,6 +611,7 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
     has_probe = "probe" in summary
     fig, axes = plt.subplots(2, 3 if has_probe else 2, figsize=(17 if has_probe else 12, 8.5), squeeze=False)
     ax_r, ax_bar, ax_g1, ax_g2 = axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]
+    agents = cfg.toy.agents
     first = cfg.seeds[0]
     for est in cfg.estimators:
         c = colors.get(est)
@@ -528,7 +620,7 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
             _band(ax_r, curves, c, est)
         # Raw per-step norms of one seed: averaging over seeds would smooth away the spikes we look for.
         s_rows = sorted((r for r in rows if r["estimator"] == est and r["seed"] == first), key=lambda r: r["iteration"])
-        for ax, agent in ((ax_g1, "router"), (ax_g2, "answerer")):
+        for ax, agent in zip((ax_g1, ax_g2), agents, strict=True):
             norms = [
                 (r["iteration"], k, len(r["agents"][agent]["grad_norms"]), g)
                 for r in s_rows
@@ -536,23 +628,23 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
             ]
             ax.plot([i + k / n for i, k, n, _ in norms], [g for *_, g in norms], color=c, label=est, lw=0.9, alpha=0.85)
     ax_r.set(title="team reward (success rate): mean and range over seeds", xlabel="iteration", ylabel="reward")
-    for ax, agent in ((ax_g1, "router"), (ax_g2, "answerer")):
+    for ax, agent in zip((ax_g1, ax_g2), agents, strict=True):
         ax.set(
             title=f"{agent}: grad norm before clipping, every step (seed {first})",
             xlabel="iteration",
             ylabel="grad norm",
             yscale="log",
         )
-    _bars(ax_bar, {e: summary["estimators"][e] for e in cfg.estimators}, "max_over_median", colors)
+    _bars(ax_bar, {e: summary["estimators"][e] for e in cfg.estimators}, "max_over_median", colors, agents)
     ax_bar.set(title="training runs: grad-norm max / median per agent\n(mean, range over seeds)", ylabel="max / median")
     if has_probe:
         probe = summary["probe"]
-        _bars(axes[0, 2], probe, "max_over_median", colors)
+        _bars(axes[0, 2], probe, "max_over_median", colors, agents)
         axes[0, 2].set(
             title="paired probe (same batches and weights):\ngrad-norm max / median (mean, range over runs)",
             ylabel="max / median",
         )
-        _bars(axes[1, 2], probe, "adv_sq_mean", colors)
+        _bars(axes[1, 2], probe, "adv_sq_mean", colors, agents)
         axes[1, 2].axhline(1.0, color="k", lw=0.8, ls="--")
         axes[1, 2].set(
             title="paired probe: mean squared advantage per agent\n(mean, range over iterations)", ylabel="E[A^2]"
@@ -561,7 +653,7 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
     fig.suptitle(
-        f"grpo vs drmas vs pooled_calls: toy router/answerer team, {len(cfg.seeds)} seeds, "
+        f"grpo vs drmas vs pooled_calls: toy '{cfg.task}' team ({' + '.join(agents)}), {len(cfg.seeds)} seeds, "
         f"{cfg.iterations} iterations, N={cfg.rollouts_per_prompt}"
     )
     fig.tight_layout()
@@ -569,16 +661,16 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
     plt.close(fig)
 
 
-def _bars(ax, by_est: dict[str, Any], key: str, colors: dict[str, str]) -> None:
+def _bars(ax, by_est: dict[str, Any], key: str, colors: dict[str, str], agents: Sequence[str]) -> None:
     width = 0.8 / max(1, len(by_est))
     for j, (est, agg) in enumerate(by_est.items()):
-        stats = [agg[a][key] for a in AGENTS]
+        stats = [agg[a][key] for a in agents]
         means = [st["mean"] or 0.0 for st in stats]
         lo = [m - (st["min"] if st["min"] is not None else m) for m, st in zip(means, stats, strict=True)]
         hi = [(st["max"] if st["max"] is not None else m) - m for m, st in zip(means, stats, strict=True)]
-        xs = np.arange(len(AGENTS)) + (j - (len(by_est) - 1) / 2) * width
+        xs = np.arange(len(agents)) + (j - (len(by_est) - 1) / 2) * width
         ax.bar(xs, means, width, yerr=[lo, hi], color=colors.get(est), label=est, capsize=3)
-    ax.set_xticks(np.arange(len(AGENTS)), AGENTS)
+    ax.set_xticks(np.arange(len(agents)), agents)
 
 
 def _curves(rows, est, cfg, value) -> np.ndarray:
@@ -638,13 +730,14 @@ def print_table(summary: dict[str, Any], cfg: Config) -> None:
     def fmt(d: dict[str, Any]) -> str:
         return "n/a" if d["mean"] is None else f"{d['mean']:.2f} [{d['min']:.2f}, {d['max']:.2f}]"
 
+    agents = cfg.toy.agents
     print("\ntraining runs, per agent: grad-norm max/median, mean [min, max] over seeds")
     print(
         f"{'estimator':>12} | {'agent':>8} | {'max/median':>20} | {'after warmup':>20} | {'calls/run':>9} | reward (mean)"
     )
     for est in cfg.estimators:
         a = summary["estimators"][est]
-        for agent in AGENTS:
+        for agent in agents:
             st = a[agent]
             print(
                 f"{est:>12} | {agent:>8} | {fmt(st['max_over_median']):>20} | "
@@ -653,13 +746,18 @@ def print_table(summary: dict[str, Any], cfg: Config) -> None:
             )
     if "probe" in summary:
         print("\npaired probe (same batches and weights), per agent: max/median over runs; mean squared advantage")
-        print(f"{'estimator':>12} | {'agent':>8} | {'max/median':>20} | {'E[A^2]':>20} | norm / grpo's (median)")
+        print(
+            f"{'estimator':>12} | {'agent':>8} | {'max/median':>20} | {'max norm':>8} | {'median':>8} | "
+            f"{'E[A^2]':>20} | norm / grpo's (median)"
+        )
         for est, by_agent in summary["probe"].items():
             for agent, st in by_agent.items():
                 ratio = st["paired_norm_ratio_median"]
+                mx, md = st.get("grad_norm_max", {}).get("mean"), st.get("grad_norm_median", {}).get("mean")
                 print(
-                    f"{est:>12} | {agent:>8} | {fmt(st['max_over_median']):>20} | {fmt(st['adv_sq_mean']):>20} | "
-                    + ("n/a" if ratio is None else f"{ratio:.2f}")
+                    f"{est:>12} | {agent:>8} | {fmt(st['max_over_median']):>20} | "
+                    f"{'n/a' if mx is None else f'{mx:.3f}':>8} | {'n/a' if md is None else f'{md:.3f}':>8} | "
+                    f"{fmt(st['adv_sq_mean']):>20} | " + ("n/a" if ratio is None else f"{ratio:.2f}")
                 )
     print()
     for est, cmp in summary.get("vs_grpo", {}).items():
@@ -677,6 +775,7 @@ def print_table(summary: dict[str, Any], cfg: Config) -> None:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="python -m training.experiments.gradspike", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help=f"short run for CI: {QUICK}")
+    p.add_argument("--task", choices=sorted(TASKS), default=Config.task)
     p.add_argument("--seeds", type=int, nargs="+")
     p.add_argument("--iterations", type=int)
     p.add_argument("--estimators", nargs="+")
@@ -689,7 +788,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--from-metrics", metavar="RUN_DIR", help="re-summarize and re-plot RUN_DIR/metrics.jsonl")
     p.add_argument("--out", default=Config.out)
     args = p.parse_args(argv)
-    cfg = Config(out=args.out, shared_model=args.shared_model, probe=not args.no_probe)
+    cfg = Config(task=args.task, out=args.out, shared_model=args.shared_model, probe=not args.no_probe)
     if args.quick:
         cfg = replace(cfg, **QUICK)
     overrides = {
@@ -713,7 +812,8 @@ def replot(run_dir: Path) -> dict[str, Any]:
     saved = json.loads((run_dir / "summary.json").read_text())["config"] if (run_dir / "summary.json").exists() else {}
     known = {f for f in Config.__dataclass_fields__}
     cfg = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items() if k in known})
-    cfg = replace(cfg, seeds=tuple(sorted({r["seed"] for r in rows})), out=str(run_dir))
+    task = next(t for t, toy in TASKS.items() if set(toy.agents) == set(rows[0]["agents"]))
+    cfg = replace(cfg, task=task, seeds=tuple(sorted({r["seed"] for r in rows})), out=str(run_dir))
     summary = summarize(rows, cfg)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     plot(rows, summary, cfg, run_dir / "gradspike.png")

@@ -55,6 +55,14 @@ async def test_stream_and_complete_agree_with_exact_usage(smol: LocalLLM) -> Non
     assert again.usage.cached_tokens == len(prompt_ids) - 1  # the KV cache still held this prompt
 
 
+async def test_concurrent_requests_share_the_model_safely(smol: LocalLLM) -> None:
+    """Two agents on one loaded model: requests take turns; each gets what it would get alone."""
+    other = [{"role": "user", "content": "Name three colors."}]
+    alone = [await smol.complete(m, max_tokens=12) for m in (CODE_TASK, other)]
+    together = await asyncio.gather(smol.complete(CODE_TASK, max_tokens=12), smol.complete(other, max_tokens=12))
+    assert [c.token_ids for c in together] == [c.token_ids for c in alone]
+
+
 async def test_max_tokens_gives_length(smol: LocalLLM) -> None:
     c = await smol.complete(CODE_TASK, max_tokens=5)
     assert c.finish_reason == "length" and c.usage.completion_tokens == 5

@@ -154,7 +154,9 @@ async def test_stream_records_usage_from_last_chunk(server: FakeServer) -> None:
     # the non-streaming call runs the same code and reports the same usage
     completion = await llm.complete(MESSAGES)
     assert completion.text == final.text and completion.usage == final.usage
+    client = llm._client
     await llm.aclose()
+    assert client is not None and client.is_closed
 
 
 async def test_429_honours_retry_after(server: FakeServer) -> None:

@@ -1,0 +1,278 @@
+"""``cave bench bfcl|tau2|data``: score the code agent and the JSON baseline on the same model.
+
+    cave bench bfcl --model local --agent code,json --limit 5
+    cave bench tau2 --model openai:gpt-4o-mini --base-url http://127.0.0.1:8000/v1 --domains mock --trials 2
+    cave bench data --model local --sizes 100,1000
+    cave bench data --scripted            # the token table: fixed scripted policies, no model
+
+``--model`` is ``BACKEND[:MODEL]`` (``local``, ``local:smollm2``, ``openai:NAME``), with more backend
+options as ``--model-option KEY=VALUE``. Every entry is written as one JSONL row
+(``entries.jsonl``) and the per-group table as ``summary.json`` in ``--out``; the table is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cave.llm.base import LLM, create_backend
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cave bench", description="Benchmark the code agent and the JSON baseline.")
+    p.add_argument("suite", choices=["bfcl", "tau2", "data"])
+    p.add_argument(
+        "--model", default="local", help="BACKEND[:MODEL], e.g. local, local:smollm2, openai:NAME (default: local)"
+    )
+    p.add_argument(
+        "--model-option", action="append", default=[], metavar="KEY=VALUE", help="backend option (repeatable)"
+    )
+    p.add_argument("--base-url", help="for openai-compatible backends")
+    p.add_argument("--user-model", help="tau2: the user simulator's model (default: the same model)")
+    p.add_argument("--agent", default="code", help="code, json or code,json (default: code)")
+    p.add_argument("--limit", type=int, help="entries per category / tasks per domain / tasks (default: all)")
+    p.add_argument("--trials", type=int, default=1, help="tau2: trials per task, for pass^k (default: 1)")
+    p.add_argument(
+        "--categories",
+        help="bfcl: comma-separated (default: simple,multiple,parallel,parallel_multiple,irrelevance,multi_turn_base)",
+    )
+    p.add_argument(
+        "--domains", default="mock", help="tau2: comma-separated of mock,airline,retail,telecom (default: mock)"
+    )
+    p.add_argument("--sizes", default="100,1000,10000,100000", help="data: row counts (default: 100,1000,10000,100000)")
+    p.add_argument("--tasks", help="data: comma-separated task ids (default: all)")
+    p.add_argument(
+        "--scripted", action="store_true", help="data: run the fixed scripted policies (the token table), no model"
+    )
+    p.add_argument(
+        "--context-window", type=int, default=32768, help="data --scripted: the window to check overflow against"
+    )
+    p.add_argument("--max-steps", type=int, default=None, help="LLM calls per task (per user turn in tau2)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument(
+        "--native", dest="native", action="store_const", const=True, help="json agent: force native tool calls"
+    )
+    fmt.add_argument(
+        "--prompted",
+        dest="native",
+        action="store_const",
+        const=False,
+        help="json agent: force the prompted JSON format",
+    )
+    p.add_argument("--out", help="output folder (default: runs/bench/SUITE-TIMESTAMP)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-entry lines, only the table")
+    return p
+
+
+def parse_model(spec: str, options: list[str], base_url: str | None = None) -> tuple[str, dict[str, Any]]:
+    """``"openai:gpt-4o"`` + ``["context_window=16384"]`` -> ("openai", {"model": "gpt-4o", "context_window": 16384}).
+
+    >>> parse_model("local:smollm2", ["n_ctx=2048"])
+    ('local', {'model': 'smollm2', 'n_ctx': 2048})
+    """
+    backend, _, model = spec.partition(":")
+    opts: dict[str, Any] = {"model": model} if model else {}
+    if base_url:
+        opts["base_url"] = base_url
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--model-option {item!r}: write KEY=VALUE")
+        try:
+            opts[key] = json.loads(value)
+        except json.JSONDecodeError:
+            opts[key] = value
+    return backend, opts
+
+
+def make_llm(spec: str, options: list[str], base_url: str | None = None) -> LLM:
+    backend, opts = parse_model(spec, options, base_url)
+    return create_backend(backend, **opts)
+
+
+def bench_main(argv: list[str] | None = None) -> int:
+    """The ``cave bench`` command. Returns the exit code (0 ok, 2 bad arguments or missing packages)."""
+    args = build_parser().parse_args(argv)
+    from rich.console import Console
+
+    console = Console()
+    agents = [a.strip() for a in args.agent.split(",") if a.strip()]
+    if not agents or any(a not in ("code", "json") for a in agents):
+        console.print(f"[red]--agent {args.agent!r}: use code, json or code,json[/red]")
+        return 2
+    out = Path(args.out or f"runs/bench/{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    rows_file = (out / "entries.jsonl").open("w")
+
+    def emit(row: dict[str, Any]) -> None:
+        rows_file.write(json.dumps(row, default=str) + "\n")
+        rows_file.flush()
+        if not args.quiet:
+            ok = row.get("valid", row.get("success"))
+            mark = "[green]ok[/green]" if ok else "[red]x[/red]"
+            where = row.get("category") or row.get("domain") or row.get("size")
+            console.print(
+                f"{mark} {row['agent']:4} {where} {row['id']}  tokens={row.get('total_tokens')}  {row.get('error') or ''}"
+            )
+
+    try:
+        runner = {"bfcl": _bench_bfcl, "tau2": _bench_tau2, "data": _bench_data}[args.suite]
+        summary = runner(args, agents, emit)
+    except ImportError as e:
+        console.print(f"[red]{e}[/red]")
+        return 2
+    finally:
+        rows_file.close()
+    summary["config"] = {k: v for k, v in vars(args).items()}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    _print_table(console, summary)
+    console.print(f"[dim]entries: {out / 'entries.jsonl'}  summary: {out / 'summary.json'}[/dim]")
+    return 0
+
+
+# -- the three suites ----------------------------------------------------------------------------------
+def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    from benchmarks.bfcl import DEFAULT_CATEGORIES, arun_bfcl, require_bfcl
+
+    require_bfcl()
+    categories = args.categories.split(",") if args.categories else list(DEFAULT_CATEGORIES)
+    llm = make_llm(args.model, args.model_option, args.base_url)
+    rows = []
+    for agent in agents:
+        results = asyncio.run(
+            arun_bfcl(
+                categories,
+                agent,
+                llm,
+                limit=args.limit,
+                max_steps=args.max_steps or 4,
+                native=args.native,
+                on_result=lambda r: emit(r.record()),
+            )
+        )
+        rows += [r.record() for r in results]
+    return summarize(rows, "category", "valid", title="BFCL accuracy by category")
+
+
+def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    from benchmarks.tau2 import pass_hat_k, quiet_logs, require_tau2, run_domain
+
+    require_tau2()
+    quiet_logs()
+    llm = make_llm(args.model, args.model_option, args.base_url)
+    user_llm = make_llm(args.user_model, [], args.base_url) if args.user_model else llm
+    rows, passes = [], {}
+    for agent in agents:
+        for domain in args.domains.split(","):
+            runs = run_domain(
+                domain,
+                agent,
+                llm,
+                user_llm,
+                limit=args.limit,
+                trials=args.trials,
+                agent_steps=args.max_steps or 8,
+                native=args.native,
+                on_result=lambda r: emit(r.record()),
+            )
+            rows += [r.record() for r in runs]
+            passes[f"{agent}/{domain}"] = {f"pass^{k}": pass_hat_k(runs, k) for k in range(1, args.trials + 1)}
+    summary = summarize(rows, "domain", "success", title="Tau²-bench by domain")
+    for group in summary["groups"]:
+        group.update(passes.get(f"{group['agent']}/{group['domain']}", {}))
+    return summary
+
+
+def _bench_data(args: argparse.Namespace, agents: list[str], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    from benchmarks.data import TASKS, arun_task, scripted_policy
+
+    sizes = [int(s) for s in args.sizes.split(",")]
+    tasks = args.tasks.split(",") if args.tasks else list(TASKS)[: args.limit]
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise SystemExit(f"unknown data task(s) {unknown}; known: {', '.join(TASKS)}")
+    llm = None if args.scripted else make_llm(args.model, args.model_option, args.base_url)
+    rows = []
+    for agent in agents:
+        for size in sizes:
+            for task in tasks:
+                model = scripted_policy(task, size, agent, context_window=args.context_window) if llm is None else llm
+                kwargs: dict[str, Any] = {"max_steps": args.max_steps or 6}
+                if agent == "json":
+                    kwargs["native"] = args.native
+                r = asyncio.run(arun_task(task, size, agent, model, **kwargs))
+                emit(r.record())
+                rows.append(r.record())
+    title = "Data-intensive tasks by size" + (" (fixed scripted policies)" if args.scripted else "")
+    return summarize(rows, "size", "success", title=title)
+
+
+# -- summary ---------------------------------------------------------------------------------------------
+def summarize(rows: list[dict[str, Any]], key: str, ok: str, *, title: str) -> dict[str, Any]:
+    """Per (agent, group): n, success rate, mean tokens and steps (and overflows for the data suite).
+
+    >>> s = summarize([{"agent": "code", "size": 100, "success": True, "prompt_tokens": 10, "total_tokens": 12, "steps": 1}],
+    ...               "size", "success", title="t")
+    >>> s["groups"][0]["rate"], s["groups"][0]["prompt_tokens"]
+    (1.0, 10.0)
+    """
+    groups: dict[tuple[str, Any], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["agent"], r[key])].append(r)
+    out = []
+    for (agent, value), rs in groups.items():
+        n = len(rs)
+        g = {
+            "agent": agent,
+            key: value,
+            "n": n,
+            "rate": sum(bool(r.get(ok)) for r in rs) / n,
+            "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in rs) / n,
+            "completion_tokens": sum(r.get("completion_tokens", 0) for r in rs) / n,
+            "total_tokens": sum(r.get("total_tokens", 0) for r in rs) / n,
+            "steps": sum(r.get("steps", 0) for r in rs) / n,
+        }
+        if "reward" in rs[0]:
+            g["avg_reward"] = sum(r["reward"] for r in rs) / n
+        if "overflow" in rs[0]:
+            g["overflow"] = sum(bool(r["overflow"]) for r in rs)
+        out.append(g)
+    overall = {
+        agent: sum(bool(r.get(ok)) for r in rows if r["agent"] == agent)
+        / max(1, sum(r["agent"] == agent for r in rows))
+        for agent in dict.fromkeys(r["agent"] for r in rows)
+    }
+    return {"title": title, "key": key, "groups": out, "overall": overall}
+
+
+def _print_table(console: Any, summary: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    key = summary["key"]
+    table = Table(title=summary["title"])
+    extra = sorted({k for g in summary["groups"] for k in g if k.startswith("pass^")})
+    has_overflow = any("overflow" in g for g in summary["groups"])
+    for col in ["agent", key, "n", "success", *extra, "prompt tok/task", "total tok/task", "steps/task"]:
+        table.add_column(col, justify="left" if col in ("agent", key) else "right")
+    if has_overflow:
+        table.add_column("overflow", justify="right")
+    for g in summary["groups"]:
+        cells = [g["agent"], str(g[key]), str(g["n"]), f"{100 * g['rate']:.1f}%"]
+        cells += [f"{g.get(k, 0):.3f}" for k in extra]
+        cells += [f"{g['prompt_tokens']:,.0f}", f"{g['total_tokens']:,.0f}", f"{g['steps']:.1f}"]
+        if has_overflow:
+            cells.append(str(g.get("overflow", 0)))
+        table.add_row(*cells)
+    console.print(table)
+    for agent, rate in summary["overall"].items():
+        console.print(f"overall {agent}: {100 * rate:.1f}%")
+
+
+if __name__ == "__main__":  # python -m benchmarks.cli bfcl --model local --limit 2
+    raise SystemExit(bench_main())
