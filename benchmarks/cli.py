@@ -6,8 +6,9 @@
     cave bench data --scripted            # the token table: fixed scripted policies, no model
 
 ``--model`` is ``BACKEND[:MODEL]`` (``local``, ``local:smollm2``, ``openai:NAME``), with more backend
-options as ``--model-option KEY=VALUE``. Every entry is written as one JSONL row
-(``entries.jsonl``) and the per-group table as ``summary.json`` in ``--out``; the table is printed.
+options as ``--model-option KEY=VALUE``. In ``--out``: one JSONL row per entry (``entries.jsonl``),
+its trajectory (``trajectories.jsonl``: each step's reply, code, observation, tool calls and usage) and
+the per-group table (``summary.json``); the table is printed.
 """
 
 from __future__ import annotations
@@ -54,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--context-window", type=int, default=32768, help="data --scripted: the window to check overflow against"
     )
     p.add_argument("--max-steps", type=int, default=None, help="LLM calls per task (per user turn in tau2)")
+    p.add_argument(
+        "--sim-steps", type=int, default=None, help="tau2: orchestrator steps per simulation (default: tau2's 200)"
+    )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument(
         "--native", dest="native", action="store_const", const=True, help="json agent: force native tool calls"
@@ -109,10 +113,16 @@ def bench_main(argv: list[str] | None = None) -> int:
     out = Path(args.out or f"runs/bench/{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     rows_file = (out / "entries.jsonl").open("w")
+    traj_file = (out / "trajectories.jsonl").open("w")
 
-    def emit(row: dict[str, Any]) -> None:
+    def emit(row: dict[str, Any], trajectory: Any = None) -> None:
         rows_file.write(json.dumps(row, default=str) + "\n")
         rows_file.flush()
+        if trajectory is not None:  # every step's reply, code, observation and usage (prompts left out: they repeat)
+            d = trajectory.to_dict()
+            for step in d["steps"]:
+                step.pop("messages", None)
+            traj_file.write(json.dumps({"id": row["id"], "agent": row["agent"], "trajectory": d}, default=str) + "\n")
         if not args.quiet:
             ok = row.get("valid", row.get("success"))
             mark = "[green]ok[/green]" if ok else "[red]x[/red]"
@@ -129,6 +139,7 @@ def bench_main(argv: list[str] | None = None) -> int:
         return 2
     finally:
         rows_file.close()
+        traj_file.close()
     summary["config"] = {k: v for k, v in vars(args).items()}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     _print_table(console, summary)
@@ -137,7 +148,7 @@ def bench_main(argv: list[str] | None = None) -> int:
 
 
 # -- the three suites ----------------------------------------------------------------------------------
-def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
     from benchmarks.bfcl import DEFAULT_CATEGORIES, arun_bfcl, require_bfcl
 
     require_bfcl()
@@ -153,14 +164,14 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[[dic
                 limit=args.limit,
                 max_steps=args.max_steps or 4,
                 native=args.native,
-                on_result=lambda r: emit(r.record()),
+                on_result=lambda r: emit(r.record(), r.trajectory),
             )
         )
         rows += [r.record() for r in results]
     return summarize(rows, "category", "valid", title="BFCL accuracy by category")
 
 
-def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
     from benchmarks.tau2 import pass_hat_k, quiet_logs, require_tau2, run_domain
 
     require_tau2()
@@ -179,7 +190,8 @@ def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[[dic
                 trials=args.trials,
                 agent_steps=args.max_steps or 8,
                 native=args.native,
-                on_result=lambda r: emit(r.record()),
+                max_steps=args.sim_steps,
+                on_result=lambda r: emit(r.record(), r.trajectory),
             )
             rows += [r.record() for r in runs]
             passes[f"{agent}/{domain}"] = {f"pass^{k}": pass_hat_k(runs, k) for k in range(1, args.trials + 1)}
@@ -189,7 +201,7 @@ def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[[dic
     return summary
 
 
-def _bench_data(args: argparse.Namespace, agents: list[str], emit: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def _bench_data(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
     from benchmarks.data import TASKS, arun_task, scripted_policy
 
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -207,7 +219,7 @@ def _bench_data(args: argparse.Namespace, agents: list[str], emit: Callable[[dic
                 if agent == "json":
                     kwargs["native"] = args.native
                 r = asyncio.run(arun_task(task, size, agent, model, **kwargs))
-                emit(r.record())
+                emit(r.record(), r.trajectory)
                 rows.append(r.record())
     title = "Data-intensive tasks by size" + (" (fixed scripted policies)" if args.scripted else "")
     return summarize(rows, "size", "success", title=title)

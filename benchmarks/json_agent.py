@@ -117,7 +117,8 @@ class JsonAgent:
 
     ``native``: force native tool calling on (True) or off (False); by default it follows
     ``llm.supports_tools``. ``result_limit``: cut each tool result to this many characters
-    (None keeps whole results, as a plain JSON agent does). ``history`` keeps earlier turns,
+    (None keeps whole results, as a plain JSON agent does). ``stop_after_calls``: end the run
+    after the first reply with tool calls (one-shot function calling). ``history`` keeps earlier turns,
     so a second ``run`` continues the conversation (multi-turn benchmarks).
     """
 
@@ -133,6 +134,7 @@ class JsonAgent:
         seed: int | None = None,
         native: bool | None = None,
         result_limit: int | None = None,
+        stop_after_calls: bool = False,
         role: str = "json_agent",
     ) -> None:
         self.llm = llm
@@ -144,6 +146,7 @@ class JsonAgent:
         self.seed = seed
         self.native = bool(getattr(llm, "supports_tools", False)) if native is None else native
         self.result_limit = result_limit
+        self.stop_after_calls = stop_after_calls
         self.role = role
         self.history: list[Message] = []
         self._count = getattr(llm, "count_tokens", lambda s: max(1, len(s) // 4))
@@ -268,6 +271,9 @@ class JsonAgent:
                 traj.steps.append(step)
                 if on_step:
                     on_step(step)
+                if self.stop_after_calls:  # one-shot function calling (BFCL single-turn): the calls are the answer
+                    traj.status, traj.final_answer = "success", None
+                    break
             else:
                 traj.status, traj.final_answer = "max_steps", None
         except ContextOverflow as e:

@@ -49,7 +49,7 @@ def final_answer(trajectory: Trajectory, runtime: Runtime | None) -> Any:
     if runtime is not None:
         try:
             return runtime.retrieve("_final_answer")
-        except (KeyError, Exception):  # no final_answer call, or a closed runtime
+        except Exception:  # no final_answer call, or a closed runtime
             pass
     return trajectory.final_answer
 

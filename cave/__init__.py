@@ -37,7 +37,25 @@ _EXPORTS = {
     "TaskError": "cave.task",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "LLM",
+    "Agent",
+    "Completion",
+    "FinalAnswer",
+    "RunResult",
+    "Runtime",
+    "Scripted",
+    "Step",
+    "Store",
+    "TaskError",
+    "Trajectory",
+    "Usage",
+    "arun_task",
+    "create_backend",
+    "final_answer",
+    "load_task",
+    "run_task",
+]
 
 if TYPE_CHECKING:
     from cave.agent import Agent, FinalAnswer, RunResult, final_answer

@@ -122,7 +122,9 @@ class RunFinished:
     trajectory: Trajectory
 
 
-Event = RunStarted | StepStarted | TextChunk | CodeStarted | Observation | StepFinished | Compacted | RunError | RunFinished
+Event = (
+    RunStarted | StepStarted | TextChunk | CodeStarted | Observation | StepFinished | Compacted | RunError | RunFinished
+)
 
 
 class Skills(Protocol):
@@ -196,7 +198,9 @@ class Agent:
         runtime_options: dict[str, Any] | None = None,
     ) -> None:
         self.llm: LLM = create_backend(model, **(model_options or {})) if isinstance(model, str) else model
-        self.runtime: Runtime = create_runtime(runtime, **(runtime_options or {})) if isinstance(runtime, str) else runtime
+        self.runtime: Runtime = (
+            create_runtime(runtime, **(runtime_options or {})) if isinstance(runtime, str) else runtime
+        )
         self.max_steps = max_steps
         self.max_tokens = max_tokens
         self.temperature = temperature
@@ -345,10 +349,13 @@ class Agent:
         skipped = 0
         for b, code in enumerate(blocks):
             yield CodeStarted(index, b, code)
-            ex, is_final, value = await self._execute(code)
+            ex, is_final, value, notes = await self._execute(code)
             executions.append(ex)
-            records.append({"code": code, "execution": ex.to_dict(), "final": is_final})
-            text = prompts.format_execution(ex, limit=self.observation_limit)
+            record = {"code": code, "execution": _execution_dict(ex), "final": is_final}
+            if notes:
+                record["notes"] = notes
+            records.append(record)
+            text = prompts.format_execution(ex, limit=self.observation_limit, notes=notes)
             formatted.append(text)
             yield Observation(index, b, ex, text, is_final)
             if is_final:
@@ -420,8 +427,8 @@ class Agent:
                 yield TextDelta(completion.text)
             yield completion
 
-    async def _execute(self, code: str) -> tuple[Execution, bool, Any]:
-        """Run one block. Returns (execution, final_answer called?, the final value)."""
+    async def _execute(self, code: str) -> tuple[Execution, bool, Any, list[str]]:
+        """Run one block. Returns (execution, final_answer called?, the final value, guard notes)."""
         t0 = time.perf_counter()
         guarded, notes = prompts.guard_code(code, self._protected())
         try:
@@ -433,10 +440,8 @@ class Agent:
             if is_final:  # the signal came back as an error type name (possibly across a process boundary)
                 ex.error = None
                 value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
-        if notes:
-            ex.stderr = "".join(f"[note] {n}\n" for n in notes) + ex.stderr
         self._restore_final_answer()
-        return ex, is_final, value
+        return ex, is_final, value, notes
 
     def _protected(self) -> list[str]:
         return [name for name, reg in self.runtime.registered.items() if reg.kind == "variable"]
@@ -480,8 +485,11 @@ class Agent:
         elided = 0
         for i in range(head, body_end):
             content = str(messages[i].get("content") or "")
-            if messages[i]["role"] == "user" and content.startswith("Observation:") and "[elided" not in content:
-                messages[i] = {"role": "user", "content": f"Observation: [elided to save context; it was {len(content)} characters]"}
+            if messages[i]["role"] == "user" and content.startswith("Observation:") and len(content) > 300:
+                messages[i] = {
+                    "role": "user",
+                    "content": f"Observation: [elided to save context; it was {len(content)} characters]",
+                }
                 elided += 1
         after = self.prompt_tokens(messages)
         if elided:
@@ -492,7 +500,14 @@ class Agent:
         middle = messages[head:body_end]
         convo = [*messages[:head], *middle, {"role": "user", "content": prompts.SUMMARY_PROMPT}]
         t0 = time.time()
-        step = Step(index=_next_index(traj), role=self.role, messages=convo, run_id=traj.run_id, kind="compaction", started_at=t0)
+        step = Step(
+            index=_next_index(traj),
+            role=self.role,
+            messages=convo,
+            run_id=traj.run_id,
+            kind="compaction",
+            started_at=t0,
+        )
         gen = _Generation()
         async for _ in self._generate(step.index, convo, gen):
             pass
@@ -563,6 +578,22 @@ def _strip_reopened_fence(text: str) -> str:
         nl = stripped.find("\n")
         return stripped[nl + 1 :] if nl != -1 else ""
     return text
+
+
+def _execution_dict(ex: Execution) -> dict[str, Any]:
+    """``Execution.to_dict`` without dataclasses.asdict's deep copy (this runs every block)."""
+    err = ex.error
+    return {
+        "stdout": ex.stdout,
+        "stderr": ex.stderr,
+        "result": ex.result,
+        "error": None
+        if err is None
+        else {"type": err.type, "message": err.message, "traceback": err.traceback, "lineno": err.lineno},
+        "duration": ex.duration,
+        "timed_out": ex.timed_out,
+        "recovery": ex.recovery,
+    }
 
 
 def _merge(executions: list[Execution]) -> Execution | None:

@@ -2,6 +2,8 @@
 
     cave run TASK.yaml [--quiet | --json] [--db PATH] [--max-steps N]
     cave run --resume RUN_ID
+    cave run TEAM_TASK.yaml          # a task file with a `team:` section runs a team (cave.team)
+    cave bench bfcl|tau2|data ...    # benchmarks (benchmarks.cli)
     cave schema                      # the JSON Schema of task files
     cave runs list [--limit N] [--json]
     cave runs show RUN_ID [--steps] [--json]
@@ -27,6 +29,9 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark CLI, --help included
+        return cmd_bench(argparse.Namespace(args=argv[1:]))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -36,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cave", description="LLM agents that act by writing Python in a persistent runtime.")
+    p = argparse.ArgumentParser(
+        prog="cave", description="LLM agents that act by writing Python in a persistent runtime."
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="run an agent on a task file (or resume a stored run)")
@@ -48,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("-q", "--quiet", action="store_true", help="print only the answer")
     mode.add_argument("--json", action="store_true", help="print one JSON summary on stdout, nothing else")
     run.set_defaults(func=cmd_run)
+
+    bench = sub.add_parser(
+        "bench", help="benchmarks: cave bench bfcl|tau2|data ... (see cave bench --help)", add_help=False
+    )
+    bench.add_argument("args", nargs=argparse.REMAINDER)
+    bench.set_defaults(func=cmd_bench)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of task files")
     schema.set_defaults(func=cmd_schema)
@@ -105,6 +118,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         if args.resume:
             return _resume(args, store)
+        team_main = _team_runner(args.task)
+        if team_main is not None:  # a task file with a `team:` section runs a team of agents
+            mode = "json" if args.json else "quiet" if args.quiet else "rich"
+            return int(team_main(args.task, store=store, mode=mode))
         try:
             task = load_task(args.task)
             if args.max_steps:
@@ -122,6 +139,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _execute(args, store, task, agent)
     finally:
         store.close()
+
+
+def _team_runner(path: str) -> Any:
+    """cave.team's runner when ``path`` is a team task file, else None (cave.team is imported only then)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    if "team:" not in text:
+        return None
+    try:
+        from cave import team
+    except ImportError:
+        return None
+    return team.team_main if team.is_team_task(path) else None
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    try:
+        from benchmarks.cli import bench_main
+    except ImportError as e:
+        _err(f"error: the benchmarks are not available in this installation ({e})")
+        return EXIT_FAILED
+    return int(bench_main(args.args) or 0)
 
 
 def _resume(args: argparse.Namespace, store: Any) -> int:
@@ -144,6 +185,8 @@ def _resume(args: argparse.Namespace, store: Any) -> int:
         display.close()
         _err(f"interrupted; continue with: cave run --resume {run['id']}")
         return EXIT_INTERRUPTED
+    if outcome.agent is not None:
+        outcome.agent.runtime.close()
     display.finish(outcome)
     return EXIT_OK if outcome.ok else EXIT_FAILED
 
@@ -194,7 +237,10 @@ class QuietDisplay:
     def finish(self, outcome: Any) -> None:
         r = outcome.result
         if r.status not in ("success", "no_code"):
-            _err(f"run {r.run_id} ended with status {r.status}" + (f": {r.trajectory.error}" if r.trajectory.error else ""))
+            _err(
+                f"run {r.run_id} ended with status {r.status}"
+                + (f": {r.trajectory.error}" if r.trajectory.error else "")
+            )
         for o in outcome.outputs:
             if o.error:
                 _err(f"output {o.name}: {o.error}")
@@ -284,7 +330,9 @@ class RichDisplay:
             self.tokens += ev.step.usage.total_tokens
             self._print_step(ev.step)
         elif isinstance(ev, a.Compacted):
-            self._print(f"[yellow]context compacted ({ev.how}): {ev.tokens_before} -> {ev.tokens_after} tokens[/yellow]")
+            self._print(
+                f"[yellow]context compacted ({ev.how}): {ev.tokens_before} -> {ev.tokens_after} tokens[/yellow]"
+            )
         elif isinstance(ev, a.RunError):
             self._print(f"[red]error: {ev.message}[/red]")
 
@@ -304,7 +352,9 @@ class RichDisplay:
         if prose:
             parts.append(Text(truncate_middle(prose, 600), style="italic"))
         if step.code:
-            parts.append(Syntax(truncate_middle(step.code, 3000), "python", theme="ansi_dark", background_color="default"))
+            parts.append(
+                Syntax(truncate_middle(step.code, 3000), "python", theme="ansi_dark", background_color="default")
+            )
         if step.observation:
             obs = step.observation.removeprefix("Observation:\n")
             style = "red" if step.execution is not None and not step.execution.ok else "green"
@@ -313,7 +363,15 @@ class RichDisplay:
         cached = f" (cached {u.cached_tokens})" if u.cached_tokens else ""
         subtitle = f"{u.prompt_tokens}{cached} + {u.completion_tokens} tokens · llm {step.llm_duration:.1f}s · total {step.duration:.1f}s"
         title = f"step {step.index + 1}" + ("" if step.kind == "action" else f" · {step.kind}")
-        self._print(Panel(Group(*parts) if parts else Text(""), title=title, subtitle=subtitle, title_align="left", subtitle_align="right"))
+        self._print(
+            Panel(
+                Group(*parts) if parts else Text(""),
+                title=title,
+                subtitle=subtitle,
+                title_align="left",
+                subtitle_align="right",
+            )
+        )
 
     def finish(self, outcome: Any) -> None:
         from rich.panel import Panel
@@ -332,7 +390,9 @@ class RichDisplay:
         for o in outcome.outputs:
             table.add_row(f"output {o.name}", o.path or f"[red]{o.error}[/red]")
         u = r.usage
-        table.add_row("tokens", f"{u.prompt_tokens} prompt ({u.cached_tokens} cached) + {u.completion_tokens} completion")
+        table.add_row(
+            "tokens", f"{u.prompt_tokens} prompt ({u.cached_tokens} cached) + {u.completion_tokens} completion"
+        )
         table.add_row("steps", str(len(r.trajectory.steps)))
         if outcome.run_dir:
             table.add_row("run dir", str(outcome.run_dir))
@@ -431,7 +491,10 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     if run["error"]:
         head.add_row("error", run["error"])
     u = traj.usage
-    head.add_row("tokens", f"{u.prompt_tokens} prompt ({u.cached_tokens} cached) + {u.completion_tokens} completion = {u.total_tokens}")
+    head.add_row(
+        "tokens",
+        f"{u.prompt_tokens} prompt ({u.cached_tokens} cached) + {u.completion_tokens} completion = {u.total_tokens}",
+    )
     if run["task_path"]:
         head.add_row("task file", run["task_path"])
     head.add_row("run dir", run["run_dir"] or "")
@@ -444,7 +507,14 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
 
             text = s.observation if s.code else s.completion
             body.append(Text(text))
-            console.print(Panel(Group(*body), title=f"step {s.index + 1} · {s.kind}", title_align="left", subtitle=f"{s.usage.total_tokens} tokens"))
+            console.print(
+                Panel(
+                    Group(*body),
+                    title=f"step {s.index + 1} · {s.kind}",
+                    title_align="left",
+                    subtitle=f"{s.usage.total_tokens} tokens",
+                )
+            )
         return EXIT_OK
     table = Table(title=f"{len(traj.steps)} step(s)")
     for col in ("#", "kind", "tokens (prompt+completion)", "seconds", "code", "observation"):

@@ -9,6 +9,7 @@ how the output starts and how it ends.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 
@@ -64,12 +65,13 @@ def render_system_prompt(
     """
     infos = [v for v in variables if v.name not in LOOP_NAMES]
     head = "\n\n".join(s for s in [instructions, *extra_sections] if s)
-    budget = budget_tokens - count_tokens(head)
+    body = ""
     for detail in ("full", "line", "name"):
         body = _state_sections(infos, detail)
-        if count_tokens(body) <= budget:
-            return f"{head}\n\n{body}" if body else head
-    return f"{head}\n\n{_fit_lines(body, budget, count_tokens)}"
+        prompt = f"{head}\n\n{body}" if body else head
+        if count_tokens(prompt) <= budget_tokens:
+            return prompt
+    return _fit_lines(head, body, budget_tokens, count_tokens)
 
 
 def _state_sections(infos: list[VariableInfo], detail: str) -> str:
@@ -116,20 +118,23 @@ def _describe_line(v: VariableInfo, detail: str) -> str:
     return "- " + text.replace("\n", "\n  ")
 
 
-def _fit_lines(body: str, budget: int, count_tokens: CountFn) -> str:
-    """Keep whole lines while they fit; say how many were left out."""
-    kept: list[str] = []
+def _fit_lines(head: str, body: str, budget: int, count_tokens: CountFn) -> str:
+    """Keep whole lines of ``body`` while the prompt fits; say how many names were left out."""
     lines = body.splitlines()
-    used = 0
-    for i, line in enumerate(lines):
-        cost = count_tokens(line + "\n")
-        if used + cost > budget - 20:
-            left = sum(1 for x in lines[i:] if x.startswith("- "))
-            kept.append(f"... ({left} more names not shown; print(dir()) lists them all)")
-            break
-        kept.append(line)
-        used += cost
-    return "\n".join(kept)
+    lo, hi = 0, len(lines)
+    while lo < hi:  # the most lines that fit, by bisection (each try counts the whole prompt once)
+        mid = (lo + hi + 1) // 2
+        if count_tokens(_with_marker(head, lines, mid)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return _with_marker(head, lines, lo)
+
+
+def _with_marker(head: str, lines: list[str], n: int) -> str:
+    left = sum(1 for x in lines[n:] if x.startswith("- "))
+    marker = f"... ({left} more names not shown; print(dir()) lists them all)"
+    return f"{head}\n\n" + "\n".join([*lines[:n], marker])
 
 
 # -- code extraction -----------------------------------------------------------------------------
@@ -185,7 +190,12 @@ def _dedent(code: str) -> str:
 
 
 # -- guards ----------------------------------------------------------------------------------------
-_GUARD_HINT = re.compile(r"final_answer|=\s*[\w.]+\(")
+@functools.lru_cache(maxsize=256)
+def _guard_pattern(protected: frozenset[str]) -> re.Pattern[str]:
+    """Lines that may need a guard: anything naming final_answer, or an assignment to a protected name."""
+    names = "|".join(sorted(map(re.escape, protected)))
+    assign = rf"|^[ \t]*(?:[\w, ]*,\s*)?(?:{names})\s*(?:,[\w, ]*)?=[^=]" if names else ""
+    return re.compile(rf"final_answer{assign}", re.M)
 
 
 def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]]:
@@ -211,7 +221,8 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
     >>> guard_code("sales = sales.dropna()", ["sales"])
     ('sales = sales.dropna()', [])
     """
-    if not _GUARD_HINT.search(code):  # the common case costs one regex scan
+    protected = frozenset(protected)
+    if not _guard_pattern(protected).search(code):  # the common case costs one regex scan
         return code, []
     import ast
 
@@ -219,21 +230,26 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
         tree = ast.parse(code)
     except SyntaxError:
         return code, []
-    protected = set(protected)
     drop: list[tuple[int, int]] = []
     notes: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "final_answer":
             start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             drop.append((start, node.end_lineno or node.lineno))
-            notes.append("final_answer is provided by the session; your definition of it was skipped. Call it directly.")
+            notes.append(
+                "final_answer is provided by the session; your definition of it was skipped. Call it directly."
+            )
         elif isinstance(node, ast.Assign) and node.targets and all(isinstance(t, ast.Name) for t in node.targets):
             names = {t.id for t in node.targets}  # type: ignore[attr-defined]
             if "final_answer" in names:
                 drop.append((node.lineno, node.end_lineno or node.lineno))
                 notes.append("final_answer is provided by the session; your assignment to it was skipped.")
-            elif names & protected and (_literal_data_call(node.value) or _file_read_call(node.value)) and not (
-                _names_used(node.value) & names  # `db = read_sql(q, db)` uses the object: not a reload
+            elif (
+                names & protected
+                and (_literal_data_call(node.value) or _file_read_call(node.value))
+                and not (
+                    _names_used(node.value) & names  # `db = read_sql(q, db)` uses the object: not a reload
+                )
             ):
                 drop.append((node.lineno, node.end_lineno or node.lineno))
                 name = sorted(names & protected)[0]
@@ -326,13 +342,13 @@ def trim_traceback(tb: str, max_frames: int = 3) -> str:
     return "\n".join(lines[:first] + [f"  ... ({omitted} frames omitted) ..."] + lines[keep_from:])
 
 
-def format_execution(ex: Execution, *, limit: int = 4000, max_frames: int = 3) -> str:
+def format_execution(ex: Execution, *, limit: int = 4000, max_frames: int = 3, notes: Iterable[str] = ()) -> str:
     """One block's result as the model sees it: stdout, stderr, the trailing value, the error.
 
     >>> format_execution(Execution(stdout="hi\\n", result="42"))
     'hi\\nOut: 42'
     >>> format_execution(Execution())
-    '(no output)'
+    '(the code ran without errors and printed nothing)'
     """
     parts = []
     if ex.stdout:
@@ -344,14 +360,45 @@ def format_execution(ex: Execution, *, limit: int = 4000, max_frames: int = 3) -
     body = truncate_middle("\n".join(parts), limit) if parts else ""
     tail = []
     if ex.timed_out:
-        tail.append(f"TimeoutError: the code ran longer than the time limit and was stopped ({ex.recovery or 'interrupted'}).")
+        tail.append(
+            f"TimeoutError: the code ran longer than the time limit and was stopped ({ex.recovery or 'interrupted'})."
+        )
     elif ex.error is not None:
         # Errors get their own budget: the last frames and the message are what the model needs.
         tail.append(truncate_middle(trim_traceback(str(ex.error), max_frames), max(limit // 2, 400)))
+        hint = error_hint(ex.error.type, ex.error.message)
+        if hint:
+            tail.append(f"Hint: {hint}")
     if ex.recovery in ("restarted", "crashed"):
-        tail.append(f"(the runtime {ex.recovery} and was restored: injected objects are back, variables you created are gone)")
-    out = "\n".join(p for p in [body, *tail] if p)
-    return out or "(no output)"
+        tail.append(
+            f"(the runtime {ex.recovery} and was restored: injected objects are back, variables you created are gone)"
+        )
+    tail += [f"Note: {n}" for n in notes]
+    if not body and not (ex.error or ex.timed_out):
+        body = "(the code ran without errors and printed nothing)"
+    return "\n".join(p for p in [body, *tail] if p)
+
+
+_NO_ATTR = re.compile(r"'(Series|Index)' object has no attribute '(\w+)'")
+_NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
+_USUAL_IMPORTS = {"pd": "import pandas as pd", "np": "import numpy as np", "plt": "import matplotlib.pyplot as plt"}
+
+
+def error_hint(etype: str, message: str) -> str | None:
+    """A one-line fix for errors small models make again and again (None when there is none).
+
+    >>> error_hint("AttributeError", "'Series' object has no attribute 'title'")
+    'string methods of a Series are under .str: write .str.title(...), e.g. s.str.strip().str.title()'
+    >>> error_hint("NameError", "name 'pd' is not defined")
+    'add `import pandas as pd` at the top of the code'
+    >>> error_hint("ValueError", "bad") is None
+    True
+    """
+    if etype == "AttributeError" and (m := _NO_ATTR.search(message)) and hasattr(str, m.group(2)):
+        return f"string methods of a {m.group(1)} are under .str: write .str.{m.group(2)}(...), e.g. s.str.strip().str.title()"
+    if etype == "NameError" and (m := _NOT_DEFINED.search(message)) and m.group(1) in _USUAL_IMPORTS:
+        return f"add `{_USUAL_IMPORTS[m.group(1)]}` at the top of the code"
+    return None
 
 
 def observation_message(formatted_blocks: list[str], skipped: int = 0) -> str:

@@ -60,7 +60,9 @@ def build_runtime(task: Task) -> BaseRuntime:
     try:
         runtime = create_runtime(spec.kind, **options)
     except TypeError as e:
-        raise TaskError([f"{task.where('runtime')}: runtime: {e}\n  fix: remove the options runtime {spec.kind!r} does not take"]) from None
+        raise TaskError(
+            [f"{task.where('runtime')}: runtime: {e}\n  fix: remove the options runtime {spec.kind!r} does not take"]
+        ) from None
     inputs = resolve_inputs(task)
     for name, (value, description) in inputs.items():
         if callable(value) and not isinstance(value, type):
@@ -79,7 +81,9 @@ def build_backend(task: Task) -> LLM:
     try:
         return create_backend(m.backend, **options)
     except TypeError as e:
-        raise TaskError([f"{task.where('model')}: model: {e}\n  fix: check the option names for backend {m.backend!r}"]) from None
+        raise TaskError(
+            [f"{task.where('model')}: model: {e}\n  fix: check the option names for backend {m.backend!r}"]
+        ) from None
 
 
 def build_skills(task: Task) -> Any:
@@ -106,9 +110,15 @@ def build_skills(task: Task) -> Any:
 
 def build_agent(task: Task, *, llm: LLM | None = None, runtime: BaseRuntime | None = None) -> Agent:
     """An Agent for a task file (validated inputs first, then the model)."""
+    own_runtime = runtime is None
     runtime = runtime or build_runtime(task)
-    skills = build_skills(task)
-    llm = llm or build_backend(task)
+    try:
+        skills = build_skills(task)
+        llm = llm or build_backend(task)
+    except BaseException:
+        if own_runtime:
+            runtime.close()  # a kernel must not outlive a run that never started
+        raise
     return Agent(
         model=llm,
         runtime=runtime,
@@ -210,6 +220,7 @@ class TaskOutcome:
     outputs: list[SavedOutput] = field(default_factory=list)
     run_dir: Path | None = None
     summary: dict[str, Any] = field(default_factory=dict)
+    agent: Agent | None = None  # still open: retrieve more from agent.runtime, then close it
 
     @property
     def ok(self) -> bool:
@@ -236,7 +247,9 @@ async def arun_task(
         if isinstance(ev, RunStarted):
             traj_box["t"] = ev.trajectory
             if store is not None and not ev.resumed:
-                store.prepare(ev.trajectory.run_id, task_path=str(task.path) if task.path else None, name=task.spec.name)
+                store.prepare(
+                    ev.trajectory.run_id, task_path=str(task.path) if task.path else None, name=task.spec.name
+                )
         if store is not None:
             store.on_event(ev)
         if on_event is not None:
@@ -250,7 +263,7 @@ async def arun_task(
         raise
     run_dir = store.run_dir(result.run_id) if store is not None else None
     outputs = save_outputs(task, agent, result.trajectory, run_dir / "outputs") if run_dir else []
-    outcome = TaskOutcome(result, outputs, run_dir)
+    outcome = TaskOutcome(result, outputs, run_dir, agent=agent)
     outcome.summary = summarize(task, outcome)
     if store is not None:
         store.write_summary(result.run_id, outcome.summary)
@@ -282,14 +295,18 @@ def summarize(task: Task, outcome: TaskOutcome) -> dict[str, Any]:
     }
 
 
-async def aresume(run_id: str, store: Any, *, on_event: Callable[[Event], None] | None = None, llm: LLM | None = None) -> TaskOutcome:
+async def aresume(
+    run_id: str, store: Any, *, on_event: Callable[[Event], None] | None = None, llm: LLM | None = None
+) -> TaskOutcome:
     """Continue a stored run: rebuild the runtime from the task's inputs, replay the stored steps'
     successful code, then go on with the stored conversation."""
     run = store.get_run(run_id)
     if run["status"] in ("success", "no_code"):
         raise ValueError(f"run {run['id']} already finished with status {run['status']!r}; nothing to resume")
     if not run["task_path"]:
-        raise ValueError(f"run {run['id']} was not started from a task file; resume it from the SDK with Agent.arun(resume=...)")
+        raise ValueError(
+            f"run {run['id']} was not started from a task file; resume it from the SDK with Agent.arun(resume=...)"
+        )
     task = load_task(run["task_path"])
     traj = store.load(run["id"])
     agent = build_agent(task, llm=llm)

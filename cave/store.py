@@ -36,6 +36,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    bindparam,
     create_engine,
     event,
     insert,
@@ -132,6 +133,35 @@ executions = Table(
 )
 
 
+_INSERT_STEP = insert(steps)
+_INSERT_EXECUTION = insert(executions)
+_INSERT_MESSAGE = insert(messages)
+_UPDATE_TOTALS = (
+    update(runs)
+    .where(runs.c.id == bindparam("rid"))
+    .values(
+        n_steps=runs.c.n_steps + 1,
+        prompt_tokens=runs.c.prompt_tokens + bindparam("p"),
+        completion_tokens=runs.c.completion_tokens + bindparam("c"),
+        cached_tokens=runs.c.cached_tokens + bindparam("k"),
+        total_tokens=runs.c.total_tokens + bindparam("t"),
+        updated_at=bindparam("now"),
+    )
+)
+_JSONL_FIELDS = (
+    "index", "role", "kind", "completion", "code", "observation", "finish_reason", "started_at",
+    "duration", "llm_duration", "reward", "run_id", "team_run_id", "meta",
+)  # fmt: skip
+
+
+def _execution_json(ex: Execution | None) -> dict[str, Any] | None:
+    if ex is None:
+        return None
+    from cave.agent import _execution_dict
+
+    return _execution_dict(ex)
+
+
 def default_db_path() -> Path:
     home = os.environ.get("CAVE_HOME")
     return Path(home) / "cave.db" if home else Path("runs") / "cave.db"
@@ -157,6 +187,9 @@ class Store:
         metadata.create_all(self.engine)
         self._msg_ids: dict[str, dict[tuple[str, str], int]] = {}  # run_id -> (role, digest) -> id
         self._meta: dict[str, dict[str, Any]] = {}  # run_id -> extra run metadata given at start
+        # run_id -> id(message dict) -> (the dict, its row id): each message dict is hashed once
+        self._seen: dict[str, dict[int, tuple[dict[str, Any], int]]] = {}
+        self._dirs: dict[str, Path] = {}
 
     def close(self) -> None:
         self.engine.dispose()
@@ -168,8 +201,10 @@ class Store:
         self.close()
 
     def run_dir(self, run_id: str) -> Path:
-        d = self.root / run_id
-        d.mkdir(parents=True, exist_ok=True)
+        d = self._dirs.get(run_id)
+        if d is None:
+            d = self._dirs[run_id] = self.root / run_id
+            d.mkdir(parents=True, exist_ok=True)
         return d
 
     # -- writing ---------------------------------------------------------------------------------
@@ -187,7 +222,14 @@ class Store:
         elif isinstance(ev, RunError | Compacted):
             pass  # the error lands in RunFinished; a summary call arrives as its own StepFinished
 
-    def start_run(self, traj: Trajectory, *, name: str | None = None, task_path: str | None = None, meta: dict[str, Any] | None = None) -> None:
+    def start_run(
+        self,
+        traj: Trajectory,
+        *,
+        name: str | None = None,
+        task_path: str | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
         meta = {**self._meta.pop(traj.run_id, {}), **(meta or {}), **traj.meta}
         run_dir = self.run_dir(traj.run_id)
         with self.engine.begin() as conn:
@@ -214,39 +256,42 @@ class Store:
     def add_step(self, step: Step) -> None:
         """Write one step (its new messages, the step, its executions) in one committed transaction."""
         run_id = step.run_id
+        u = step.usage
+        blocks = step.meta.get("blocks") or []
         with self.engine.begin() as conn:
             refs = self._message_refs(conn, run_id, step.messages or [])
             meta = {k: v for k, v in step.meta.items() if k != "blocks"}
+            # Plain parameter dicts on prebuilt statements: SQLAlchemy compiles each statement once.
             conn.execute(
-                insert(steps).values(
-                    run_id=run_id,
-                    idx=step.index,
-                    role=step.role,
-                    kind=step.kind,
-                    completion=step.completion,
-                    code=step.code,
-                    observation=step.observation,
-                    finish_reason=step.finish_reason,
-                    prompt_tokens=step.usage.prompt_tokens,
-                    completion_tokens=step.usage.completion_tokens,
-                    cached_tokens=step.usage.cached_tokens,
-                    total_tokens=step.usage.total_tokens,
-                    started_at=step.started_at,
-                    duration=step.duration,
-                    llm_duration=step.llm_duration,
-                    reward=step.reward,
-                    prompt_refs=json.dumps(refs),
-                    token_ids=_dumps(step.token_ids),
-                    logprobs=_dumps(step.logprobs),
-                    prompt_token_ids=_dumps(step.prompt_token_ids),
-                    team_run_id=step.team_run_id,
-                    meta=_dumps(meta),
-                )
+                _INSERT_STEP,
+                {
+                    "run_id": run_id,
+                    "idx": step.index,
+                    "role": step.role,
+                    "kind": step.kind,
+                    "completion": step.completion,
+                    "code": step.code,
+                    "observation": step.observation,
+                    "finish_reason": step.finish_reason,
+                    "prompt_tokens": u.prompt_tokens,
+                    "completion_tokens": u.completion_tokens,
+                    "cached_tokens": u.cached_tokens,
+                    "total_tokens": u.total_tokens,
+                    "started_at": step.started_at,
+                    "duration": step.duration,
+                    "llm_duration": step.llm_duration,
+                    "reward": step.reward,
+                    "prompt_refs": json.dumps(refs),
+                    "token_ids": _dumps(step.token_ids),
+                    "logprobs": _dumps(step.logprobs),
+                    "prompt_token_ids": _dumps(step.prompt_token_ids),
+                    "team_run_id": step.team_run_id,
+                    "meta": _dumps(meta),
+                },
             )
-            blocks = step.meta.get("blocks") or []
             if blocks:
                 conn.execute(
-                    insert(executions),
+                    _INSERT_EXECUTION,
                     [
                         {
                             "run_id": run_id,
@@ -265,32 +310,40 @@ class Store:
                         for b, rec in enumerate(blocks)
                     ],
                 )
-            u = step.usage
             conn.execute(
-                update(runs)
-                .where(runs.c.id == run_id)
-                .values(
-                    n_steps=runs.c.n_steps + 1,
-                    prompt_tokens=runs.c.prompt_tokens + u.prompt_tokens,
-                    completion_tokens=runs.c.completion_tokens + u.completion_tokens,
-                    cached_tokens=runs.c.cached_tokens + u.cached_tokens,
-                    total_tokens=runs.c.total_tokens + u.total_tokens,
-                    updated_at=time.time(),
-                )
+                _UPDATE_TOTALS,
+                {
+                    "rid": run_id,
+                    "p": u.prompt_tokens,
+                    "c": u.completion_tokens,
+                    "k": u.cached_tokens,
+                    "t": u.total_tokens,
+                    "now": time.time(),
+                },
             )
         # The JSONL next to the database is for people and tools; the database is the source of truth.
-        line = step.to_dict()
-        line["messages"] = refs
+        line = {f: getattr(step, f) for f in _JSONL_FIELDS}
+        line["usage"] = u.to_dict()
+        line["execution"] = _execution_json(step.execution)
+        line["messages"] = refs  # ids of the prompt's rows in the messages table
         with open(self.run_dir(run_id) / "trajectory.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(line, default=repr) + "\n")
 
     def _message_refs(self, conn: Any, run_id: str, msgs: list[dict[str, Any]]) -> list[int]:
         known = self._msg_ids.get(run_id)
         if known is None:  # a fresh process (resume): load what this run already stored
-            rows = conn.execute(select(messages.c.id, messages.c.role, messages.c.digest).where(messages.c.run_id == run_id))
+            rows = conn.execute(
+                select(messages.c.id, messages.c.role, messages.c.digest).where(messages.c.run_id == run_id)
+            )
             known = self._msg_ids[run_id] = {(r.role, r.digest): r.id for r in rows}
+        # The agent reuses the same message dicts from step to step: hash each one once.
+        seen = self._seen.setdefault(run_id, {})
         refs = []
         for m in msgs:
+            hit = seen.get(id(m))
+            if hit is not None and hit[0] is m:
+                refs.append(hit[1])
+                continue
             content = str(m.get("content") or "")
             extra = {k: v for k, v in m.items() if k not in ("role", "content")}
             digest = hashlib.sha1(f"{content}\x00{_dumps(extra) if extra else ''}".encode()).hexdigest()
@@ -298,15 +351,22 @@ class Store:
             mid = known.get(key)
             if mid is None:
                 res = conn.execute(
-                    insert(messages).values(
-                        run_id=run_id, role=m["role"], content=content, digest=digest, extra=_dumps(extra) if extra else None
-                    )
+                    _INSERT_MESSAGE,
+                    {
+                        "run_id": run_id,
+                        "role": m["role"],
+                        "content": content,
+                        "digest": digest,
+                        "extra": _dumps(extra) if extra else None,
+                    },
                 )
                 mid = known[key] = res.inserted_primary_key[0]
+            seen[id(m)] = (m, mid)  # keeping m alive keeps its id unique
             refs.append(mid)
         return refs
 
     def finish_run(self, traj: Trajectory) -> None:
+        self._seen.pop(traj.run_id, None)
         with self.engine.begin() as conn:
             conn.execute(
                 update(runs)
@@ -324,7 +384,9 @@ class Store:
     def mark(self, run_id: str, status: str, *, error: str | None = None) -> None:
         """Set a run's status (e.g. "interrupted" after Ctrl-C, "running" on resume)."""
         with self.engine.begin() as conn:
-            conn.execute(update(runs).where(runs.c.id == run_id).values(status=status, error=error, updated_at=time.time()))
+            conn.execute(
+                update(runs).where(runs.c.id == run_id).values(status=status, error=error, updated_at=time.time())
+            )
 
     def update_meta(self, run_id: str, **values: Any) -> None:
         with self.engine.begin() as conn:
@@ -402,7 +464,9 @@ class Store:
                     role=s.role,
                     messages=[by_id[i] for i in json.loads(s.prompt_refs or "[]")],
                     completion=s.completion or "",
-                    usage=Usage(s.prompt_tokens or 0, s.completion_tokens or 0, s.total_tokens or 0, s.cached_tokens or 0),
+                    usage=Usage(
+                        s.prompt_tokens or 0, s.completion_tokens or 0, s.total_tokens or 0, s.cached_tokens or 0
+                    ),
                     finish_reason=s.finish_reason or "stop",
                     code=s.code,
                     execution=_merged(exs),

@@ -29,7 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 KNOWN_BACKENDS = ("local", "openai", "scripted", "transformers", "vllm")
 KNOWN_RUNTIMES = ("inprocess", "kernel")
-FILE_FORMATS = {".csv": "csv", ".tsv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json", ".jsonl": "json"}
+FILE_FORMATS = {
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".json": "json",
+    ".jsonl": "json",
+}
 
 
 class TaskError(Exception):
@@ -42,7 +49,9 @@ class TaskError(Exception):
 
 def _identifier(name: str, what: str) -> str:
     if not name.isidentifier() or keyword.iskeyword(name):
-        raise ValueError(f"{what} name {name!r} is not a Python identifier; use letters, digits and _ (e.g. 'sales_2024')")
+        raise ValueError(
+            f"{what} name {name!r} is not a Python identifier; use letters, digits and _ (e.g. 'sales_2024')"
+        )
     return name
 
 
@@ -60,7 +69,9 @@ class ModelSpec(BaseModel):
     backend: str = Field("local", description="one of: " + ", ".join(KNOWN_BACKENDS) + " (or a registered name)")
     max_tokens: int = Field(768, ge=16, le=32768, description="most tokens per reply")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
-    stop: list[str] | None = Field(None, description="stop sequences, e.g. ['```\\n\\n'] to end a reply after its code block")
+    stop: list[str] | None = Field(
+        None, description="stop sequences, e.g. ['```\\n\\n'] to end a reply after its code block"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -117,7 +128,9 @@ class InputSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     file: str | None = Field(None, description="CSV/TSV/Parquet/JSON(L) file, loaded as a pandas DataFrame")
-    url: str | None = Field(None, description="SQLAlchemy URL, injected as an Engine (sqlite paths are relative to the task file)")
+    url: str | None = Field(
+        None, description="SQLAlchemy URL, injected as an Engine (sqlite paths are relative to the task file)"
+    )
     function: str | None = Field(None, description="a Python callable by import path, 'package.module:function'")
     value: Any = Field(None, description="a literal value (number, string, list, mapping)")
     format: Literal["auto", "csv", "parquet", "json"] = Field("auto", description="file format; auto = by extension")
@@ -153,11 +166,15 @@ class InputSpec(BaseModel):
         try:
             url = make_url(v)
         except ArgumentError:
-            raise ValueError(f"not a SQLAlchemy URL: {v!r}; e.g. 'sqlite:///data/shop.db' or 'postgresql://user@host/db'") from None
+            raise ValueError(
+                f"not a SQLAlchemy URL: {v!r}; e.g. 'sqlite:///data/shop.db' or 'postgresql://user@host/db'"
+            ) from None
         if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
             path = (_base_dir(info) / url.database).resolve()
             if not path.is_file():
-                raise ValueError(f"SQLite database not found: {path}; sqlite paths are relative to the task file's folder")
+                raise ValueError(
+                    f"SQLite database not found: {path}; sqlite paths are relative to the task file's folder"
+                )
         return v
 
     @field_validator("function")
@@ -176,8 +193,12 @@ class OutputSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    variable: str | None = Field(None, description="runtime variable to save (default: the output's name); 'final_answer' for the answer")
-    format: Literal["auto", "parquet", "csv", "json", "pickle"] = Field("auto", description="auto: DataFrames to Parquet, the rest to JSON")
+    variable: str | None = Field(
+        None, description="runtime variable to save (default: the output's name); 'final_answer' for the answer"
+    )
+    format: Literal["auto", "parquet", "csv", "json", "pickle"] = Field(
+        "auto", description="auto: DataFrames to Parquet, the rest to JSON"
+    )
     description: str | None = Field(None, description="told to the model: what this variable must hold")
     required: bool = Field(True, description="a missing required output fails the run (exit status 1)")
 
@@ -192,7 +213,9 @@ class TaskSpec(BaseModel):
     model: ModelSpec = Field(default_factory=ModelSpec, description="LLM backend; default: the embedded local model")
     runtime: RuntimeSpec = Field(default_factory=RuntimeSpec)
     inputs: dict[str, InputSpec] = Field(default_factory=dict, description="objects injected into the runtime, by name")
-    skills: list[str] = Field(default_factory=list, description="Agent Skills folders (relative to the task file) or names")
+    skills: list[str] = Field(
+        default_factory=list, description="Agent Skills folders (relative to the task file) or names"
+    )
     outputs: dict[str, OutputSpec] = Field(default_factory=dict, description="runtime variables to retrieve and save")
     max_steps: int = Field(8, ge=1, le=200, description="most LLM calls before the run stops with status max_steps")
     seed: int | None = Field(None, description="sampling seed, for reproducible runs")
@@ -205,11 +228,12 @@ class TaskSpec(BaseModel):
             raise ValueError("the task text is empty; say what the agent must do")
         return v.strip()
 
-    @field_validator("inputs", "outputs")
+    @field_validator("inputs", "outputs", mode="before")
     @classmethod
-    def _names(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        for name in v:
-            _identifier(name, info.field_name[:-1])
+    def _names(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, dict):  # checked before the entries, so a bad name is reported with the entries' errors
+            for name in v:
+                _identifier(str(name), str(info.field_name)[:-1])
         return v
 
 
@@ -365,7 +389,9 @@ def resolve_inputs(task: Task) -> dict[str, tuple[Any, str | None]]:
         try:
             out[name] = (_load_input(spec, task.base_dir), spec.description)
         except Exception as e:  # report every input that fails, not only the first
-            problems.append(f"{task.where('inputs', name)}: inputs.{name}: {type(e).__name__}: {e}\n  fix: {_input_fix(spec)}")
+            problems.append(
+                f"{task.where('inputs', name)}: inputs.{name}: {type(e).__name__}: {e}\n  fix: {_input_fix(spec)}"
+            )
     if problems:
         raise TaskError(problems)
     return out

@@ -55,7 +55,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from cave.agent import FINAL_VAR, Agent, FinalAnswer, RunStarted, StepFinished
 from cave.llm.base import BACKENDS, LLM, Message, StreamItem, create_backend
-from cave.task import KNOWN_BACKENDS, KNOWN_RUNTIMES, TaskError
 from cave.trajectory import Step, Trajectory, new_id
 from runtimes.base import Runtime, create_runtime
 
@@ -64,8 +63,22 @@ PUBLISHED_VAR = "_cave_published"  # name -> (sequence number, description), kep
 ANSWER_PREVIEW = 1500  # characters of another role's answer shown in a message
 
 
-class TeamError(TaskError):
+# Built-in names, known before their modules are imported (cave.task has the same lists; this module must
+# not import cave.task at import time, so that cave.task can embed TeamSpec).
+KNOWN_BACKENDS = ("local", "openai", "scripted", "transformers", "vllm")
+KNOWN_RUNTIMES = ("inprocess", "kernel")
+
+
+class TeamError(Exception):
     """A team or role definition is wrong. ``str()`` lists each problem as FILE:LINE: FIELD: message, then the fix."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class BackendStartError(RuntimeError):
+    """A valid team's backend could not be created (a missing package or model file, a bad option)."""
 
 
 # =============================================================================================
@@ -685,9 +698,12 @@ def explain(
     return f"{file}:{line}: {field_name}: {msg}\n  fix: {fix}"
 
 
-def load_team(path: str | Path, **context: Any) -> Team:
-    """Read, validate and build a team file. Raises TeamError (every problem, with file:line and the fix)."""
-    return Team(parse_team_file(path, **context), base_dir=Path(path).resolve().parent)
+def load_team(path: str | Path, *, backends: Mapping[str, LLM] | None = None) -> Team:
+    """Read, validate and build a team file. Raises TeamError (every problem, with file:line and the fix).
+
+    ``backends``: LLM instances by key, used instead of creating the backends the file names under those keys.
+    """
+    return Team.from_file(path, backends=backends)
 
 
 def parse_team_file(path: str | Path, **context: Any) -> TeamSpec:
@@ -1383,7 +1399,8 @@ class Team:
     @classmethod
     def from_file(cls, path: str | Path, *, backends: Mapping[str, LLM] | None = None) -> Team:
         spec = parse_team_file(path, backend_keys=list(backends or {}))
-        return cls(spec, base_dir=Path(path).resolve().parent, backends=backends, file=str(path))
+        lines = _read_yaml(Path(path))[1]
+        return cls(spec, base_dir=Path(path).resolve().parent, backends=backends, lines=lines, file=str(path))
 
     def where(self, *loc: str) -> str:
         line = next((self.lines[loc[:n]] for n in range(len(loc), 0, -1) if loc[:n] in self.lines), 1)
@@ -1426,12 +1443,11 @@ class Team:
             key = self.backend_key(role)
             try:
                 self.backend(key)
-            except Exception as e:
-                raise TeamError(
-                    [
-                        f"{self.where('backends', key)}: backends.{key} (role {role}): {type(e).__name__}: {e}\n  fix: check the backend's options, or install what it needs"
-                    ]
-                ) from None
+            except Exception as e:  # not bad input: the file was valid, the backend did not start
+                raise BackendStartError(
+                    f"{self.where('backends', key)}: backend {key!r} (role {role}) did not start: "
+                    f"{type(e).__name__}: {e}; check its options, or install what it needs"
+                ) from e
 
     async def aclose(self) -> None:
         """Close the backends this team created (not the ones it was given)."""
@@ -1882,6 +1898,16 @@ class TeamRun:
                 names.append(name)
             except KeyError:
                 missing.append(name)
+        if len(missing) == 1 and list(spec.output.publishes) == missing and result.status == "success":
+            # One declared output, not left in the session, but final_answer(value) was called: the
+            # value is the result the contract asks for. Bind it under the declared name and hand it on.
+            name = missing.pop()
+            await _inject(rt, name, result.answer, spec.output.publishes[name])
+            self.publish(name, result.answer, spec.output.publishes[name], owner=role, runtime=rt)
+            names.append(name)
+            self.trajectory.meta.setdefault("outputs_from_answer", []).append(
+                {"role": role, "call": result.call, "name": name}
+            )
         if missing:
             if result.steps:
                 result.steps[-1].meta["format_ok"] = False
@@ -2222,19 +2248,24 @@ def team_main(
 
     from rich.console import Console
 
+    from cave.task import TaskError
+
     console = console or Console(highlight=False)
     errors = Console(stderr=True, highlight=False) if mode != "rich" else console
     try:
         tt = load_team_task(path)
-    except TaskError as e:
+    except (TeamError, TaskError) as e:
         errors.print(f"error: {e}", style="red", markup=False)
         return 2
     display = TeamDisplay(console) if mode == "rich" else None
     try:
         outcome = asyncio.run(arun_team_task(tt, store=store, on_event=display, seed=seed))
-    except TaskError as e:  # inputs that do not load, a backend that cannot start: before any episode
+    except (TeamError, TaskError) as e:  # inputs that do not load: before any model is loaded
         errors.print(f"error: {e}", style="red", markup=False)
         return 2
+    except BackendStartError as e:
+        errors.print(f"error: cannot start the run: {e}", style="red", markup=False)
+        return 1
     except KeyboardInterrupt:
         errors.print("interrupted", style="yellow")
         return 130

@@ -661,11 +661,11 @@ class KernelRuntime(Runtime):
         old = self._holder.pop("kernel", None)
         if old is not None:
             self.restarts += 1
-            await asyncio.to_thread(old.kill)
+            await _in_fresh_context(old.kill)
         for name in os.listdir(self._transfer_dir):  # payloads a dead kernel never picked up
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self._transfer_dir, name))
-        kernel = await asyncio.to_thread(self._spawn)
+        kernel = await _in_fresh_context(self._spawn)
         self._holder["kernel"] = kernel
         self.start_seconds = kernel.started_in
         for reg in list(self._registered.values()):
@@ -849,6 +849,15 @@ async def _readable(sock: socket.socket, timeout: float) -> bool:
     finally:
         handle.cancel()
         loop.remove_reader(fd)
+
+
+async def _in_fresh_context(fn: Any) -> Any:
+    """Run blocking jupyter-client work on a worker thread *without* this task's context variables.
+
+    jupyter-client's sync calls run their coroutines on a loop kept in a context variable; asyncio.to_thread
+    copies the caller's context, so workers started from one context would share one loop (and fail with
+    "This event loop is already running" when several kernels start at once)."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn)
 
 
 def _peer_pid(conn: socket.socket) -> int | None:

@@ -47,9 +47,17 @@ import warnings
 import weakref
 from typing import Any
 
-from runtimes.base import ExecError, Execution, Runtime, RuntimeError_, create_runtime, register_runtime
+from runtimes.base import (
+    ExecError,
+    Execution,
+    Runtime,
+    RuntimeError_,
+    TransferError,
+    create_runtime,
+    register_runtime,
+)
 from runtimes.inprocess import InProcessRuntime
-from runtimes.kernel import KernelRuntime, _Kernel
+from runtimes.kernel import KernelRuntime, _installed, _Kernel
 
 MODES = ("trusted", "process", "sandbox")
 BWRAP_INSTALL_HINT = (
@@ -71,9 +79,10 @@ def runtime_for_mode(mode: str, **options: Any) -> Runtime:
     return create_runtime(mode, **options)
 
 
-@register_runtime("trusted")
 class TrustedRuntime(InProcessRuntime):
     """Mode ``trusted``: the in-process runtime under its mode name. No isolation: your own code only."""
+
+    name = "trusted"
 
 
 # =====================================================================================================
@@ -81,7 +90,6 @@ class TrustedRuntime(InProcessRuntime):
 # =====================================================================================================
 
 
-@register_runtime("process")
 class ProcessRuntime(KernelRuntime):
     """Mode ``process``: a kernel with hard resource limits (see the module docstring).
 
@@ -94,6 +102,8 @@ class ProcessRuntime(KernelRuntime):
 
     ``limits`` says what is in force on this machine, e.g. whether the process count is enforced.
     """
+
+    name = "process"
 
     def __init__(
         self,
@@ -149,6 +159,11 @@ class ProcessRuntime(KernelRuntime):
             "max_file_mb": self.max_file_mb,
             "capabilities": "dropped" if os.geteuid() == 0 else "none (not root)",
         }
+
+    def close(self) -> None:
+        super().close()
+        if self._cgroup is not None:
+            self._cgroup.remove()
 
     # -- what the kernel applies to itself before ipykernel loads (kernel_setup) ------------------------
     def _sandbox_spec(self) -> dict[str, Any]:
@@ -309,6 +324,7 @@ class _PidsCgroup:
     @classmethod
     def create(cls, max_processes: int) -> _PidsCgroup | None:
         for parent in _pids_cgroup_dirs():
+            _remove_stale(parent)
             path = os.path.join(parent, f"cave-{os.getpid()}-{os.urandom(4).hex()}")
             try:
                 os.mkdir(path)
@@ -353,6 +369,26 @@ class _PidsCgroup:
                 time.sleep(0.02)  # the last processes are still being reaped
 
 
+def _remove_stale(parent: str) -> None:
+    """Remove the empty cgroups of runtimes whose process died without closing them (e.g. kill -9)."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            owner = entry.name.split("-")
+            if len(owner) == 3 and owner[0] == "cave" and owner[1].isdigit() and not _pid_alive(int(owner[1])):
+                with contextlib.suppress(OSError):
+                    os.rmdir(entry.path)  # fails, harmlessly, if something still runs in it
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _pids_cgroup_dirs() -> list[str]:
     """Where this process's pids cgroup lives (v1 "pids" hierarchy, or the v2 unified one)."""
     try:
@@ -382,7 +418,6 @@ def _pids_cgroup_dirs() -> list[str]:
 # =====================================================================================================
 
 
-@register_runtime("sandbox")
 class SandboxRuntime(ProcessRuntime):
     """Mode ``sandbox``: ``process`` plus a bubblewrap jail and a seccomp filter (see the module docstring).
 
@@ -394,6 +429,8 @@ class SandboxRuntime(ProcessRuntime):
     ``trust`` defaults to False: ``retrieve`` accepts DataFrames (Arrow), arrays (npy) and JSON-able
     values only.
     """
+
+    name = "sandbox"
 
     def __init__(
         self,
@@ -459,6 +496,19 @@ class SandboxRuntime(ProcessRuntime):
         spec["seccomp"] = self.seccomp
         return spec
 
+    async def _ainject_locked(self, name: str, meta: dict[str, Any], attachment: bytes) -> None:
+        try:
+            await super()._ainject_locked(name, meta, attachment)
+        except TransferError as e:
+            if "ModuleNotFoundError" not in str(e):
+                raise
+            raise TransferError(
+                f"{e}. The sandbox shows the code only the Python environment and the packages "
+                f"{', '.join(os.path.basename(p) for p in self.package_dirs)}: objects that refer to other "
+                "modules by import need them shown, e.g. SandboxRuntime(ro_paths=[folder], "
+                "env={'PYTHONPATH': folder}), or packages=('runtimes', 'cave', 'mypkg')"
+            ) from None
+
     def _write_identity_files(self) -> None:
         # /etc/passwd and /etc/group of the jail: the sandbox user only (nothing about the host's users).
         with open(os.path.join(self._ctl_dir, "passwd"), "w") as f:
@@ -489,6 +539,7 @@ class SandboxRuntime(ProcessRuntime):
             JUPYTER_PLATFORM_DIRS="1",
             CAVE_KERNEL_LOG="/dev/stderr",  # the host's log file is not in the jail; stderr goes to it
         )
+        user_env.pop("PYTHONPATH", None)  # already merged into PYTHONPATH above
         keep.update(user_env)
         return keep
 
@@ -504,6 +555,9 @@ class SandboxRuntime(ProcessRuntime):
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         args += ["--hostname", "cave-sandbox", "--cap-drop", "ALL"]
+        # jupyter-client sets it so ipykernel exits when its parent is gone, which it checks as
+        # "parent pid == 1": in the jail's pid namespace that is always so. The lifeline does that job.
+        args += ["--unsetenv", "JPY_PARENT_PID"]
         args += ["--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
             if os.path.islink(top):
@@ -811,6 +865,16 @@ def _install_seccomp() -> None:
         err = ctypes.get_errno()
         raise OSError(err, f"installing the seccomp filter failed: {os.strerror(err)}")
 
+
+def _register_modes() -> None:
+    """Register the mode names. They come with the [kernel] extra, which two of the three need (a core
+    install keeps just "inprocess" and "kernel", the latter explaining how to install the extra)."""
+    if _installed("jupyter_client") and _installed("ipykernel"):
+        for cls in (TrustedRuntime, ProcessRuntime, SandboxRuntime):
+            register_runtime(cls.name)(cls)
+
+
+_register_modes()
 
 __all__ = [
     "MODES",

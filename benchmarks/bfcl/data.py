@@ -20,10 +20,13 @@ from typing import Any
 
 # bfcl-eval names v4 "simple" as simple_python; the others are the file names' own.
 SINGLE_TURN = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance")
-MULTI_TURN = ("multi_turn_base", "multi_turn_miss_param", "multi_turn_long_context")
+MULTI_TURN = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
 CATEGORIES = SINGLE_TURN + MULTI_TURN
 DEFAULT_CATEGORIES = SINGLE_TURN + ("multi_turn_base",)
 ALIASES = {"simple": "simple_python", "simple_python": "simple_python"}
+
+# bfcl-eval's DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC: the user turn that comes with held-out functions.
+ADDED_FUNCTIONS_PROMPT = "I have updated some more functions you can choose from. What about now?"
 
 INSTALL_HINT = (
     "bfcl-eval is not installed. Install the benchmark extra: scripts/install.sh bench "
@@ -74,7 +77,19 @@ class Entry:
         return is_multi_turn(self.category)
 
     def turn_text(self, i: int) -> str:
+        if self.holdout(i):  # miss_func: this turn only adds functions; bfcl-eval's harness says so in these words
+            return ADDED_FUNCTIONS_PROMPT
         return "\n\n".join(str(m.get("content") or "") for m in self.turns[i] if m.get("role") == "user")
+
+    @property
+    def all_functions(self) -> list[dict[str, Any]]:
+        """The function docs, held-out ones (miss_func) included."""
+        held = [d for docs in (self.raw.get("missed_function") or {}).values() for d in docs]
+        return self.functions + held
+
+    def holdout(self, i: int) -> list[dict[str, Any]]:
+        """miss_func: the function docs held out until turn ``i`` (empty for other turns and categories)."""
+        return list((self.raw.get("missed_function") or {}).get(str(i), []))
 
     def system_text(self) -> str:
         return "\n\n".join(str(m.get("content") or "") for t in self.turns[:1] for m in t if m.get("role") == "system")
@@ -135,7 +150,7 @@ def gold_calls(entry: Entry) -> list[dict[str, Any]] | list[list[dict[str, Any]]
     if entry.category == "irrelevance":
         return []
     if entry.multi_turn:
-        return [[parse_call_string(s, entry.functions) for s in turn] for turn in entry.answer]
+        return [[parse_call_string(s, entry.all_functions) for s in turn] for turn in entry.answer]
     calls = []
     for item in entry.answer:
         ((name, params),) = item.items()

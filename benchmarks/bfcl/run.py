@@ -32,7 +32,8 @@ CODE_SINGLE = """\
 This task is a function-calling test. The functions listed below are the user's tools: call them in a
 ```python block, with the arguments the request gives, to do what the user asks. Calls are recorded for
 grading (they return a receipt, not a real result), so call each function the request needs exactly once per
-use; if the request asks for several things, make several calls. If none of the functions fits the request,
+use; if the request asks for several things, make several calls, all in the same code block. The functions
+already exist: never define or re-implement them yourself, just call them. If none of the functions fits the request,
 call none of them and reply in plain text saying so. After the calls, call final_answer("done")."""
 
 CODE_MULTI = """\
@@ -112,7 +113,7 @@ def _methods(instances: dict[str, Any]) -> dict[str, Callable[..., Any]]:
 
 # -- the agents -------------------------------------------------------------------------------------
 async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4) -> tuple[Any, Trajectory]:
-    from cave.agent import Agent, StepStarted
+    from cave.agent import Agent, RunStarted, StepFinished, StepStarted
     from runtimes.inprocess import InProcessRuntime
 
     rec = Recorder()
@@ -124,17 +125,34 @@ async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4) -> tuple[Any, 
         instructions = "\n\n".join(
             s for s in [CODE_MULTI if entry.multi_turn else CODE_SINGLE, entry.system_text()] if s
         )
-        agent = Agent(model=llm, runtime=runtime, max_steps=max_steps, instructions=instructions, stream=False)
-
-        def on_event(ev: Any) -> None:
-            if isinstance(ev, StepStarted):
-                rec.new_step()
+        # The function docs are the task: give them half the window (the JSON agent gets its schemas whole).
+        budget = max(1500, int(getattr(llm, "context_window", 8192) or 8192) // 2)
+        agent = Agent(
+            model=llm,
+            runtime=runtime,
+            max_steps=max_steps,
+            instructions=instructions,
+            stream=False,
+            prompt_budget=budget,
+        )
 
         trajs, turns = [], []
         for t in range(len(entry.turns)):
+            for doc in entry.holdout(t):  # miss_func: held-out functions arrive with this turn
+                runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])))
             rec.steps = [[]]
-            result = await agent.arun(entry.turn_text(t), on_event=on_event)
-            trajs.append(result.trajectory)
+            traj = None
+            async for ev in agent.stream(entry.turn_text(t)):
+                if isinstance(ev, RunStarted):
+                    traj = ev.trajectory
+                elif isinstance(ev, StepStarted):
+                    rec.new_step()
+                elif isinstance(ev, StepFinished) and not entry.multi_turn and rec.steps[-1]:
+                    break  # single-turn is one-shot in BFCL: the first step that made calls is the answer
+            assert traj is not None
+            if traj.status == "running":
+                traj.status, traj.finished_at = "success", time.time()
+            trajs.append(traj)
             turns.append(rec.step_calls())
     finally:
         runtime.close()
@@ -149,9 +167,15 @@ async def run_json(entry: Entry, llm: LLM, *, max_steps: int = 4, native: bool |
     for doc in entry.functions:
         tools.append(tool_spec(doc, fn=_json_tool(doc["name"], rec, impls.get(doc["name"]))))
     instructions = "\n\n".join(s for s in [JSON_MULTI if entry.multi_turn else JSON_SINGLE, entry.system_text()] if s)
-    agent = JsonAgent(llm, tools, instructions=instructions, max_steps=max_steps, native=native)
+    # Single-turn BFCL is one-shot: the first reply's calls are scored (the official harness makes one call).
+    agent = JsonAgent(
+        llm, tools, instructions=instructions, max_steps=max_steps, native=native, stop_after_calls=not entry.multi_turn
+    )
     trajs, turns = [], []
     for t in range(len(entry.turns)):
+        for doc in entry.holdout(t):  # miss_func: held-out functions arrive with this turn
+            spec = tool_spec(doc, fn=_json_tool(doc["name"], rec, impls.get(doc["name"])))
+            agent.tools[spec.name] = spec
         rec.steps = [[]]
         result = await agent.arun(entry.turn_text(t), on_step=lambda _s: rec.new_step())
         trajs.append(result.trajectory)

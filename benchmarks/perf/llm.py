@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--no-raw", action="store_true", help="skip the raw llama-cpp baseline rows")
     parser.add_argument("--no-transformers", action="store_true", help="skip the transformers backend row")
+    parser.add_argument("--torch-threads", type=int, default=0, help="torch threads (default: the free cores)")
     parser.add_argument("--out", help="append the rows as JSON lines to this file")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -198,8 +199,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
         note = f"converted once in {report['seconds_total']:.0f} s (GGUF read {report['seconds_read_gguf']:.0f} s)"
         if waited > 5:
             note += " - this run"
+        import torch
+
+        from cave.llm.local import auto_threads
+
+        # torch's OpenMP threads suffer from a busy machine as llama.cpp's do: use the free cores
+        torch.set_num_threads(args.torch_threads or auto_threads())
         rows.append(bench_backend("transformers", lambda: TransformersLLM(path), repeat, max_tokens, filler))
-        rows[-1].note = note
+        rows[-1].model, rows[-1].note = "smollm2", note + f", fp32, torch threads {torch.get_num_threads()}"
     print()
     print(f"# {platform.node()} {platform.processor() or platform.machine()} cores={os.cpu_count()}")
     print_table(rows)

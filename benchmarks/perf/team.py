@@ -216,7 +216,10 @@ def print_table(rows: list[Row], title: str) -> None:
         base = f"{r.baseline:.3g} {r.unit} ({r.baseline_name})" if r.baseline is not None else "—"
         ratio = f"{r.ratio:.2f}x" if r.ratio is not None else "—"
         table.add_row(r.name, f"{r.value:.3g} {r.unit}", base, ratio, r.note)
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # a pipe or a log file: do not wrap the table at 80 columns
+        console = Console(width=140)
+    console.print(table)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -240,7 +240,11 @@ def _agent_classes() -> tuple[type, type, type]:
                 runtime.inject_function(self._tool_function(t))
             runtime.inject_type(ToolError)
             instructions = CODE_INSTRUCTIONS.format(policy=self.domain_policy)
+            # The policy and the tool list both live in the system prompt: give them most of the window.
+            window = int(getattr(self.ctx.llm, "context_window", 8192) or 8192)
+            budget = max(2000, int(window * 0.6), self.ctx.llm.count_tokens(instructions) + 1500)
             return Agent(
+                prompt_budget=budget,
                 model=self.ctx.llm,
                 runtime=runtime,
                 max_steps=self.ctx.max_steps,

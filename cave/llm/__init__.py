@@ -6,6 +6,9 @@
 torch, transformers, vllm) are imported only when a backend that needs them is built.
 """
 
+from pathlib import Path
+from typing import Any
+
 from cave.llm.base import (
     BACKENDS,
     LLM,
@@ -25,7 +28,7 @@ from cave.llm.openai import OpenAICompatible
 from cave.llm.vllm import VLLMEngine
 
 
-def hf_checkpoint(name: str = "smollm2", **options):  # noqa: ANN201 - thin lazy re-export
+def hf_checkpoint(name: str = "smollm2", **options: Any) -> Path:
     """A plain HF checkpoint of an embedded model, converted once (see ``cave.llm.convert``)."""
     from cave.llm.convert import hf_checkpoint as convert
 

@@ -16,6 +16,7 @@ before a stop string, while ``token_ids`` end with the token that completed the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -400,15 +401,17 @@ class TransformersLLM(LLM):
             "seed": seed if seed is not None else self.seed,
             "stop": list(stop or []),
         }
-        async for item in iterate_in_thread(self._generate(prompt_ids, options, cancel), cancel):
-            if isinstance(item, Completion) and tools:
-                from cave.llm.local import _tool_names, parse_tool_calls
+        # aclosing: if the caller stops early, the worker is told to stop (and frees the model) at once
+        async with contextlib.aclosing(iterate_in_thread(self._generate(prompt_ids, options, cancel), cancel)) as items:
+            async for item in items:
+                if isinstance(item, Completion) and tools:
+                    from cave.llm.local import _tool_names, parse_tool_calls
 
-                item.text, calls = parse_tool_calls(item.text, _tool_names(tools))
-                item.tool_calls = calls or None
-                if calls:
-                    item.finish_reason = "tool_calls"
-            yield item
+                    item.text, calls = parse_tool_calls(item.text, _tool_names(tools))
+                    item.tool_calls = calls or None
+                    if calls:
+                        item.finish_reason = "tool_calls"
+                yield item
 
     def _generate(
         self, prompt_ids: list[int], options: dict[str, Any], cancel: threading.Event

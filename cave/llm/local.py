@@ -21,12 +21,14 @@ transformers backend when they are needed.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import os
 import random
 import re
 import threading
 import time
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -228,6 +230,8 @@ class LocalLLM(LLM):
         )
         self.last_threads = self.n_threads or cpu_count()
         self._lock = threading.Lock()  # one generation at a time per loaded model
+        # Free the model before interpreter teardown: llama-cpp's own __del__ then fails noisily.
+        self._finalizer = weakref.finalize(self, self._llm.close)
 
     # -- prompt -----------------------------------------------------------------------------
     def render(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> str:
@@ -270,13 +274,14 @@ class LocalLLM(LLM):
         cancel = threading.Event()
         gen = self._generate(prompt_ids, min(max_tokens, room), temperature, list(stop or []), seed, sampling, cancel)
         try:
-            async for item in iterate_in_thread(gen, cancel):
-                if isinstance(item, Completion) and tools:
-                    text, calls = parse_tool_calls(item.text, _tool_names(tools))
-                    item.text, item.tool_calls = text, calls or None
-                    if calls:
-                        item.finish_reason = "tool_calls"
-                yield item
+            async with contextlib.aclosing(iterate_in_thread(gen, cancel)) as items:
+                async for item in items:
+                    if isinstance(item, Completion) and tools:
+                        text, calls = parse_tool_calls(item.text, _tool_names(tools))
+                        item.text, item.tool_calls = text, calls or None
+                        if calls:
+                            item.finish_reason = "tool_calls"
+                    yield item
         finally:
             cancel.set()
 
@@ -338,10 +343,10 @@ class LocalLLM(LLM):
         )
 
     async def aclose(self) -> None:
-        llm, self._llm = getattr(self, "_llm", None), None
-        if llm is not None:
+        if getattr(self, "_llm", None) is not None:
             with self._lock:
-                llm.close()
+                self._finalizer()  # closes the model once, however often aclose is called
+                self._llm = None
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

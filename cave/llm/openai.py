@@ -15,6 +15,7 @@ for per-token logprobs; plain OpenAI servers reject those extras, so both are of
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import json
 import os
@@ -203,8 +204,9 @@ class OpenAICompatible(LLM):
                 )
             acc = _Accumulator(self.model)
             try:
-                async for item in self._attempt(messages, options, acc):
-                    yield item
+                async with contextlib.aclosing(self._attempt(messages, options, acc)) as attempt_items:
+                    async for item in attempt_items:  # closed with us if the caller stops early
+                        yield item
                 return
             except _Retry as e:
                 if acc.emitted:  # text already reached the caller: a retry would duplicate it

@@ -30,7 +30,7 @@ def sample(category: str) -> list:
 
 
 @pytest.mark.parametrize("agent", ["code", "json"])
-@pytest.mark.parametrize("category", SINGLE + ["multi_turn_base"])
+@pytest.mark.parametrize("category", SINGLE + ["multi_turn_base", "multi_turn_miss_func"])
 def test_gold_calls_score_100_percent(category: str, agent: str) -> None:
     for entry in sample(category):
         result = run_entry(entry, agent, Scripted(gold_replies(entry, agent)))
@@ -180,3 +180,13 @@ def test_cli_bfcl_runs_and_writes_results(tmp_path) -> None:
     # A model that never calls anything passes irrelevance and fails simple.
     assert all(r["valid"] == (r["category"] == "irrelevance") for r in rows)
     assert json.loads((out / "summary.json").read_text())["overall"] == {"code": 0.5, "json": 0.5}
+
+
+def test_code_agent_prompt_describes_every_function() -> None:
+    entry = load_category("multi_turn_base", ids=["multi_turn_base_0"])[0]  # file system + twitter: ~30 functions
+    llm = Scripted(gold_replies(entry, "code"))
+    run_entry(entry, "code", llm)
+    system = llm.calls[0][0]["content"]
+    assert "more names not shown" not in system
+    missing = [f["name"] for f in entry.functions if f"- {f['name']}(" not in system]
+    assert not missing

@@ -80,6 +80,8 @@ def test_cli_writes_entries_and_summary(tmp_path, suite_args, capsys) -> None:
     assert bench_main([*suite_args, "--agent", "code,json", "--out", str(out), "-q"]) == 0
     rows = [json.loads(line) for line in (out / "entries.jsonl").read_text().splitlines()]
     assert {(r["agent"], r["size"]) for r in rows} == {("code", 100), ("code", 1000), ("json", 100), ("json", 1000)}
+    trajectories = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert len(trajectories) == 4 and all(t["trajectory"]["steps"] for t in trajectories)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["overall"] == {"code": 1.0, "json": 0.5}
     printed = capsys.readouterr().out

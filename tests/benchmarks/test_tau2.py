@@ -117,3 +117,17 @@ def test_cli_tau2_runs_and_reports_pass_hat_k(tmp_path) -> None:
     assert len(rows) == 4 and {r["trial"] for r in rows} == {0, 1}
     group = json.loads((out / "summary.json").read_text())["groups"][0]
     assert "pass^1" in group and "pass^2" in group
+
+
+def test_code_agent_prompt_carries_the_policy_and_every_tool() -> None:
+    # Airline's policy is long; the tool list must still be described in full next to it.
+    task = load_tasks("airline", limit=1)[0]
+    llm = Scripted(['```python\nfinal_answer("Could you give me your user id?")\n```'], context_window=32_768)
+    stop = Scripted(["I need to change my flight.", "Bye. ###STOP###"])
+    run_task("airline", task, "code", llm, stop)
+    from tau2.registry import registry
+
+    tools = registry.get_env_constructor("airline")().get_tools()
+    system = llm.calls[0][0]["content"]
+    assert "<policy>" in system and "more names not shown" not in system
+    assert all(f"- {t.name}(" in system for t in tools), [t.name for t in tools if f"- {t.name}(" not in system]

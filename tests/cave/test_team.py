@@ -575,3 +575,85 @@ def test_team_main_shows_each_roles_steps(tmp_path):
     assert "⇢ by_region: analyst → reviewer" in out
     assert "analyst step 0" in out and "reviewer step 1 (verdict" in out
     assert "team run" in out and "success" in out
+
+
+def test_inputs_are_private_per_runtime_unless_shared():
+    mutate = Scripted(lambda m: code("sales['units'] = 0\nfinal_answer(int(sales['units'].sum()))"))
+    read = Scripted(lambda m: code("final_answer(int(sales['units'].sum()))"))
+    sales = pd.DataFrame({"units": [1, 2, 3]})
+    roles = [{"name": "a", "backend": "m"}, {"name": "b", "backend": "r"}]
+    team = Team.build(roles, "sequential", backends={"m": mutate, "r": read})
+    result = team.run("go", inputs={"sales": sales})
+    assert result.answer == 6  # b saw the data as given, not a's change
+    assert list(sales["units"]) == [1, 2, 3]  # the caller's object is untouched
+
+    team = Team.build(roles, "sequential", backends={"m": mutate, "r": read}, share_inputs=True)
+    result = team.run("go", inputs={"sales": sales})
+    assert result.answer == 0 and list(sales["units"]) == [0, 0, 0]  # zero-copy: one live object
+
+
+def test_declared_outputs_bind_the_answer_or_fail_the_turn():
+    # One declared output and final_answer(value) without the variable: the value is handed on under that name.
+    team = Team.build(
+        [
+            {"name": "a", "backend": "a", "output": {"publishes": {"table": "the result"}}},
+            {"name": "b", "backend": "b"},
+        ],
+        "sequential",
+        backends={
+            "a": Scripted([code("t = [1, 2, 3]\nfinal_answer(t)")]),
+            "b": Scripted([code("final_answer(sum(table))")]),
+        },
+    )
+    result = team.run("go")
+    assert result.answer == 6 and result.trajectory.meta["outputs_from_answer"][0]["name"] == "table"
+
+    # Two declared outputs, one missing: the turn fails the contract; the loop retries with the reason.
+    worker = Scripted([code("x = 1\nfinal_answer(x)"), code("x = 1\ny = 2\nfinal_answer(x + y)")])
+    team = Team.build(
+        [
+            {"name": "w", "backend": "w", "output": {"publishes": {"x": "", "y": ""}}},
+            {"name": "c", "backend": "c"},
+        ],
+        {"name": "loop", "on_role_error": "skip"},
+        backends={"w": worker, "c": Scripted([code("verdict(approve=x + y == 3)")])},
+    )
+    result = team.run("go")
+    assert (result.status, result.answer) == ("success", 3)
+    first = result.trajectory.meta["calls"][0]
+    assert first["status"] == "missing_output" and "y" in first["decision_error"]
+    assert "Your previous turn failed: the turn ended without y" in last_user(worker.calls[1])
+    assert result.trajectory.steps[0].meta["format_ok"] is False
+
+
+def test_team_main_json_mode_and_exit_codes(tmp_path, capsys):
+    import json
+
+    from cave.store import Store
+    from cave.team import is_team_task
+
+    path = team_task(tmp_path, DATA_TEAM)
+    assert is_team_task(path) and not is_team_task(tmp_path / "data" / "sales.csv")
+    with Store(tmp_path / "cave.db") as store:
+        assert team_main(path, store=store, mode="json") == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["status"] == "success" and summary["roles"] == {"analyst": 1, "reviewer": 1}
+    assert summary["outputs"]["by_region"].endswith("by_region.csv")
+
+    bad = write(tmp_path / "bad.yaml", "task: x\nteam:\n  roles: [nobody]\n")
+    assert team_main(bad, mode="quiet") == 2
+    assert "unknown role 'nobody'" in capsys.readouterr().err
+
+
+def test_role_skills_are_installed_in_that_roles_runtime_only():
+    with_skill = Scripted([code("final_answer(callable(activate_skill))")])
+    without = Scripted([code("final_answer('activate_skill' in globals())")])
+    team = Team.build(
+        [{"name": "a", "backend": "a", "skills": ["dataframe-analysis"]}, {"name": "b", "backend": "b"}],
+        "sequential",
+        backends={"a": with_skill, "b": without},
+    )
+    result = team.run("go")
+    assert [c["answer"] for c in result.trajectory.meta["calls"]] == ["True", "False"]
+    assert "dataframe-analysis" in with_skill.calls[0][0]["content"]  # listed in a's system prompt
+    assert "dataframe-analysis" not in without.calls[0][0]["content"]

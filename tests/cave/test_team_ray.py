@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -14,22 +14,21 @@ from cave.llm.base import Scripted  # noqa: E402
 from cave.team import LocalPool, Team  # noqa: E402
 from cave.team_ray import RayTeamPool  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 @pytest.fixture(scope="module")
 def local_ray():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    # Workers import this test module to unpickle the reply functions: give them the repository on their path.
-    ray.init(
-        num_cpus=2,
-        include_dashboard=False,
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "RAY_AUTH_MODE": "disabled"}},
-    )
+    # The workers cannot import this test module: send its functions (the Scripted replies) by value.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
-    ray.shutdown()
+    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    if started:
+        ray.shutdown()
 
 
 def solver(messages):

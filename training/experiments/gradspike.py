@@ -475,7 +475,13 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
             for agent in agents:
                 cmp["ratio_to_grpo"][agent] = {
                     k: _ratio(agg[agent][k]["mean"], base[agent][k]["mean"])
-                    for k in ("max_over_median", "max_over_median_after_warmup", "local_spike")
+                    for k in (
+                        "max_over_median",
+                        "max_over_median_after_warmup",
+                        "local_spike",
+                        "grad_norm_max",
+                        "grad_norm_median",
+                    )
                 }
             cmp["reward_mean_diff"] = agg["reward_mean"]["mean"] - base["reward_mean"]["mean"]
             cmp["reward_final_diff"] = agg["reward_final"]["mean"] - base["reward_final"]["mean"]
@@ -485,7 +491,10 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
             if "probe" in out and est in out["probe"]:
                 pb, pe = out["probe"]["grpo"], out["probe"][est]
                 cmp["probe_ratio_to_grpo"] = {
-                    a: {k: _ratio(pe[a][k]["mean"], pb[a][k]["mean"]) for k in ("max_over_median", "adv_sq_mean")}
+                    a: {
+                        k: _ratio(pe[a][k]["mean"], pb[a][k]["mean"])
+                        for k in ("max_over_median", "grad_norm_max", "grad_norm_median", "adv_sq_mean")
+                    }
                     for a in agents
                 }
             out["vs_grpo"][est] = cmp
@@ -657,7 +666,7 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
         f"{cfg.iterations} iterations, N={cfg.rollouts_per_prompt}"
     )
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
@@ -761,15 +770,24 @@ def print_table(summary: dict[str, Any], cfg: Config) -> None:
                 )
     print()
     for est, cmp in summary.get("vs_grpo", {}).items():
-        parts = [f"{a} {r['max_over_median']:.2f}x" for a, r in cmp["ratio_to_grpo"].items() if r["max_over_median"]]
-        probe = cmp.get("probe_ratio_to_grpo", {})
-        pparts = [f"{a} {r['max_over_median']:.2f}x" for a, r in probe.items() if r["max_over_median"]]
+        print(f"{est} / grpo, per agent (training runs | paired probe):")
+        for agent in agents:
+            t, p = cmp["ratio_to_grpo"][agent], cmp.get("probe_ratio_to_grpo", {}).get(agent, {})
+            line = " ".join(f"{k}={_x(t.get(k))}" for k in ("max_over_median", "grad_norm_max", "grad_norm_median"))
+            if p:
+                line += " | " + " ".join(
+                    f"{k}={_x(p.get(k))}" for k in ("max_over_median", "grad_norm_max", "adv_sq_mean")
+                )
+            print(f"  {agent:>8}: {line}")
         print(
-            f"{est} / grpo: max/median training {', '.join(parts)}"
-            + (f"; probe {', '.join(pparts)}" if pparts else "")
-            + f"; reward diff {cmp['reward_mean_diff']:+.3f} (mean), {cmp['reward_final_diff']:+.3f} (final); "
-            f"target (training max/median <= 0.5x for both agents) met: {cmp['meets_target_max_over_median_le_0.5x']}"
+            f"  reward diff {cmp['reward_mean_diff']:+.3f} (mean over iterations), {cmp['reward_final_diff']:+.3f} "
+            f"(last 20%); target (max/median <= 0.5x grpo's for both agents) met: "
+            f"{cmp['meets_target_max_over_median_le_0.5x']}"
         )
+
+
+def _x(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}x"
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -815,6 +833,8 @@ def replot(run_dir: Path) -> dict[str, Any]:
     task = next(t for t, toy in TASKS.items() if set(toy.agents) == set(rows[0]["agents"]))
     cfg = replace(cfg, task=task, seeds=tuple(sorted({r["seed"] for r in rows})), out=str(run_dir))
     summary = summarize(rows, cfg)
+    if (run_dir / "summary.json").exists():
+        summary["seconds"] = json.loads((run_dir / "summary.json").read_text()).get("seconds")
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     plot(rows, summary, cfg, run_dir / "gradspike.png")
     print_table(summary, cfg)

@@ -156,6 +156,14 @@ def test_backend_on_a_live_model_streams_usage_and_restores_train_mode(tiny: tup
         model.lm_head.weight.add_(0.5 * torch.randn_like(model.lm_head.weight))
     after = asyncio.run(llm.complete(MSGS, max_tokens=20, temperature=0.8, seed=4))
     assert after.logprobs != before
+
+    async def give_up_then_ask_again() -> Completion:
+        async for item in llm.stream(MSGS, max_tokens=200, temperature=1.0, seed=1):
+            if isinstance(item, TextDelta):
+                break  # the caller stops reading: the worker must stop and release the model
+        return await asyncio.wait_for(llm.complete(MSGS, max_tokens=3), timeout=30)
+
+    assert asyncio.run(give_up_then_ask_again()).usage.completion_tokens == 3
     model.eval()
 
 

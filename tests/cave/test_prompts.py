@@ -1,0 +1,139 @@
+"""Prompt rendering, code extraction, observation formatting and truncation."""
+
+from __future__ import annotations
+
+import doctest
+
+import pytest
+
+from cave import prompts
+from cave.prompts import (
+    extract_code,
+    format_execution,
+    guard_code,
+    render_system_prompt,
+    trim_traceback,
+    truncate_middle,
+    unclosed_code,
+)
+from runtimes.base import ExecError, Execution, VariableInfo
+
+
+def test_doctests():
+    result = doctest.testmod(prompts)
+    assert result.attempted > 10 and result.failed == 0
+
+
+# -- system prompt -------------------------------------------------------------------------------
+def infos() -> list[VariableInfo]:
+    return [
+        VariableInfo("sales", "pandas.DataFrame", "variable", "60 rows x 6 columns; region: str", "orders", True),
+        VariableInfo("lookup", "function", "function", "lookup(key: str) -> int — Find a key.", None, True),
+        VariableInfo("Point", "type", "type", "class Point — dataclass fields: x: int, y: int", None, True),
+        VariableInfo("total", "int", "variable", "42", None, False),
+        VariableInfo("pd", "module", "module", "module pandas 3.1.0", None, False),
+        VariableInfo("final_answer", "function", "function", "final_answer(value)", None, True),
+    ]
+
+
+def test_sections_list_functions_types_given_and_created_variables():
+    p = render_system_prompt(infos(), instructions="INSTR")
+    assert p.startswith("INSTR\n\n## Functions you can call\n- lookup(key: str) -> int — Find a key.")
+    assert "## Types you can use\n- Point: type - class Point — dataclass fields: x: int, y: int" in p
+    assert "## Variables given to you\n- sales: pandas.DataFrame - 60 rows x 6 columns; region: str\n  orders" in p
+    assert "## Variables you created\n- total: int - 42" in p
+    assert "## Modules you imported\npd (pandas)" in p
+    assert "final_answer" not in p  # described by the instructions, not listed as state
+
+
+def test_budget_shrinks_previews_before_dropping_names():
+    many = [
+        VariableInfo(f"v{i}", "list", "variable", "list len 3 of int " + "x" * 200, f"desc {i}", True)
+        for i in range(20)
+    ]
+    full = render_system_prompt(many, instructions="I")
+    short = render_system_prompt(many, instructions="I", budget_tokens=prompts.estimate_tokens(full) // 2)
+    assert all(f"- v{i}: list" in short for i in range(20))  # every name kept, previews cut
+    assert prompts.estimate_tokens(short) <= prompts.estimate_tokens(full) // 2
+    tiny = render_system_prompt(many, instructions="I", budget_tokens=60)
+    assert prompts.estimate_tokens(tiny) <= 60
+    assert "more names not shown" in tiny
+
+
+def test_extra_sections_follow_the_instructions():
+    p = render_system_prompt([], instructions="I", extra_sections=["## Skills\n- a"])
+    assert p == "I\n\n## Skills\n- a"
+
+
+# -- code extraction -----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "blocks"),
+    [
+        ("```python\na = 1\n```", ["a = 1"]),
+        ("x\n```py\na = 1\n```\ny\n```\nb = 2\n```", ["a = 1", "b = 2"]),
+        ("```python\n    indented = 1\n```", ["indented = 1"]),
+        ("```bash\nls\n```\n```python\nz = 3\n```", ["z = 3"]),
+        ("```python\n\n```", []),
+        ("Use `final_answer(x)` inline.", []),
+        ("```python\ncut = [1,", ["cut = [1,"]),
+        ("```python\na = '```'\n```", ["a = '```'"]),
+    ],
+)
+def test_extract_code(text, blocks):
+    assert extract_code(text) == blocks
+
+
+def test_unclosed_code_only_for_code_fences():
+    assert unclosed_code("```bash\nls") is None
+    assert unclosed_code("```python\nx = 1\n```\n```python\ny") == "y"
+
+
+# -- truncation ----------------------------------------------------------------------------------
+def test_truncate_middle_keeps_both_ends_and_says_how_much_was_cut():
+    text = "\n".join(f"row {i}" for i in range(10_000))
+    out = truncate_middle(text, 1000)
+    assert out.startswith("row 0\nrow 1\n") and out.endswith("row 9999")
+    assert len(out) <= 1000
+    dropped = int(out.split("... [")[1].split(" characters")[0])
+    kept = len(out) - len(out[out.index("\n... [") : out.index("] ...\n") + 6])
+    assert dropped + kept == len(text)
+
+
+def test_trim_traceback_keeps_the_last_frames():
+    tb = "Traceback (most recent call last):\n"
+    tb += "".join(f'  File "<cell-1>", line {i}, in f\n    f()\n' for i in range(10))
+    tb += "RecursionError: too deep"
+    out = trim_traceback(tb, max_frames=3)
+    assert out.count('File "<cell-1>"') == 3 and "line 9" in out and "line 0" not in out
+    assert "(7 frames omitted)" in out and out.endswith("RecursionError: too deep")
+
+
+def test_format_execution_parts():
+    ex = Execution(stdout="a\n", stderr="warn\n", result="3", error=ExecError("ValueError", "bad", "ValueError: bad"))
+    assert format_execution(ex) == "a\n[stderr]\nwarn\nOut: 3\nValueError: bad"
+    timed = Execution(timed_out=True, recovery="interrupted")
+    assert "TimeoutError" in format_execution(timed)
+    crashed = Execution(error=ExecError("DeadKernel", "died"), recovery="crashed")
+    assert "restored" in format_execution(crashed)
+
+
+def test_huge_error_message_is_truncated_not_dropped():
+    ex = Execution(error=ExecError("ValueError", "x", "ValueError: " + "y" * 50_000 + " END"))
+    out = format_execution(ex, limit=2000)
+    assert out.startswith("ValueError: yyy") and out.endswith("END") and len(out) < 1500
+
+
+def test_error_hints():
+    ex = Execution(error=ExecError("AttributeError", "'Series' object has no attribute 'lower'", "AttributeError: ..."))
+    assert "Hint: string methods of a Series are under .str" in format_execution(ex)
+
+
+# -- guards --------------------------------------------------------------------------------------
+def test_guard_keeps_line_numbers_and_legitimate_code():
+    src = "x = 1\ndef final_answer(v):\n    return v\ny = undefined"
+    out, notes = guard_code(src)
+    assert out.splitlines()[3] == "y = undefined" and out.splitlines()[1] == ""
+    assert len(notes) == 1
+    assert guard_code("final_answer(df.describe())", ["df"]) == ("final_answer(df.describe())", [])
+    assert guard_code("df = df[df.x > 1]", ["df"]) == ("df = df[df.x > 1]", [])
+    assert guard_code("other = pd.DataFrame({'a': [1]})", ["df"])[1] == []

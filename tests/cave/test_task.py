@@ -1,0 +1,209 @@
+"""task.yaml: the schema, the error messages (file:line, field, fix), loading inputs."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cave.task import TaskError, json_schema, load_task, resolve_inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples").glob("*/task.yaml"))
+
+
+def write(tmp_path: Path, text: str, name: str = "task.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return path
+
+
+def errors_of(path: Path) -> str:
+    with pytest.raises(TaskError) as info:
+        load_task(path)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
+def test_shipped_examples_are_valid_and_their_inputs_load(path):
+    task = load_task(path)
+    inputs = resolve_inputs(task)
+    assert inputs
+    assert task.spec.outputs
+    assert task.spec.model.backend == "local"  # they run on the embedded model
+
+
+def test_at_least_three_examples_ship_with_data():
+    assert {"sales", "sqlite", "cleaning"} <= {p.parent.name for p in EXAMPLES}
+
+
+def test_minimal_task_gets_defaults(tmp_path):
+    task = load_task(write(tmp_path, "task: say hi\n"))
+    assert task.spec.model.backend == "local" and task.spec.runtime.kind == "inprocess"
+    assert task.spec.max_steps == 8 and task.prompt() == "say hi"
+
+
+def test_shorthands_and_backend_options(tmp_path):
+    task = load_task(
+        write(
+            tmp_path,
+            """
+            task: t
+            model: {backend: openai, base_url: "http://127.0.0.1:8000/v1", model: qwen, max_tokens: 100}
+            runtime: kernel
+            """,
+        )
+    )
+    assert task.spec.runtime.kind == "kernel"
+    assert task.spec.model.options == {"base_url": "http://127.0.0.1:8000/v1", "model": "qwen"}
+    assert task.spec.model.max_tokens == 100
+
+
+def test_prompt_names_the_outputs(tmp_path):
+    task = load_task(
+        write(
+            tmp_path,
+            """
+            task: do it
+            outputs:
+              summary: {description: a DataFrame of totals}
+              answer: {variable: final_answer}
+            """,
+        )
+    )
+    assert (
+        task.prompt()
+        == "do it\n\nBefore calling final_answer, store your results in these variables:\n- `summary`: a DataFrame of totals"
+    )
+
+
+# -- errors: file, line, field, fix --------------------------------------------------------------
+def test_yaml_syntax_error_gives_line_and_column(tmp_path):
+    path = write(tmp_path, "task: ok\ninputs:\n  sales: [file: x\nmax_steps: 3\n")
+    msg = errors_of(path)
+    assert msg.startswith(f"{path}:") and "YAML syntax error" in msg and "fix:" in msg
+    assert msg.split(":")[1] in {"3", "4"}
+
+
+def test_missing_task_field(tmp_path):
+    path = write(tmp_path, "max_steps: 3\n")
+    msg = errors_of(path)
+    assert f"{path}:1: task: required field is missing" in msg
+    assert "fix: add `task: " in msg
+
+
+def test_unknown_field_suggests_the_closest_one(tmp_path):
+    path = write(tmp_path, "task: t\ninputs:\n  sales:\n    fiel: data.csv\n")
+    msg = errors_of(path)
+    assert f"{path}:4: inputs.sales.fiel: unknown field `fiel`" in msg
+    assert "did you mean `file`?" in msg
+
+
+def test_top_level_typo(tmp_path):
+    msg = errors_of(write(tmp_path, "task: t\nmax_step: 3\n"))
+    assert ":2: max_step: unknown field" in msg and "did you mean `max_steps`?" in msg
+
+
+def test_missing_input_file_points_at_its_line(tmp_path):
+    path = write(tmp_path, "task: t\ninputs:\n  sales:\n    file: data/nope.csv\n")
+    msg = errors_of(path)
+    assert f"{path}:4: inputs.sales.file: file not found: {tmp_path / 'data' / 'nope.csv'}" in msg
+    assert "fix: paths are relative to the task file's folder" in msg
+
+
+def test_wrong_types_and_ranges(tmp_path):
+    msg = errors_of(write(tmp_path, "task: t\nmax_steps: many\nmodel:\n  temperature: 9\n"))
+    assert ":2: max_steps:" in msg and ":4: model.temperature:" in msg  # every problem, not only the first
+
+
+def test_unknown_backend_and_runtime(tmp_path):
+    msg = errors_of(write(tmp_path, "task: t\nmodel:\n  backend: olama\nruntime: docker\n"))
+    assert ":3: model.backend: unknown backend 'olama'" in msg and "local" in msg
+    assert ":4: runtime" in msg and "unknown runtime 'docker'" in msg
+
+
+def test_input_needs_exactly_one_source(tmp_path):
+    msg = errors_of(write(tmp_path, "task: t\ninputs:\n  x: {url: 'sqlite://', value: 3}\n  y: {}\n"))
+    assert "give exactly one of file, url, function, value" in msg
+    assert msg.count("give exactly one") == 2
+
+
+def test_bad_names_and_import_paths(tmp_path):
+    msg = errors_of(write(tmp_path, "task: t\ninputs:\n  my-table: {value: 1}\n"))
+    assert ":2: inputs: input name 'my-table' is not a Python identifier" in msg
+    msg = errors_of(write(tmp_path, "task: t\ninputs:\n  f: {function: not a path}\n"))
+    assert ":3: inputs.f.function: import path 'not a path' must look like 'package.module:function'" in msg
+
+
+def test_sqlite_url_is_checked(tmp_path):
+    msg = errors_of(write(tmp_path, "task: t\ninputs:\n  db: {url: 'sqlite:///missing.db'}\n  e: {url: 'not a url'}\n"))
+    assert "SQLite database not found" in msg and "not a SQLAlchemy URL" in msg
+
+
+def test_empty_and_non_mapping_files(tmp_path):
+    assert "must be a mapping" in errors_of(write(tmp_path, "- a\n- b\n"))
+    assert "no such task file" in errors_of(tmp_path / "absent.yaml")
+    assert "task text is empty" in errors_of(write(tmp_path, "task: '   '\n"))
+
+
+# -- inputs --------------------------------------------------------------------------------------
+def test_inputs_load_as_live_objects(tmp_path):
+    (tmp_path / "data").mkdir()
+    pd.DataFrame({"a": [1, 2]}).to_csv(tmp_path / "data" / "t.csv", index=False)
+    pd.DataFrame({"b": [3.0]}).to_parquet(tmp_path / "data" / "t.parquet")
+    (tmp_path / "data" / "t.jsonl").write_text('{"c": 1}\n{"c": 2}\n')
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / "data" / "db.sqlite")
+    con.execute("create table t (x int)")
+    con.commit()
+    con.close()
+    (tmp_path / "helpers.py").write_text("def double(x: int) -> int:\n    '''Twice x.'''\n    return 2 * x\n")
+    path = write(
+        tmp_path,
+        """
+        task: t
+        inputs:
+          csv: {file: data/t.csv}
+          pq: {file: data/t.parquet}
+          js: {file: data/t.jsonl}
+          db: {url: "sqlite:///data/db.sqlite", description: a database}
+          double: {function: "helpers:double"}
+          limit: {value: [1, 2]}
+        """,
+    )
+    inputs = resolve_inputs(load_task(path))
+    assert list(inputs["csv"][0]["a"]) == [1, 2]
+    assert list(inputs["pq"][0]["b"]) == [3.0]
+    assert list(inputs["js"][0]["c"]) == [1, 2]
+    from sqlalchemy import inspect
+
+    assert inspect(inputs["db"][0]).get_table_names() == ["t"]
+    assert inputs["db"][1] == "a database"
+    assert inputs["double"][0](4) == 8
+    assert inputs["limit"][0] == [1, 2]
+
+
+def test_input_that_fails_to_load_points_at_its_line(tmp_path):
+    (tmp_path / "bad.parquet").write_text("not parquet")
+    (tmp_path / "x.txt").write_text("hello")
+    path = write(
+        tmp_path, "task: t\ninputs:\n  a: {file: bad.parquet}\n  b:\n    file: x.txt\n  c: {function: 'nosuchmod:f'}\n"
+    )
+    with pytest.raises(TaskError) as info:
+        resolve_inputs(load_task(path))
+    msg = str(info.value)
+    assert f"{path}:3: inputs.a:" in msg
+    assert f"{path}:4: inputs.b:" in msg and "set `format: csv|parquet|json`" in msg
+    assert f"{path}:6: inputs.c: ModuleNotFoundError" in msg
+
+
+def test_json_schema_export():
+    schema = json_schema()
+    assert schema["title"] == "cave task file"
+    assert {"task", "model", "runtime", "inputs", "outputs", "skills", "max_steps", "seed"} <= set(schema["properties"])
+    assert schema["required"] == ["task"]
+    json.dumps(schema)  # serializable
