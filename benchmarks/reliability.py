@@ -30,8 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _attempts() -> dict[str, Any]:
     from runtimes import ProcessRuntime, SandboxRuntime, sandbox_problems
-    from tests.security.attempts import ATTEMPTS, HostContext, machine_facts, run_attempt
-    from tests.security.conftest import LIMITS
+    from tests.security.attempts import ATTEMPTS, LIMITS, HostContext, machine_facts, run_attempt
 
     host = HostContext()
     out: dict[str, Any] = {}

@@ -95,8 +95,9 @@ class ProcessRuntime(KernelRuntime):
 
     Options beyond ``KernelRuntime``'s: ``max_open_files`` (RLIMIT_NOFILE), ``max_processes`` (processes
     and threads of the kernel: a pids cgroup, else RLIMIT_NPROC), ``max_file_mb`` (largest file the code
-    may write), ``idle_cpu_limit_s`` (CPU seconds the kernel may burn outside cells over its life, e.g.
-    in threads a cell left running; past that it is killed and restarted at the next call),
+    may write), ``idle_cpu_limit_s`` (CPU seconds the kernel may burn outside cells, beyond 5% of a core,
+    summed over its life: threads a cell left running; past that it is killed and restarted at the next
+    call),
     ``cpu_grace_s`` (how far past ``cpu_time_limit_s`` a cell that ignores SIGXCPU may go before the host
     kills the kernel). Defaults: 2048 MB, 60 CPU-s per cell, 256 files, 256 processes, 1024 MB files.
 
@@ -142,8 +143,9 @@ class ProcessRuntime(KernelRuntime):
                 stacklevel=2,
             )
         self._kill_reason: str | None = None
-        self._cpu_mark: tuple[str, float] = ("idle", 0.0)  # ("cell" | "busy" | "idle", kernel CPU seconds then)
-        self._idle_cpu = 0.0  # CPU seconds the current kernel used outside requests
+        # ("cell" | "busy" | "idle", the kernel's CPU seconds then, monotonic time then)
+        self._cpu_mark: tuple[str, float, float] = ("idle", 0.0, time.monotonic())
+        self._idle_excess = 0.0  # CPU seconds used outside requests beyond IDLE_CPU_ALLOWANCE, this kernel
         _GUARD.watch(self)
 
     @property
@@ -190,8 +192,8 @@ class ProcessRuntime(KernelRuntime):
         kernel = super()._spawn()
         if self._cgroup is not None:
             kernel.cleanup = self._cgroup.kill_all
-        self._idle_cpu = 0.0
-        self._cpu_mark = ("idle", _cpu_seconds(_kernel_pid(kernel)))
+        self._idle_excess = 0.0
+        self._cpu_mark = ("idle", _cpu_seconds(_kernel_pid(kernel)), time.monotonic())
         return kernel
 
     async def _aexec_locked(self, code: str, timeout: float | None) -> Execution:
@@ -226,10 +228,11 @@ class ProcessRuntime(KernelRuntime):
         if kernel is None:
             return
         now = _cpu_seconds(_kernel_pid(kernel))
-        previous, since = self._cpu_mark
-        if previous == "idle" and now >= since:
-            self._idle_cpu += now - since
-        self._cpu_mark = (state, now)
+        previous, since, t0 = self._cpu_mark
+        wall = time.monotonic()
+        if previous == "idle":
+            self._idle_excess = max(0.0, self._idle_excess + _excess(now - since, wall - t0))
+        self._cpu_mark = (state, now, wall)
 
     def _check_cpu(self) -> None:
         """Called by the guard thread: kill the kernel if it is over a CPU budget."""
@@ -237,13 +240,13 @@ class ProcessRuntime(KernelRuntime):
         if kernel is None or not kernel.alive() or self._closed:
             return
         now = _cpu_seconds(_kernel_pid(kernel))
-        state, since = self._cpu_mark
+        state, since, t0 = self._cpu_mark
         reason = None
         if state == "cell" and self.cpu_time_limit_s is not None:
             if now - since > self.cpu_time_limit_s + self.cpu_grace_s:
                 reason = f"the cell used more than {self.cpu_time_limit_s:g} s of CPU time (cpu_time_limit_s) and did not stop at SIGXCPU"
         elif state == "idle" and self.idle_cpu_limit_s is not None:
-            if self._idle_cpu + now - since > self.idle_cpu_limit_s:
+            if self._idle_excess + _excess(now - since, time.monotonic() - t0) > self.idle_cpu_limit_s:
                 reason = (
                     f"the kernel used more than {self.idle_cpu_limit_s:g} s of CPU time while no cell was running "
                     "(idle_cpu_limit_s): a thread or process a cell left behind"
@@ -251,6 +254,14 @@ class ProcessRuntime(KernelRuntime):
         if reason and self._kernel is kernel:
             self._kill_reason = reason
             kernel.signal(signal.SIGKILL)
+
+
+IDLE_CPU_ALLOWANCE = 0.05  # share of a core an idle kernel may use (an idle ipykernel uses ~0)
+
+
+def _excess(cpu: float, wall: float) -> float:
+    """CPU seconds used beyond the idle allowance over ``wall`` seconds (a burning thread: ~95% of them)."""
+    return cpu - IDLE_CPU_ALLOWANCE * max(0.0, wall)
 
 
 def _kernel_pid(kernel: _Kernel) -> int:

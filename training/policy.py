@@ -387,15 +387,20 @@ class AgentPolicies:
 
     @torch.no_grad()
     def _with_old_logprobs(self, slot: ModelSlot, samples: list[Sample]) -> list[Sample]:
-        """Copies of ``samples`` whose old logprobs come from the current weights (before this update's steps)."""
+        """``samples`` with old logprobs from the current weights (before this update's steps), as copies.
+
+        Only the samples that lack them, unless ``recompute_old_logprobs`` (then all: verl's choice, which removes
+        any sampler/trainer numeric mismatch from the ratio).
+        """
+        todo = [i for i, s in enumerate(samples) if self.recompute_old_logprobs or s.old_logprobs is None]
+        out = list(samples)
         was_training = slot.model.training
         slot.model.eval()
-        out = []
-        size = slot.config.micro_batch_size or len(samples)
-        for part in _chunks(samples, size):
-            lp, _ = forward_logprobs(slot.model, collate(part, self.pad_token_id))
-            for i, s in enumerate(part):
-                out.append(dataclasses.replace(s, old_logprobs=lp[i, : len(s.response_ids)].tolist()))
+        for part in _chunks(todo, slot.config.micro_batch_size or len(todo)):
+            lp, _ = forward_logprobs(slot.model, collate([samples[i] for i in part], self.pad_token_id))
+            for row, i in enumerate(part):
+                n = len(samples[i].response_ids)
+                out[i] = dataclasses.replace(samples[i], old_logprobs=lp[row, :n].tolist())
         slot.model.train(was_training)
         return out
 

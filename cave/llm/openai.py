@@ -78,7 +78,7 @@ def backoff(attempt: int, base: float, cap: float, rng: random.Random | None = N
 
 def _hint(status: int | None, url: str, model: str) -> str:
     if status is None:
-        return f"check that the server is running and reachable at {url}"
+        return f"check that the server is running and reachable at {url}; if it is up but slow, raise timeout="
     if status in (401, 403):
         return "check the API key (api_key= or OPENAI_API_KEY) and that it may use this model"
     if status == 404:
@@ -248,7 +248,9 @@ class OpenAICompatible(LLM):
                     for delta in acc.feed_json(raw.decode("utf-8", "replace"), self):
                         yield delta
         except httpx.TransportError as e:  # refused, reset, timed out, protocol errors
-            raise _Retry(None, f"{type(e).__name__}: {e or 'connection failed'}") from e
+            # str(e) is empty for timeouts; say what happened instead of "ReadTimeout: ."
+            reason = str(e) or ("no answer in time" if isinstance(e, httpx.TimeoutException) else "connection failed")
+            raise _Retry(None, f"{type(e).__name__}: {reason}") from e
         yield acc.completion(self, messages)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.reliability import scenarios
-from tests.security.conftest import require_sandbox
+from tests.security.attempts import require_sandbox
 
 pytestmark = pytest.mark.timeout(180)
 

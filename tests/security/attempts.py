@@ -24,7 +24,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runtimes import sandbox_problems
 from runtimes.base import Execution, Runtime
+
+# Small limits so abuse is cheap to contain on a shared 2-core machine.
+LIMITS = dict(
+    timeout=5,
+    memory_limit_mb=512,
+    cpu_time_limit_s=2,
+    cpu_grace_s=1.0,
+    idle_cpu_limit_s=1.0,
+    max_file_mb=64,
+    max_processes=64,
+    interrupt_grace_s=0.5,
+)
+
+
+def require_sandbox() -> None:
+    """Skip where the sandbox cannot run (and say how to get it); in CI that is a failure instead."""
+    import pytest
+
+    problems = sandbox_problems()
+    if problems:
+        message = "the sandbox cannot run here: " + "; ".join(problems)
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI must install bubblewrap: apt-get install -y bubblewrap)")
+        pytest.skip(message)
+
 
 # -- the machine's facts (what process mode's outcome depends on) -------------------------------------------
 

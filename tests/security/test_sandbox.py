@@ -25,7 +25,7 @@ from runtimes import (
 )
 from runtimes import sandbox as sandbox_mod
 from runtimes.base import TransferError
-from tests.security.conftest import require_sandbox
+from tests.security.attempts import require_sandbox
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -270,3 +270,15 @@ def test_gradient_norm_probe_matches_the_update_and_changes_nothing():
     res = pol.update(samples, adv)["solver+verifier"]  # one step over the same samples: the same per-role norms
     assert res.role_grad_norms["solver"][0] == pytest.approx(probe["solver"], rel=1e-4)
     assert res.role_grad_norms["verifier"][0] == pytest.approx(probe["verifier"], rel=1e-4)
+
+
+def test_only_missing_old_logprobs_are_filled_unless_asked():
+    model = tiny_llama()
+    given = Sample([1, 2], [3], old_logprobs=[-9.0], agent_id="solver")
+    missing = Sample([1, 2], [4], agent_id="solver")
+    pol = AgentPolicies({"solver": model})
+    filled = pol._with_old_logprobs(pol.slot("solver"), [given, missing])
+    assert filled[0].old_logprobs == [-9.0] and filled[1].old_logprobs[0] < 0
+    assert missing.old_logprobs is None  # the caller's samples are not modified
+    pol = AgentPolicies({"solver": model}, recompute_old_logprobs=True)
+    assert pol._with_old_logprobs(pol.slot("solver"), [given])[0].old_logprobs != [-9.0]
