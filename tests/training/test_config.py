@@ -1,0 +1,102 @@
+"""The train config: valid files load; every mistake names the field and the fix, before any model loads."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from training.config import ConfigError, load_config, parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CI_CONFIG = ROOT / "training" / "configs" / "math_smollm2.yaml"
+BASE = {
+    "team": {
+        "roles": [{"name": "solver", "system": "solve"}, {"name": "verifier", "system": "check"}],
+        "pattern": {"name": "loop", "worker": "solver", "critic": "verifier"},
+    },
+    "data": {"prompts": [{"question": "1+1?", "answer": 2}]},
+}
+
+
+def bad(**changes) -> str:
+    data = copy.deepcopy(BASE)
+    for dotted, value in changes.items():
+        node = data
+        *path, last = dotted.split("__")
+        for p in path:
+            node = node.setdefault(p, {})
+        node[last] = value
+    with pytest.raises(ConfigError) as e:
+        parse_config(data, file="train.yaml")
+    return str(e.value)
+
+
+def test_the_ci_config_loads_without_loading_a_model():
+    cfg = load_config(CI_CONFIG)
+    assert cfg.team.role_names == ["solver", "verifier"]
+    assert cfg.agents["solver"].model == cfg.agents["verifier"].model == "base"
+    assert cfg.estimator == "drmas" and cfg.group_size == 2 and cfg.batch_size == 2 and cfg.steps == 2
+    assert Path(cfg.output_dir).is_absolute() and Path(cfg.output_dir).parent == CI_CONFIG.parent / "runs"
+    assert len(cfg.data.examples()) == 2
+    assert load_config(CI_CONFIG, steps=3).steps == 3
+
+
+def test_defaults_give_every_role_the_base_model():
+    cfg = parse_config(BASE)
+    assert set(cfg.agents) == {"solver", "verifier"} and cfg.models["base"].source == "smollm2"
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (
+            {"estimator": "drmass"},
+            "train.yaml: estimator: unknown estimator 'drmass'; known: drmas, grpo, pooled_calls",
+        ),
+        ({"reward": "judge"}, "train.yaml: reward: unknown reward 'judge'; known:"),
+        ({"group_size": 0}, "train.yaml: group_size: Input should be greater than or equal to 1"),
+        ({"agents": {"critic": {}}}, "agents.critic: no such role in the team (roles: solver, verifier); rename it"),
+        ({"agents": {"solver": {"model": "big"}}}, "agents.solver.model: 'big' is not a key of `models` (base)"),
+        (
+            {"agents": {"solver": {"lr": 1e-5}, "verifier": {"lr": 1e-6}}},
+            "shares model 'base' with solver but has different optimizer settings",
+        ),
+        ({"data": {}}, "data: no examples; give data.path (a JSONL file) or data.prompts (a list)"),
+        ({"data": {"path": "nope.jsonl"}}, "data.path: data file not found:"),
+        ({"stepz": 3}, "train.yaml: stepz: unknown field; check the spelling"),
+        ({"agents": {"solver": {"lr": 0}}}, "agents.solver.lr: Input should be greater than 0"),
+        ({"team__pattern": {"name": "lop"}}, "did you mean 'loop'?"),
+        ({"device": "tpu"}, "device: Input should be 'auto', 'cpu' or 'cuda'"),
+    ],
+)
+def test_errors_name_the_field_and_the_fix(changes, expected):
+    assert expected in bad(**changes)
+
+
+def test_missing_sections_and_bad_files(tmp_path):
+    with pytest.raises(ConfigError, match="data: required; add it"):
+        parse_config({"team": BASE["team"]}, file="t.yaml")
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "none.yaml")
+    (tmp_path / "x.yaml").write_text("team: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(tmp_path / "x.yaml")
+    (tmp_path / "d.jsonl").write_text('{"question": "a", "answer": 1}\nnot json\n')
+    data = {**BASE, "data": {"path": "d.jsonl"}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(data))
+    cfg = load_config(tmp_path / "c.yaml")
+    with pytest.raises(ConfigError, match=r"d.jsonl:2: data: not valid JSON"):
+        cfg.data.examples()
+
+
+def test_team_file_path_is_relative_to_the_config(tmp_path):
+    (tmp_path / "team.yaml").write_text(yaml.safe_dump(BASE["team"]))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({**BASE, "team": "team.yaml", "output_dir": "out"}))
+    cfg = load_config(tmp_path / "c.yaml")
+    assert cfg.team.role_names == ["solver", "verifier"] and cfg.output_dir == str(tmp_path / "out")
+    (tmp_path / "c2.yaml").write_text(yaml.safe_dump({**BASE, "team": "missing.yaml"}))
+    with pytest.raises(ConfigError, match="team file not found"):
+        load_config(tmp_path / "c2.yaml")

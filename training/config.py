@@ -1,0 +1,227 @@
+"""The `cave train` config (pydantic): team, per-agent models and optimizers, estimator, sizes, output.
+
+Every mistake is reported as ``FILE: FIELD: what is wrong; the fix`` before any model loads::
+
+    team: team.yaml                    # or an inline TeamSpec (roles, pattern, ...)
+    models:
+      base: {source: smollm2, train_layers: 2}     # an embedded model name or an HF directory
+    agents:                            # role -> its model and optimizer (roles may share a model)
+      solver: {model: base, lr: 1.0e-5}
+      verifier: {model: base, lr: 1.0e-5}
+    data: {path: problems.jsonl}       # or prompts: [{question: ..., answer: ...}]
+    reward: math_sympy
+    estimator: drmas                   # grpo | drmas | pooled_calls
+    group_size: 2                      # N team runs per prompt
+    batch_size: 2                      # prompts per step
+    steps: 2
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+
+from cave.team import TeamError, TeamSpec
+
+
+class ConfigError(ValueError):
+    """A bad train config: ``str()`` lists each problem as FILE: FIELD: message."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class ModelConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str = Field("smollm2", description="an embedded model name (smollm2, qwen) or an HF-format directory")
+    dtype: Literal["float32", "bfloat16"] = Field("float32", description="training dtype (fp32 on CPU)")
+    train_layers: int | None = Field(
+        None, ge=1, description="train only the last N decoder layers and the final norm (None: every parameter)"
+    )
+
+
+class AgentConfig(BaseModel):
+    """One role's policy: which model it acts with and how that model's optimizer steps."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("base", description="a key of `models`; roles naming the same key share one model")
+    lr: float = Field(1e-6, gt=0, description="AdamW learning rate (the Dr. MAS reference uses 1e-6)")
+    steps_per_iteration: int = Field(1, ge=1, description="optimizer steps per training step, whatever the samples")
+    grad_clip: float | None = Field(1.0, gt=0, description="max gradient norm (None: no clipping)")
+    weight_decay: float = Field(0.0, ge=0)
+    micro_batch_size: int | None = Field(None, ge=1, description="samples per forward/backward")
+
+    def optimizer_key(self) -> tuple:
+        return (self.lr, self.steps_per_iteration, self.grad_clip, self.weight_decay, self.micro_batch_size)
+
+
+class LossSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    clip_low: float = Field(0.2, ge=0)
+    clip_high: float = Field(0.2, ge=0)
+    dual_clip: float | None = Field(3.0, gt=1.0, description="cap on -A*ratio for A < 0 (None: off)")
+    kl_coef: float = Field(0.0, ge=0, description="k3 KL to a frozen copy of the initial model (0: no copy kept)")
+    entropy_coef: float = Field(0.0, ge=0)
+
+
+class DataConfig(BaseModel):
+    """The prompts: a JSONL file and/or inline examples; each example has the question and the reward's reference."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str | None = Field(None, description="a JSONL file, one example per line (relative to the config)")
+    prompts: list[dict[str, Any]] = Field(default_factory=list, description="inline examples")
+    question_field: str = Field("question", description="the example field given to the team as its task")
+    limit: int | None = Field(None, ge=1, description="use only the first N examples")
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is None:
+            return v
+        path = Path(v) if Path(v).is_absolute() else Path((info.context or {}).get("base_dir", ".")) / v
+        if not path.is_file():
+            raise ValueError(f"data file not found: {path}; give a JSONL path relative to the config file")
+        return str(path.resolve())
+
+    def examples(self) -> list[dict[str, Any]]:
+        out = list(self.prompts)
+        if self.path:
+            lines = Path(self.path).read_text(encoding="utf-8").splitlines()
+            for n, line in enumerate(lines, 1):
+                if line.strip():
+                    try:
+                        out.append(json.loads(line))
+                    except json.JSONDecodeError as e:
+                        raise ConfigError(
+                            [f"{self.path}:{n}: data: not valid JSON ({e.msg}); one object a line"]
+                        ) from None
+        return out[: self.limit] if self.limit else out
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    team: TeamSpec = Field(description="the team to train: an inline TeamSpec or a team file path")
+    models: dict[str, ModelConfig] = Field(default_factory=lambda: {"base": ModelConfig()})
+    agents: dict[str, AgentConfig] = Field(
+        default_factory=dict, description="role -> policy settings (default: every role on model 'base')"
+    )
+    data: DataConfig
+    reward: str = Field("math_sympy", description="a registered reward (training.rewards)")
+    estimator: str = Field("drmas", description="grpo | drmas | pooled_calls (training.advantages)")
+    norm_by_std: bool = True
+    group_size: int = Field(2, ge=1, description="N team runs per prompt (the GRPO group)")
+    batch_size: int = Field(2, ge=1, description="prompts per training step")
+    steps: int = Field(1, ge=1, description="training steps in total (a resumed run continues up to this)")
+    seed: int = 0
+    temperature: float = Field(1.0, gt=0, le=2.0, description="rollout sampling temperature (overrides the team's)")
+    max_tokens: int | None = Field(None, ge=16, description="most tokens per reply (overrides the team's)")
+    format_penalty: float = Field(0.1, ge=0, description="subtracted from a call's score when its format is invalid")
+    loss: LossSettings = Field(default_factory=LossSettings)
+    output_dir: str = Field("runs/train", description="run folder (relative to the config file)")
+    checkpoint_every: int = Field(1, ge=1, description="write a checkpoint every K steps (and at the last step)")
+    max_grad_norm_stop: float = Field(1e4, gt=0, description="a gradient norm above this stops the run")
+    per_role_grad_norm: bool = Field(True, description="measure each role's own gradient norm on a shared model")
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int | None = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")
+    batch_rollouts: bool = Field(
+        True, description="sample concurrent team runs' calls together (one batched forward); False: one by one"
+    )
+    max_episodes: int | None = Field(None, ge=1, description="team runs at once during rollout (None: all)")
+
+    @field_validator("reward")
+    @classmethod
+    def _known_reward(cls, v: str) -> str:
+        from training.rewards import REWARDS
+
+        if v not in REWARDS:
+            raise ValueError(f"unknown reward {v!r}; known: {', '.join(sorted(REWARDS))}")
+        return v
+
+    @field_validator("estimator")
+    @classmethod
+    def _known_estimator(cls, v: str) -> str:
+        from training.advantages import ESTIMATORS
+
+        if v not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {v!r}; known: {', '.join(sorted(ESTIMATORS))}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainConfig:
+        roles = self.team.role_names
+        for role in self.agents:
+            if role not in roles:
+                raise ValueError(f"agents.{role}: no such role in the team (roles: {', '.join(roles)}); rename it")
+        for role in roles:
+            self.agents.setdefault(role, AgentConfig(model=next(iter(self.models), "base")))
+        by_model: dict[str, tuple[str, AgentConfig]] = {}
+        for role, agent in self.agents.items():
+            if agent.model not in self.models:
+                raise ValueError(
+                    f"agents.{role}.model: {agent.model!r} is not a key of `models` ({', '.join(self.models)}); "
+                    "add it under models: or name an existing one"
+                )
+            if agent.model in by_model and by_model[agent.model][1].optimizer_key() != agent.optimizer_key():
+                other = by_model[agent.model][0]
+                raise ValueError(
+                    f"agents.{role}: shares model {agent.model!r} with {other} but has different optimizer settings; "
+                    "a shared model has one optimizer: give both the same lr/steps_per_iteration/grad_clip, or "
+                    "give them separate models"
+                )
+            by_model.setdefault(agent.model, (role, agent))
+        if not self.data.path and not self.data.prompts:
+            raise ValueError("data: no examples; give data.path (a JSONL file) or data.prompts (a list)")
+        return self
+
+
+def _explain(err: dict[str, Any], file: str) -> str:
+    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown field; check the spelling (see training/config.py for the fields)"
+    elif err["type"] == "missing":
+        msg = "required; add it"
+    elif "; " not in msg:
+        msg = f"{msg}; got {err.get('input')!r}"
+    return f"{file}: {loc}: {msg}"
+
+
+def parse_config(data: Any, *, base_dir: str | Path = ".", file: str = "<config>") -> TrainConfig:
+    """Validate a config mapping; paths in it are relative to ``base_dir``."""
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [f"{file}: a train config must be a mapping with team:, data:, ... (got {type(data).__name__})"]
+        )
+    try:
+        return TrainConfig.model_validate(data, context={"base_dir": str(Path(base_dir).resolve())})
+    except ValidationError as e:
+        raise ConfigError([_explain(err, file) for err in e.errors()]) from None
+    except TeamError as e:
+        raise ConfigError([f"{file}: team: {p}" for p in e.problems]) from None
+
+
+def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
+    """Read and validate a YAML train config; ``overrides`` replace top-level fields (e.g. ``steps=3``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError([f"{path}: config file not found; give the path of a train YAML (see training/configs/)"])
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ConfigError([f"{path}: not valid YAML: {e}"]) from None
+    if isinstance(data, dict):
+        data.update({k: v for k, v in overrides.items() if v is not None})
+    cfg = parse_config(data, base_dir=path.resolve().parent, file=str(path))
+    if not Path(cfg.output_dir).is_absolute():
+        cfg.output_dir = str(path.resolve().parent / cfg.output_dir)
+    return cfg

@@ -1,0 +1,242 @@
+"""Rollouts: N ordinary cave team runs per prompt, on backends that wrap the CURRENT policy weights.
+
+Train what you run: the team is the user's TeamSpec, run by cave's own team loop (``LocalPool``);
+only its backends are swapped for the transformers backend holding the live models being trained,
+so every agent call comes back with prompt ids, response ids and sampling-time logprobs. Each call
+then becomes one ``Sample`` (``training.samples.build_samples``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cave.llm.base import LLM, Completion, Message, Usage
+from cave.team import LocalPool, Team, TeamResult, TeamSpec, derive_seed
+from cave.trajectory import Trajectory
+
+POLICY_KEY = "policy_{}"  # the backend key of the live model named {} in the team built for rollouts
+
+
+@dataclass
+class Episode:
+    """One team run of a rollout: its result, the example it solved and its prompt group."""
+
+    result: TeamResult
+    example: Mapping[str, Any]
+    group_id: str
+    reward: float | None = None
+    reward_error: str | None = None
+
+    @property
+    def trajectory(self) -> Trajectory:
+        return self.result.trajectory
+
+
+@dataclass
+class Rollout:
+    episodes: list[Episode]
+    seconds: float = 0.0
+    dropped_steps: int = 0  # agent calls without token ids (e.g. a timed-out turn): not trainable
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def generated_tokens(self) -> int:
+        return sum(len(s.token_ids or ()) for e in self.episodes for s in e.trajectory.steps)
+
+
+class BatchedPolicyLLM(LLM):
+    """The live policy as a cave backend that batches the calls of concurrent team runs into one forward.
+
+    Calls that arrive while the model is busy (or within ``window_s`` of each other) and ask for the same
+    sampling settings are sampled together by ``cave.llm.hf.generate_batch`` (left-padded, KV cache): on a
+    CPU the decode steps cost about the same for 1 or 8 rows. Each call still gets its own prompt ids,
+    response ids and sampling-time logprobs. A batch uses the seed of its first call, so a run is
+    reproducible given the same batches (not call by call, as with TransformersLLM).
+    """
+
+    name = "transformers-batched"
+
+    def __init__(self, model: Any, tokenizer: Any, *, window_s: float = 0.05, max_batch: int = 64) -> None:
+        from cave.llm.hf import TransformersLLM
+
+        self.single = TransformersLLM(model, tokenizer)  # prompt encoding, tool calls, limits
+        self.model, self.tokenizer = model, tokenizer
+        self.context_window = self.single.context_window
+        self.window_s, self.max_batch = window_s, max_batch
+        self.batches: list[int] = []  # sizes of the batches run, for metrics
+        self._pending: list[tuple[tuple, list[int], int | None, asyncio.Future]] = []
+        self._worker: asyncio.Task | None = None
+
+    def count_tokens(self, text: str) -> int:
+        return self.single.count_tokens(text)
+
+    async def _complete(self, messages: list[Message], **kwargs: Any) -> Completion:
+        if kwargs.get("tools"):  # native tool calls: the single-call backend parses them
+            return await self.single.complete(messages, **kwargs)
+        prompt_ids = self.single.encode(messages)
+        room = self.context_window - len(prompt_ids)
+        if room <= 0:
+            return await self.single.complete(messages, **kwargs)  # raises the backend's own clear error
+        key = (
+            min(int(kwargs.get("max_tokens") or 512), room),
+            float(kwargs.get("temperature") or 0.0),
+            tuple(kwargs.get("stop") or ()),
+        )
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending.append((key, prompt_ids, kwargs.get("seed"), future))
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain())
+        gen = await future
+        finish = gen.finish_reason
+        return Completion(
+            text=gen.text,
+            usage=Usage(len(prompt_ids), len(gen.token_ids), len(prompt_ids) + len(gen.token_ids)),
+            finish_reason=finish,
+            token_ids=gen.token_ids,
+            logprobs=gen.logprobs,
+            prompt_token_ids=list(prompt_ids),
+            model=self.single.model_name,
+        )
+
+    async def _drain(self) -> None:
+        from cave.llm.hf import generate_batch
+
+        await asyncio.sleep(self.window_s)  # let the other team runs' calls of this turn arrive
+        while self._pending:
+            key = self._pending[0][0]
+            batch = [p for p in self._pending if p[0] == key][: self.max_batch]
+            self._pending = [p for p in self._pending if all(p is not b for b in batch)]
+            max_tokens, temperature, stop = key
+            self.batches.append(len(batch))
+            try:
+                gens = await asyncio.to_thread(
+                    generate_batch,
+                    self.model,
+                    self.tokenizer,
+                    [b[1] for b in batch],
+                    max_new_tokens=max_tokens,
+                    temperature=temperature,
+                    seed=batch[0][2],
+                    stop=list(stop),
+                )
+            except Exception as e:
+                for *_, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                continue
+            for (*_, fut), gen in zip(batch, gens, strict=True):
+                if not fut.done():  # the caller may have been cancelled (a timeout)
+                    fut.set_result(gen)
+            await asyncio.sleep(0)  # let the finished runs issue their next calls before looking again
+
+
+def policy_team(
+    spec: TeamSpec,
+    role_models: Mapping[str, str],
+    backends: Mapping[str, Any],
+    *,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+    max_in_flight: int | None = None,
+    base_dir: str | Path | None = None,
+) -> Team:
+    """The user's team with each role's backend replaced by the live policy backend of its model.
+
+    ``role_models``: role -> model name; ``backends``: model name -> LLM (a TransformersLLM on the live model).
+    """
+    missing = [r for r in spec.role_names if r not in role_models]
+    if missing:
+        raise KeyError(f"roles without a policy model: {missing}; add them under agents: in the train config")
+    roles = [r.model_copy(update={"backend": POLICY_KEY.format(role_models[r.name])}) for r in spec.roles]
+    update: dict[str, Any] = {"roles": roles, "backends": {}}
+    if temperature is not None:
+        update["temperature"] = temperature
+        # a role's own sampling temperature would make its logprobs differ from the trained policy's
+        roles[:] = [
+            r.model_copy(update={"sampling": r.sampling.model_copy(update={"temperature": None})}) for r in roles
+        ]
+    if max_tokens is not None:
+        update["max_tokens"] = max_tokens
+    if max_in_flight is not None:  # a batching backend wants every concurrent call at once
+        update["max_in_flight"] = max_in_flight
+    team_spec = spec.model_copy(update=update)
+    instances = {POLICY_KEY.format(name): llm for name, llm in backends.items()}
+    base = base_dir or (Path(spec.source).parent if spec.source else None)
+    return Team(team_spec, base_dir=base, backends=instances)
+
+
+def episode_seeds(seed: int, step: int, n: int) -> list[int]:
+    """Distinct, reproducible seeds for the n team runs of one training step.
+
+    >>> episode_seeds(0, 1, 2) == episode_seeds(0, 1, 2) != episode_seeds(0, 2, 2)
+    True
+    """
+    return [int(derive_seed(seed, "rollout", step, i)) for i in range(n)]
+
+
+def pick_examples(examples: Sequence[Mapping[str, Any]], step: int, batch_size: int) -> list[Mapping[str, Any]]:
+    """The prompts of ``step`` (1-based): the dataset in order, cycled, ``batch_size`` at a time.
+
+    >>> pick_examples([{"q": 1}, {"q": 2}, {"q": 3}], 2, 2)
+    [{'q': 3}, {'q': 1}]
+    """
+    if not examples:
+        raise ValueError("no examples to roll out; check data: in the train config")
+    start = (step - 1) * batch_size
+    return [examples[(start + i) % len(examples)] for i in range(batch_size)]
+
+
+async def arollout(
+    team: Team,
+    examples: Sequence[Mapping[str, Any]],
+    *,
+    group_size: int,
+    step: int,
+    seed: int = 0,
+    question_field: str = "question",
+    max_episodes: int | None = None,
+) -> Rollout:
+    """``group_size`` team runs of each example, all through cave's LocalPool (concurrently, results in order)."""
+    tasks, owners = [], []
+    for i, ex in enumerate(examples):
+        if question_field not in ex:
+            raise KeyError(f"example {i} has no {question_field!r} field (fields: {list(ex)}); set data.question_field")
+        for _ in range(group_size):
+            tasks.append(str(ex[question_field]))
+            owners.append((ex, f"s{step}-p{i}"))
+    t0 = time.perf_counter()
+    results = await LocalPool(team, max_episodes=max_episodes).arun_many(
+        tasks, seeds=episode_seeds(seed, step, len(tasks))
+    )
+    episodes = []
+    for result, (ex, group) in zip(results, owners, strict=True):
+        result.trajectory.meta["group_id"] = group
+        episodes.append(Episode(result, ex, group))
+    return Rollout(episodes, seconds=time.perf_counter() - t0)
+
+
+def rollout(team: Team, examples: Sequence[Mapping[str, Any]], **kwargs: Any) -> Rollout:
+    """Sync edge of ``arollout``."""
+    return asyncio.run(arollout(team, examples, **kwargs))
+
+
+def trainable_trajectories(roll: Rollout) -> list[Trajectory]:
+    """The scored episodes' trajectories, without calls that have no token ids (counted in ``dropped_steps``).
+
+    Episodes whose reward failed are left out (their samples are dropped, counted by the trainer).
+    """
+    out = []
+    for ep in roll.episodes:
+        if ep.reward is None:
+            continue
+        traj = ep.trajectory
+        keep = [s for s in traj.steps if s.token_ids is not None and s.prompt_token_ids]
+        roll.dropped_steps += len(traj.steps) - len(keep)
+        out.append(dataclasses.replace(traj, steps=keep, reward=ep.reward))
+    return out
