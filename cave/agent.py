@@ -613,10 +613,18 @@ def _merge(executions: list[Execution]) -> Execution | None:
 
 
 def _answer_note(traj: Trajectory) -> str:
-    """What a later turn sees of this one: the status and a short repr of the answer."""
+    """What a later turn sees of this one: the reply whose code finished it.
+
+    Showing the code (not a prose note about the answer) matters: small models imitate the assistant turns
+    they see, and a note such as "(final_answer was called with ...)" taught them to answer the next turn
+    with an invented result and no code. The runtime's variables are in the system prompt anyway.
+    """
     if traj.status == "success":
+        last = next((s for s in reversed(traj.steps) if s.kind == "action" and s.code), None)
+        if last is not None:
+            return last.completion[:1500]
         r = repr(traj.final_answer)
-        return f"(final_answer was called with: {r[:300] + '...' if len(r) > 300 else r})"
+        return f"final_answer({r[:300] + '...' if len(r) > 300 else r})"
     return str(traj.final_answer or "")[:1000]
 
 

@@ -183,6 +183,9 @@ def test_multi_turn_second_run_sees_the_first_runs_state():
     assert "- threshold: int - 3" in prompt[0]["content"]
     assert [m["role"] for m in prompt[1:]] == ["user", "assistant", "user"]
     assert prompt[1]["content"] == "set a threshold" and prompt[-1]["content"] == "double it"
+    # The earlier turn is shown as the code that finished it, so the model keeps writing code:
+    # a prose note about the answer taught small models to reply with an invented result instead.
+    assert prompt[2]["content"] == code("threshold = 3\nfinal_answer(threshold)")
 
 
 # -- small-model guards --------------------------------------------------------------------------

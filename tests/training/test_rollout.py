@@ -139,3 +139,28 @@ def test_rollout_reports_a_missing_question_field(tiny):
         asyncio.run(arollout(team, [{"prompt": "hi"}], group_size=1, step=1))
     with pytest.raises(KeyError, match="add them under agents"):
         policy_team(spec, {"solver": "m"}, {"m": TransformersLLM(model, tok)})
+
+
+@pytest.mark.parametrize("name", ["training.rollout", "training.rewards"])
+def test_docstring_examples(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name), optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_math_sympy_reward_reads_the_answer_object():
+    from types import SimpleNamespace
+
+    from training.rewards import get_reward
+
+    math_sympy = get_reward("math_sympy")
+    assert math_sympy(SimpleNamespace(answer=391), {"answer": 391}) == 1.0
+    assert math_sympy(SimpleNamespace(answer=3.5), {"answer": "7/2"}) == 1.0
+    assert math_sympy(SimpleNamespace(answer="17 * 23 = 345"), {"answer": 391}) == 0.0
+    assert math_sympy(SimpleNamespace(answer=None), {"answer": 1}) == 0.0
+    with pytest.raises(KeyError, match="needs one"):
+        math_sympy(SimpleNamespace(answer=1), {"question": "?"})
+    with pytest.raises(KeyError, match="unknown reward 'judge'; known:"):
+        get_reward("judge")
