@@ -27,6 +27,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from cave.errors import did_you_mean
+
 KNOWN_BACKENDS = ("local", "openai", "scripted", "transformers", "vllm")
 KNOWN_RUNTIMES = ("inprocess", "kernel")
 FILE_FORMATS = {
@@ -85,8 +87,7 @@ class ModelSpec(BaseModel):
 
         known = sorted(set(KNOWN_BACKENDS) | set(BACKENDS))
         if v not in known:
-            close = difflib.get_close_matches(v, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(v, known)
             raise ValueError(f"unknown backend {v!r}; {hint}use one of: {', '.join(known)}")
         return v
 

@@ -54,6 +54,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cave.agent import FINAL_VAR, Agent, FinalAnswer, RunStarted, StepFinished
+from cave.errors import did_you_mean
 from cave.llm.base import BACKENDS, LLM, Message, StreamItem, create_backend
 from cave.trajectory import Step, Trajectory, new_id
 from runtimes.base import Runtime, create_runtime
@@ -325,8 +326,7 @@ class BackendSpec(BaseModel):
     def _known(cls, v: str) -> str:
         known = _registered_backends()
         if v not in known:
-            close = difflib.get_close_matches(v, known, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(v, known)
             raise ValueError(f"unknown backend {v!r}; {hint}known backends: {', '.join(known)}")
         return v
 
@@ -371,8 +371,7 @@ class PatternSpec(BaseModel):
     @classmethod
     def _known(cls, v: str) -> str:
         if v not in PATTERNS:
-            close = difflib.get_close_matches(v, list(PATTERNS), n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(v, list(PATTERNS))
             raise ValueError(f"unknown pattern {v!r}; {hint}known patterns: {', '.join(sorted(PATTERNS))}")
         return v
 
@@ -451,8 +450,7 @@ class TeamSpec(BaseModel):
         for i, role in enumerate(roles):
             ref = role.backend or default
             if ref not in known:
-                close = difflib.get_close_matches(ref, known, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
+                hint = did_you_mean(ref, known)
                 where = (
                     f"roles.{i}.backend ({role.name})"
                     if role.backend
@@ -547,8 +545,7 @@ def find_role_file(name: str, dirs: Sequence[Path]) -> Path:
             if path.is_file():
                 return path
     known = known_roles(dirs)
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    hint = did_you_mean(name, known)
     raise KeyError(
         f"unknown role {name!r}; {hint}known roles: {', '.join(known) or '(none)'} "
         f"(role files are NAME.yaml in {', '.join(str(d) for d in dirs)})"
@@ -870,8 +867,7 @@ class Pattern:
 
 def _unknown_role(option: str, name: str, roles: Sequence[RoleSpec]) -> tuple[str, str]:
     names = [r.name for r in roles]
-    close = difflib.get_close_matches(name, names, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
+    hint = did_you_mean(name, names)
     return option, f"unknown role {name!r}; {hint}the team's roles: {', '.join(names)}"
 
 
@@ -1414,8 +1410,7 @@ class Team:
         try:
             return self.roles[name]
         except KeyError:
-            close = difflib.get_close_matches(name, list(self.roles), n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+            hint = did_you_mean(name, list(self.roles))
             raise KeyError(f"unknown role {name!r}; {hint}the team's roles: {', '.join(self.roles)}") from None
 
     # -- backends ------------------------------------------------------------------------------
