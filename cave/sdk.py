@@ -88,7 +88,7 @@ def build_backend(task: Task) -> LLM:
 
 def build_skills(task: Task) -> Any:
     """The task's skills as a cave.skills.SkillSet: entries are folders (relative to the task) or skill names."""
-    if not task.spec.skills:
+    if not task.spec.skills and not task.spec.activate_skills:
         return None
     try:
         from cave import skills as skills_mod
@@ -103,7 +103,7 @@ def build_skills(task: Task) -> Any:
     for f in folders:  # everything found in a folder the task names is wanted too
         wanted |= {s.name for s in skillset if Path(s.path).resolve().is_relative_to(Path(f).resolve())}
     try:
-        return skillset.select(sorted(wanted))
+        return skillset.select(sorted(wanted), activate=task.spec.activate_skills)
     except skills_mod.SkillError as e:
         raise TaskError([f"{task.where('skills')}: skills: {e}"]) from None
 

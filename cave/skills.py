@@ -672,11 +672,13 @@ class SkillSet:
         entry_points: bool = True,
     ) -> None:
         self.skills, self.problems = discover(paths, bundled=bundled, entry_points=entry_points)
+        self.auto_activate: list[str] = []
 
     @classmethod
     def from_skills(cls, skills: Iterable[Skill], problems: Iterable[Problem] = ()) -> SkillSet:
         self = cls.__new__(cls)
         self.skills, self.problems = sorted(skills, key=lambda s: s.name), list(problems)
+        self.auto_activate = []
         return self
 
     def __iter__(self):
@@ -707,9 +709,17 @@ class SkillSet:
         known = ", ".join(self.names) or "(none)"
         raise SkillError(f"no skill named {name!r}{hint}; available skills: {known}")
 
-    def select(self, names: Iterable[str]) -> SkillSet:
-        """Only the named skills (e.g. ``skills: [sql, report]`` in task.yaml)."""
-        return SkillSet.from_skills([self.get(n) for n in names], self.problems)
+    def select(self, names: Iterable[str], activate: Iterable[str] = ()) -> SkillSet:
+        """Only the named skills (e.g. ``skills: [sql, report]`` in task.yaml).
+
+        ``activate`` names skills to activate automatically (``activate_skills:`` in task.yaml): their
+        instructions go into the system prompt and their exports into the runtime when it is installed.
+        """
+        activate = list(activate)
+        chosen = {n: self.get(n) for n in [*names, *activate]}
+        selected = SkillSet.from_skills(chosen.values(), self.problems)
+        selected.auto_activate = activate
+        return selected
 
     def catalog(self) -> SkillCatalog:
         return SkillCatalog(s.ref() for s in self.skills)
@@ -730,6 +740,8 @@ class SkillSet:
         ]
         lines += [f"- {s.name}: {s.description}" for s in self.skills]
         lines.append("</available_skills>")
+        for name in self.auto_activate:  # level 2 up front for skills the task activates itself
+            lines += ["", f"## Skill {name} (already active: its functions are in your namespace)", self.get(name).body]
         return "\n".join(lines) + "\n"
 
     # levels 2 and 3 inside a runtime
@@ -740,6 +752,8 @@ class SkillSet:
         catalog = self.catalog()
         for api in API_NAMES:
             runtime.inject_function(getattr(catalog, api), name=api)  # the docstring is the description
+        for name in self.auto_activate:
+            self.activate(name, runtime)
 
     def activate(self, name: str, runtime: Any) -> str:
         """Activate a skill in ``runtime`` from the host (automatic activation); returns its level-2 text.

@@ -217,6 +217,10 @@ class TaskSpec(BaseModel):
     skills: list[str] = Field(
         default_factory=list, description="Agent Skills folders (relative to the task file) or names"
     )
+    activate_skills: list[str] = Field(
+        default_factory=list,
+        description="skill names to activate at the start (instructions in the prompt, exports in the runtime)",
+    )
     outputs: dict[str, OutputSpec] = Field(default_factory=dict, description="runtime variables to retrieve and save")
     max_steps: int = Field(8, ge=1, le=200, description="most LLM calls before the run stops with status max_steps")
     seed: int | None = Field(None, description="sampling seed, for reproducible runs")

@@ -127,3 +127,47 @@ def test_task_skills_are_installed_and_listed(tmp_path):
     assert "tidy-data: Reshape wide tables to long ones." in system
     assert "activate_skill(" in system
     assert "Use melt(df)." in result.trajectory.steps[0].execution.stdout
+
+
+def test_activate_skills_in_the_task_file_activates_before_the_first_step(tmp_path):
+    from cave.sdk import build_agent
+    from cave.task import load_task
+
+    skill = tmp_path / "skills" / "tidy-data"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\nname: tidy-data\ndescription: Reshape wide tables to long ones.\n---\nUse melt(df).\n"
+    )
+    (skill / "exports.py").write_text(
+        "__all__ = ['melt']\n\ndef melt(df):\n    '''Wide to long.'''\n    return df.melt()\n"
+    )
+    reply = "```python\nfinal_answer(len(melt(wide)))\n```"  # no activate_skill call: the task activated it
+    (tmp_path / "task.yaml").write_text(
+        textwrap.dedent(
+            f"""
+            task: make it long
+            model: {{backend: scripted, replies: [{json.dumps(reply)}]}}
+            skills: [skills]
+            activate_skills: [tidy-data]
+            """
+        )
+    )
+    task = load_task(tmp_path / "task.yaml")
+    agent = build_agent(task)
+    agent.runtime.inject("wide", pd.DataFrame({"a": [1, 2], "b": [3, 4]}))
+    result = agent.run(task.prompt())
+    assert result.status == "success" and result.answer == 4
+    system = agent.llm.calls[0][0]["content"]
+    assert "Skill tidy-data (already active" in system and "Use melt(df)." in system  # level 2 up front
+    assert "melt(df)" in system  # the export is in the function list of the very first prompt
+
+
+def test_activate_skills_naming_an_unknown_skill_is_a_task_error(tmp_path):
+    import pytest
+
+    from cave.sdk import build_agent
+    from cave.task import TaskError, load_task
+
+    (tmp_path / "task.yaml").write_text("task: t\nmodel: {backend: scripted, replies: []}\nactivate_skills: [nope]\n")
+    with pytest.raises(TaskError, match="no skill named 'nope'"):
+        build_agent(load_task(tmp_path / "task.yaml"))
