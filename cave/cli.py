@@ -4,6 +4,7 @@
     cave run --resume RUN_ID
     cave run TEAM_TASK.yaml          # a task file with a `team:` section runs a team (cave.team)
     cave bench bfcl|tau2|data ...    # benchmarks (benchmarks.cli)
+    cave train CONFIG [--resume RUN_DIR] | cave train plot RUN_DIR   # Dr. MAS RL (training.cli)
     cave schema                      # the JSON Schema of task files
     cave runs list [--limit N] [--json]
     cave runs show RUN_ID [--steps] [--json]
@@ -32,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark CLI, --help included
         return cmd_bench(argparse.Namespace(args=argv[1:]))
+    if argv[:1] == [
+        "train"
+    ]:  # likewise for the trainer: cave train CONFIG [--resume RUN_DIR] | cave train plot RUN_DIR
+        return cmd_train(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -56,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--json", action="store_true", help="print one JSON summary on stdout, nothing else")
     run.set_defaults(func=cmd_run)
 
+    sub.add_parser(
+        "train", help="multi-agent RL (Dr. MAS): cave train CONFIG | cave train plot RUN_DIR", add_help=False
+    )
     bench = sub.add_parser(
         "bench", help="benchmarks: cave bench bfcl|tau2|data ... (see cave bench --help)", add_help=False
     )
@@ -154,6 +162,15 @@ def _team_runner(path: str) -> Any:
     except ImportError:
         return None
     return team.team_main if team.is_team_task(path) else None
+
+
+def cmd_train(argv: list[str]) -> int:
+    try:
+        from training.cli import train_main
+    except ImportError as e:
+        _err(f"error: the trainer needs the [train] extra: scripts/install.sh train ({e})")
+        return 2
+    return int(train_main(argv) or 0)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -324,7 +324,7 @@ class AgentPolicies:
         self, slot: ModelSlot, part: list[Sample], adv: dict[str, np.ndarray], idx: list[int], total_tokens: int
     ) -> dict[str, tuple[torch.Tensor | None, ...]]:
         """Gradients of one micro-batch's share of the token-mean loss, one per advantage array (one forward)."""
-        batch = collate(part, self.pad_token_id)
+        batch = collate(part, self.pad_token_id).to(_device(slot.model))
         if batch.n_tokens == 0:
             return {}
         cfg = self.loss
@@ -338,7 +338,7 @@ class AgentPolicies:
             out = ppo_loss(
                 logprobs,
                 batch.old_logprobs,
-                torch.tensor(a[idx], dtype=torch.float32),
+                torch.tensor(a[idx], dtype=torch.float32, device=logprobs.device),
                 batch.response_mask,
                 ref_logprobs=ref,
                 entropy=entropy,
@@ -358,7 +358,7 @@ class AgentPolicies:
 
     def _backward(self, slot: ModelSlot, micro: list[tuple[Sample, float]], total_tokens: int) -> tuple[dict, bool]:
         """Loss on one micro-batch, scaled so the step's loss is the token-mean over its whole mini-batch."""
-        batch = collate([s for s, _ in micro], self.pad_token_id)
+        batch = collate([s for s, _ in micro], self.pad_token_id).to(_device(slot.model))
         if batch.n_tokens == 0:
             return {"tokens": 0.0}, True
         cfg = self.loss
@@ -370,7 +370,7 @@ class AgentPolicies:
         out = ppo_loss(
             logprobs,
             batch.old_logprobs,
-            torch.tensor([a for _, a in micro], dtype=torch.float32),
+            torch.tensor([a for _, a in micro], dtype=torch.float32, device=batch.input_ids.device),
             batch.response_mask,
             ref_logprobs=ref,
             entropy=entropy,
@@ -397,7 +397,8 @@ class AgentPolicies:
         was_training = slot.model.training
         slot.model.eval()
         for part in _chunks(todo, slot.config.micro_batch_size or len(todo)):
-            lp, _ = forward_logprobs(slot.model, collate([samples[i] for i in part], self.pad_token_id))
+            batch = collate([samples[i] for i in part], self.pad_token_id).to(_device(slot.model))
+            lp, _ = forward_logprobs(slot.model, batch)
             for row, i in enumerate(part):
                 n = len(samples[i].response_ids)
                 out[i] = dataclasses.replace(samples[i], old_logprobs=lp[row, :n].tolist())
@@ -417,6 +418,11 @@ class AgentPolicies:
                 raise KeyError(f"checkpoint has no model {s.name!r} (it has {list(state)}); were the roles changed?")
             s.model.load_state_dict(state[s.name]["model"])
             s.optimizer.load_state_dict(state[s.name]["optimizer"])
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    """Where the model's weights live (batches are collated on the CPU and moved there)."""
+    return next(model.parameters()).device
 
 
 def forward_logprobs(

@@ -7,6 +7,8 @@ to, and its score = the team's episode reward minus the call's invalid-format pe
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -148,6 +150,18 @@ class Batch:
     @property
     def n_tokens(self) -> int:
         return int(self.response_mask.sum().item())
+
+    def to(self, device: torch.device | str) -> Batch:
+        """The same batch with every tensor on ``device`` (the model's: collate builds CPU tensors)."""
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return dataclasses.replace(
+            self,
+            input_ids=move(self.input_ids),
+            attention_mask=move(self.attention_mask),
+            position_ids=move(self.position_ids),
+            response_mask=move(self.response_mask),
+            old_logprobs=move(self.old_logprobs),
+        )
 
 
 def collate(samples: Sequence[Sample], pad_token_id: int = 0) -> Batch:

@@ -51,7 +51,7 @@ def cave_config(args: argparse.Namespace, out: str) -> Any:
                 "runtime": {"kind": "inprocess", "timeout": 10},
             },
             "models": {"base": {"source": "smollm2"}},
-            "agents": {"solver": {"lr": 1e-6, "micro_batch_size": args.micro_batch}},
+            "agents": {"solver": {"lr": 1e-6, "micro_batch_size": args.micro_batch or None}},
             "data": {"prompts": PROBLEMS[: args.prompts]},
             "reward": "math_sympy",
             "estimator": "grpo",
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=4, help="group size: generations per prompt")
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--micro-batch", type=int, default=None, help="cave: samples per forward/backward (default: all)")
+    p.add_argument("--micro-batch", type=int, default=2, help="cave: samples per forward/backward (0: all at once)")
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

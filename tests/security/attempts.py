@@ -139,6 +139,18 @@ class HostContext:
         if str(self.module_dir) not in sys.path:
             sys.path.insert(0, str(self.module_dir))
 
+    def _project_entries_the_jail_shows(self) -> set[str]:
+        """Top-level project entries the sandbox shows by design (docs/threat-model.md): the cave and runtimes
+        packages, and the Python environment when it lives inside the project (CI's .venv): the jail needs
+        the interpreter and its packages, read-only."""
+        from runtimes.sandbox import _python_paths
+
+        shown = {"cave", "runtimes"}
+        for path in map(Path, _python_paths()):
+            if path.is_relative_to(self.project_root) and path != self.project_root:
+                shown.add(path.relative_to(self.project_root).parts[0])
+        return shown
+
     def values(self) -> dict[str, Any]:
         """What the cells are told (injected as ``ctx``): where the host's things are."""
         return {
@@ -146,6 +158,7 @@ class HostContext:
             "secret_file": str(self.secret_file),
             "ssh_key": str(self.home / ".ssh" / "id_rsa"),
             "project_root": str(self.project_root),
+            "project_visible": sorted(self._project_entries_the_jail_shows()),
             "tcp_port": self.tcp.address[1],
             "udp_port": self.udp.address[1],
             "unix_path": self.unix_path,
@@ -275,7 +288,7 @@ ATTEMPTS: list[Attempt] = [
     Attempt("read-project-source", "read", "print('READ', open(ctx['project_root'] + '/pyproject.toml').read()[:20])",
             printed("READ"), False),
     Attempt("list-project-tree", "read",
-            "import os\nprint('EXTRA' if set(os.listdir(ctx['project_root'])) - {'cave', 'runtimes'} else 'ONLY')",
+            "import os\nprint('EXTRA' if set(os.listdir(ctx['project_root'])) - set(ctx['project_visible']) else 'ONLY')",
             printed("EXTRA"), False),
     Attempt("list-host-root", "read", "import os\nprint('HOSTFS' if {'var', 'sys'} & set(os.listdir('/')) else 'JAIL')",
             printed("HOSTFS"), False),
