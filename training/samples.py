@@ -8,7 +8,6 @@ to, and its score = the team's episode reward minus the call's invalid-format pe
 from __future__ import annotations
 
 import dataclasses
-
 import math
 from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, field
