@@ -16,7 +16,6 @@ JSON Schema of this model.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import keyword
 import sys
@@ -27,10 +26,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from cave.errors import did_you_mean
+from cave.names import KNOWN_BACKENDS, check_backend, check_runtime, unknown_field_fix
 
-KNOWN_BACKENDS = ("local", "openai", "scripted", "transformers", "vllm")
-KNOWN_RUNTIMES = ("inprocess", "kernel")
 FILE_FORMATS = {
     ".csv": "csv",
     ".tsv": "csv",
@@ -83,13 +80,7 @@ class ModelSpec(BaseModel):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, v: str) -> str:
-        from cave.llm.base import BACKENDS  # registered names only; importing does not load a model
-
-        known = sorted(set(KNOWN_BACKENDS) | set(BACKENDS))
-        if v not in known:
-            hint = did_you_mean(v, known)
-            raise ValueError(f"unknown backend {v!r}; {hint}use one of: {', '.join(known)}")
-        return v
+        return check_backend(v)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -115,12 +106,7 @@ class RuntimeSpec(BaseModel):
     @field_validator("kind")
     @classmethod
     def _known_runtime(cls, v: str) -> str:
-        from runtimes.base import RUNTIMES
-
-        known = sorted(set(KNOWN_RUNTIMES) | set(RUNTIMES))
-        if v not in known:
-            raise ValueError(f"unknown runtime {v!r}; use one of: {', '.join(known)}")
-        return v
+        return check_runtime(v)
 
 
 class InputSpec(BaseModel):
@@ -346,24 +332,18 @@ def _explain(err: dict[str, Any], name: str, lines: dict[tuple[str, ...], int]) 
         msg = "required field is missing"
     elif kind == "extra_forbidden":
         known = _known_fields(loc[:-1])
-        close = difflib.get_close_matches(loc[-1], known, n=1)
-        fix = (f"did you mean `{close[0]}`? " if close else "remove it; ") + "known fields here: " + ", ".join(known)
+        fix = unknown_field_fix(loc[-1], known)
         msg = f"unknown field `{loc[-1]}`"
     elif kind in ("int_parsing", "float_parsing", "int_type", "float_type", "string_type", "bool_parsing", "dict_type"):
         fix = f"give {err['msg'].split(' ')[-1] if 'valid' in err['msg'] else 'the right type'} (got {err.get('input')!r})"
     elif kind == "literal_error":
         fix = msg
         msg = f"invalid value {err.get('input')!r}"
+    elif "; " in msg:  # our validators phrase messages as "problem; fix"
+        msg, fix = msg.split("; ", 1)
     else:
-        fix = _fix_from(msg)
+        fix = "see `cave schema` for the expected shape of this field"
     return f"{name}:{line or 1}: {field}: {msg}\n  fix: {fix}"
-
-
-def _fix_from(msg: str) -> str:
-    """Our validators phrase messages as 'problem; fix'. Split them."""
-    if "; " in msg:
-        return msg.split("; ", 1)[1]
-    return "see `cave schema` for the expected shape of this field"
 
 
 def _known_fields(loc: tuple[str, ...]) -> list[str]:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import difflib
 import importlib
 import re
 import string
@@ -54,8 +53,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from cave.agent import FINAL_VAR, Agent, FinalAnswer, RunStarted, StepFinished
-from cave.errors import did_you_mean
 from cave.llm.base import BACKENDS, LLM, Message, StreamItem, create_backend
+from cave.names import KNOWN_BACKENDS, check_backend, check_runtime, did_you_mean, known_backends, unknown_field_fix
 from cave.trajectory import Step, Trajectory, new_id
 from runtimes.base import Runtime, create_runtime
 
@@ -66,8 +65,6 @@ ANSWER_PREVIEW = 1500  # characters of another role's answer shown in a message
 
 # Built-in names, known before their modules are imported (cave.task has the same lists; this module must
 # not import cave.task at import time, so that cave.task can embed TeamSpec).
-KNOWN_BACKENDS = ("local", "openai", "scripted", "transformers", "vllm")
-KNOWN_RUNTIMES = ("inprocess", "kernel")
 
 
 class TeamError(Exception):
@@ -237,7 +234,7 @@ class RoleRuntimeSpec(BaseModel):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, v: str | None) -> str | None:
-        return v if v is None else _check_runtime_kind(v)
+        return v if v is None else check_runtime(v)
 
 
 class OutputContract(BaseModel):
@@ -324,11 +321,7 @@ class BackendSpec(BaseModel):
     @field_validator("backend")
     @classmethod
     def _known(cls, v: str) -> str:
-        known = _registered_backends()
-        if v not in known:
-            hint = did_you_mean(v, known)
-            raise ValueError(f"unknown backend {v!r}; {hint}known backends: {', '.join(known)}")
-        return v
+        return check_backend(v)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -352,7 +345,7 @@ class TeamRuntimeSpec(BaseModel):
     @field_validator("kind")
     @classmethod
     def _known_kind(cls, v: str) -> str:
-        return _check_runtime_kind(v)
+        return check_runtime(v)
 
 
 class PatternSpec(BaseModel):
@@ -445,7 +438,7 @@ class TeamSpec(BaseModel):
         if dupes:
             raise ValueError(f"role names must be unique, {', '.join(dupes)} appear twice; rename one with `name:`")
         keys = set(info.data.get("backends", {})) | set((info.context or {}).get("backend_keys", ()))
-        known = sorted(keys | set(_registered_backends()))
+        known = sorted(keys | set(known_backends()))
         default = info.data.get("default_backend", "local")
         for i, role in enumerate(roles):
             ref = role.backend or default
@@ -484,19 +477,6 @@ class TeamSpec(BaseModel):
     @property
     def role_names(self) -> list[str]:
         return [r.name for r in self.roles]
-
-
-def _registered_backends() -> list[str]:
-    return sorted(set(KNOWN_BACKENDS) | set(BACKENDS))
-
-
-def _check_runtime_kind(v: str) -> str:
-    from runtimes.base import RUNTIMES
-
-    known = sorted(set(KNOWN_RUNTIMES) | set(RUNTIMES))
-    if v not in known:
-        raise ValueError(f"unknown runtime {v!r}; use one of: {', '.join(known)}")
-    return v
 
 
 def _base_dir(info: ValidationInfo) -> Path:
@@ -681,8 +661,7 @@ def explain(
     elif kind == "extra_forbidden":
         parent = next((_NESTED[p] for p in reversed(loc[:-1]) if p in _NESTED), model)
         known = list(parent.model_fields)
-        close = difflib.get_close_matches(loc[-1], known, n=1)
-        fix = (f"did you mean `{close[0]}`? " if close else "remove it; ") + "known fields here: " + ", ".join(known)
+        fix = unknown_field_fix(loc[-1], known)
         msg = f"unknown field `{loc[-1]}`"
     elif "; " in msg:
         msg, fix = msg.split("; ", 1)
