@@ -249,6 +249,20 @@ def held_back(text: str, stops: list[str]) -> int:
 _DONE = object()
 
 
+def reply_room(llm: LLM, prompt_tokens: int, max_tokens: int, advice: str = "compact the conversation") -> int:
+    """How many tokens a reply may have: ``max_tokens``, cut to what the context window leaves after the prompt.
+
+    >>> reply_room(Scripted(context_window=100), 30, 512)
+    70
+    """
+    room = llm.context_window - prompt_tokens
+    if room <= 0:
+        raise LLMError(
+            f"the prompt has {prompt_tokens} tokens but the context window is {llm.context_window}: {advice}"
+        )
+    return min(max_tokens, room)
+
+
 WAKE_INTERVAL_S = 0.025  # how often a generating thread may wake the event loop
 
 

@@ -36,6 +36,7 @@ from cave.llm.base import (
     held_back,
     iterate_in_thread,
     register_backend,
+    reply_room,
     stop_position,
 )
 
@@ -386,15 +387,10 @@ class TransformersLLM(LLM):
     ) -> AsyncIterator[StreamItem]:
         tools = kwargs.get("tools")
         prompt_ids = self.encode(messages, tools)
-        room = self.context_window - len(prompt_ids)
-        if room <= 0:
-            raise LLMError(
-                f"the prompt has {len(prompt_ids)} tokens but the context window is {self.context_window}: "
-                "compact the conversation"
-            )
+        room = reply_room(self, len(prompt_ids), max_tokens)
         cancel = threading.Event()
         options = {
-            "max_new_tokens": min(max_tokens, room),
+            "max_new_tokens": room,
             "temperature": temperature,
             "top_k": kwargs.get("top_k", self.top_k),
             "top_p": kwargs.get("top_p", self.top_p),

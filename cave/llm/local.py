@@ -45,6 +45,7 @@ from cave.llm.base import (
     held_back,
     iterate_in_thread,
     register_backend,
+    reply_room,
     stop_position,
 )
 
@@ -263,16 +264,13 @@ class LocalLLM(LLM):
     ) -> AsyncIterator[StreamItem]:
         tools = kwargs.get("tools")
         prompt_ids = self.encode(messages, tools)
-        room = self.context_window - len(prompt_ids)
-        if room <= 0:
-            raise LLMError(
-                f"the prompt has {len(prompt_ids)} tokens but the context window is {self.context_window}: "
-                "compact the conversation or load the model with a larger n_ctx"
-            )
+        room = reply_room(
+            self, len(prompt_ids), max_tokens, "compact the conversation or load the model with a larger n_ctx"
+        )
         sampling = {k: kwargs.get(k, v) for k, v in self.sampling.items()}
         seed = seed if seed is not None else self.seed
         cancel = threading.Event()
-        gen = self._generate(prompt_ids, min(max_tokens, room), temperature, list(stop or []), seed, sampling, cancel)
+        gen = self._generate(prompt_ids, room, temperature, list(stop or []), seed, sampling, cancel)
         try:
             async with contextlib.aclosing(iterate_in_thread(gen, cancel)) as items:
                 async for item in items:
