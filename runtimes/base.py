@@ -160,6 +160,18 @@ class Runtime(ABC):
     def close(self) -> None:  # noqa: B027 - optional verb
         """Release resources (processes, files). Idempotent."""
 
+    # -- helpers for implementations (which set ``self.timeout`` and ``self._closed``) --------
+    def _timeout(self, timeout: float | None) -> float | None:
+        """The timeout a call runs under: its own, else the runtime's default."""
+        timeout = getattr(self, "timeout", None) if timeout is None else timeout
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be a positive number of seconds (or None for the default), got {timeout}")
+        return timeout
+
+    def _check_open(self) -> None:
+        if getattr(self, "_closed", False):
+            raise RuntimeError_(f"this runtime is closed; create a new {type(self).__name__}")
+
     def __enter__(self) -> Runtime:
         return self
 

@@ -50,7 +50,6 @@ from runtimes.base import (
     Execution,
     Registration,
     Runtime,
-    RuntimeError_,
     VariableInfo,
     missing_name_error,
     register_runtime,
@@ -650,13 +649,3 @@ class InProcessRuntime(Runtime):
         self._closed = True
         self._runner.close()
         self._runner.namespace.clear()
-
-    def _timeout(self, timeout: float | None) -> float | None:
-        timeout = self.timeout if timeout is None else timeout
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds (or None for the default), got {timeout}")
-        return timeout
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError_("this runtime is closed; create a new InProcessRuntime")

@@ -811,16 +811,6 @@ class KernelRuntime(Runtime):
             raise box["error"]
         return box["value"]
 
-    def _timeout(self, timeout: float | None) -> float | None:
-        timeout = self.timeout if timeout is None else timeout
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds (or None for the default), got {timeout}")
-        return timeout
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError_("this runtime is closed; create a new KernelRuntime")
-
 
 def _as_timeout(error: ExecError | None, timeout: float) -> ExecError:
     """The KeyboardInterrupt of a timed-out cell, reported as the timeout it is."""
