@@ -320,6 +320,35 @@ class AgentPolicies:
                     out[k][role] = _norm(acc[k])
         return out[""] if list(out) == [""] else out
 
+    def _forward(self, slot: ModelSlot, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Token logprobs and entropy under the policy, and logprobs under the frozen reference (if any)."""
+        logprobs, entropy = forward_logprobs(
+            slot.model, batch, with_entropy=True, entropy_grad=bool(self.loss.entropy_coef)
+        )
+        ref = None
+        if slot.reference is not None:
+            with torch.no_grad():
+                ref, _ = forward_logprobs(slot.reference, batch)
+        return logprobs, entropy, ref
+
+    def _ppo(self, batch: Batch, forward: tuple, advantages: Any) -> Any:
+        """The configured PPO loss on one batch, given ``_forward``'s outputs and one advantage per sample."""
+        logprobs, entropy, ref = forward
+        cfg = self.loss
+        return ppo_loss(
+            logprobs,
+            batch.old_logprobs,
+            torch.as_tensor(advantages, dtype=torch.float32, device=logprobs.device),
+            batch.response_mask,
+            ref_logprobs=ref,
+            entropy=entropy,
+            clip_low=cfg.clip_low,
+            clip_high=cfg.clip_high,
+            dual_clip=cfg.dual_clip,
+            kl_coef=cfg.kl_coef,
+            entropy_coef=cfg.entropy_coef,
+        )
+
     def _probe_grads(
         self, slot: ModelSlot, part: list[Sample], adv: dict[str, np.ndarray], idx: list[int], total_tokens: int
     ) -> dict[str, tuple[torch.Tensor | None, ...]]:
@@ -327,27 +356,10 @@ class AgentPolicies:
         batch = collate(part, self.pad_token_id).to(_device(slot.model))
         if batch.n_tokens == 0:
             return {}
-        cfg = self.loss
-        logprobs, entropy = forward_logprobs(slot.model, batch, with_entropy=True, entropy_grad=bool(cfg.entropy_coef))
-        ref = None
-        if slot.reference is not None:
-            with torch.no_grad():
-                ref, _ = forward_logprobs(slot.reference, batch)
+        forward = self._forward(slot, batch)
         grads = {}
         for n, (k, a) in enumerate(adv.items()):
-            out = ppo_loss(
-                logprobs,
-                batch.old_logprobs,
-                torch.tensor(a[idx], dtype=torch.float32, device=logprobs.device),
-                batch.response_mask,
-                ref_logprobs=ref,
-                entropy=entropy,
-                clip_low=cfg.clip_low,
-                clip_high=cfg.clip_high,
-                dual_clip=cfg.dual_clip,
-                kl_coef=cfg.kl_coef,
-                entropy_coef=cfg.entropy_coef,
-            )
+            out = self._ppo(batch, forward, a[idx])
             grads[k] = torch.autograd.grad(
                 out.loss * (batch.n_tokens / total_tokens),
                 slot.params,
@@ -361,25 +373,7 @@ class AgentPolicies:
         batch = collate([s for s, _ in micro], self.pad_token_id).to(_device(slot.model))
         if batch.n_tokens == 0:
             return {"tokens": 0.0}, True
-        cfg = self.loss
-        logprobs, entropy = forward_logprobs(slot.model, batch, with_entropy=True, entropy_grad=bool(cfg.entropy_coef))
-        ref = None
-        if slot.reference is not None:
-            with torch.no_grad():
-                ref, _ = forward_logprobs(slot.reference, batch)
-        out = ppo_loss(
-            logprobs,
-            batch.old_logprobs,
-            torch.tensor([a for _, a in micro], dtype=torch.float32, device=batch.input_ids.device),
-            batch.response_mask,
-            ref_logprobs=ref,
-            entropy=entropy,
-            clip_low=cfg.clip_low,
-            clip_high=cfg.clip_high,
-            dual_clip=cfg.dual_clip,
-            kl_coef=cfg.kl_coef,
-            entropy_coef=cfg.entropy_coef,
-        )
+        out = self._ppo(batch, self._forward(slot, batch), [a for _, a in micro])
         if not torch.isfinite(out.loss):
             return out.metrics, False
         (out.loss * (batch.n_tokens / total_tokens)).backward()
