@@ -2,6 +2,7 @@
 
     cave train CONFIG.yaml [--resume RUN_DIR] [--steps N] [--quiet]
     cave train plot RUN_DIR
+    cave train export RUN_DIR [--out DIR]     # save_pretrained folders of the latest checkpoint's models
 
 Exit status: 0 trained; 1 the run stopped on a bad step (NaN loss, exploding gradients; the last good
 checkpoint is kept); 2 bad input (config, arguments), reported before any model is loaded.
@@ -20,8 +21,10 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["plot"]:
         return plot_main(argv[1:])
+    if argv[:1] == ["export"]:
+        return export_main(argv[1:])
     p = argparse.ArgumentParser(prog="cave train", description="Train a team with agent-wise normalized RL (Dr. MAS).")
-    p.add_argument("config", help="a train config YAML (see training/configs/); or `plot RUN_DIR`")
+    p.add_argument("config", help="a train config YAML (see training/configs/); or `plot RUN_DIR`, `export RUN_DIR`")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     p.add_argument("--steps", type=int, metavar="N", help="override the config's total steps")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar; print only the run folder")
@@ -63,6 +66,23 @@ def plot_main(argv: Sequence[str]) -> int:
         return EXIT_BAD_INPUT
     for f in files:
         print(f)
+    return EXIT_OK
+
+
+def export_main(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(prog="cave train export", description="HF folders of a run's trained models")
+    p.add_argument("run_dir")
+    p.add_argument("--out", metavar="DIR", help="where to write (default: RUN_DIR/final/MODEL)")
+    args = p.parse_args(list(argv))
+    from training.trainer import export_checkpoint
+
+    try:
+        folders = export_checkpoint(args.run_dir, args.out)
+    except (FileNotFoundError, KeyError) as e:
+        print(f"cave train export: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for name, folder in folders.items():
+        print(f"{name}\t{folder}")
     return EXIT_OK
 
 

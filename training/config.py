@@ -14,10 +14,21 @@ Every mistake is reported as ``FILE: FIELD: what is wrong; the fix`` before any 
     group_size: 2                      # N team runs per prompt
     batch_size: 2                      # prompts per step
     steps: 2
+
+Scale-out, all optional (the ``scale`` / ``gpu`` extras)::
+
+    models:
+      base:
+        source: /models/qwen-1.5b
+        deepspeed: {zero_stage: 2}                 # the update through DeepSpeed ZeRO (stage 0-3)
+        rollout: {engine: vllm, gpu_memory_utilization: 0.3}   # transformers | vllm | vllm_server
+    ray: {rollout_workers: 4, address: auto}       # rollout workers and one learner per model as Ray actors
+    tracking: [tensorboard, wandb]                 # besides metrics.jsonl (wandb offline unless wandb_mode)
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +47,44 @@ class ConfigError(ValueError):
         super().__init__("\n".join(problems))
 
 
+class DeepSpeedSettings(BaseModel):
+    """Update this model through DeepSpeed (``deepspeed.initialize``) instead of a plain torch AdamW."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    zero_stage: Literal[0, 1, 2, 3] = Field(
+        2, description="ZeRO stage: 0 off, 1 optimizer states, 2 +gradients, 3 +weights"
+    )
+    offload_optimizer: bool = Field(False, description="keep optimizer states in CPU memory (ZeRO >= 1)")
+
+
+class RolloutSettings(BaseModel):
+    """How this model samples during rollouts; the engine always serves the current policy weights."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    engine: Literal["transformers", "vllm", "vllm_server"] = Field(
+        "transformers",
+        description="transformers: the live model in-process (CPU or GPU); vllm: an in-process vLLM engine (GPU); "
+        "vllm_server: a vLLM OpenAI-compatible server, reached at `url` or started with `python`",
+    )
+    url: str | None = Field(None, description="vllm_server: the server's base URL (http://127.0.0.1:8000)")
+    python: str | None = Field(None, description="vllm_server: start a server with this Python (a vLLM venv)")
+    sleep: bool = Field(True, description="vllm: sleep the engine during updates so engines and trainers share GPUs")
+    gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vllm: this engine's share of the GPU")
+    engine_args: dict[str, Any] = Field(default_factory=dict, description="vllm: extra engine/server arguments")
+
+    @model_validator(mode="after")
+    def _where(self) -> RolloutSettings:
+        if self.engine == "vllm_server" and not (self.url or self.python):
+            raise ValueError(
+                "engine vllm_server needs `url` (a running server) or `python` (a vLLM venv's python to start one)"
+            )
+        if self.engine != "vllm_server" and (self.url or self.python):
+            raise ValueError(f"url/python are for engine vllm_server, not {self.engine}; remove them or change engine")
+        return self
+
+
 class ModelConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -44,6 +93,15 @@ class ModelConfig(BaseModel):
     train_layers: int | None = Field(
         None, ge=1, description="train only the last N decoder layers and the final norm (None: every parameter)"
     )
+    deepspeed: DeepSpeedSettings | None = Field(None, description="update through DeepSpeed ZeRO (None: torch AdamW)")
+    rollout: RolloutSettings = Field(default_factory=RolloutSettings)
+
+    @field_validator("deepspeed")
+    @classmethod
+    def _deepspeed_installed(cls, v: DeepSpeedSettings | None) -> DeepSpeedSettings | None:
+        if v is not None:
+            need("deepspeed", "DS_BUILD_OPS=0 pip install deepspeed==0.19.8 (or the `scale` extra)")
+        return v
 
 
 class AgentConfig(BaseModel):
@@ -70,6 +128,20 @@ class LossSettings(BaseModel):
     dual_clip: float | None = Field(3.0, gt=1.0, description="cap on -A*ratio for A < 0 (None: off)")
     kl_coef: float = Field(0.0, ge=0, description="k3 KL to a frozen copy of the initial model (0: no copy kept)")
     entropy_coef: float = Field(0.0, ge=0)
+
+
+class RaySettings(BaseModel):
+    """Rollout workers and one learner per distinct model as Ray actors (one machine or a cluster)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = Field(None, description="None: start a local Ray; 'auto' or ray://HOST:PORT: join a cluster")
+    num_cpus: int | None = Field(None, ge=1, description="CPUs of a local Ray instance (None: all)")
+    rollout_workers: int = Field(2, ge=1, description="rollout actors; the step's team runs are split among them")
+    cpus_per_rollout_worker: float = Field(1.0, ge=0)
+    gpus_per_rollout_worker: float = Field(0.0, ge=0)
+    cpus_per_learner: float = Field(1.0, ge=0)
+    gpus_per_learner: float = Field(0.0, ge=0)
 
 
 class DataConfig(BaseModel):
@@ -137,6 +209,28 @@ class TrainConfig(BaseModel):
         True, description="sample concurrent team runs' calls together (one batched forward); False: one by one"
     )
     max_episodes: int | None = Field(None, ge=1, description="team runs at once during rollout (None: all)")
+    ray: RaySettings | None = Field(None, description="run rollouts and updates in Ray actors (None: this process)")
+    tracking: list[Literal["tensorboard", "wandb"]] = Field(
+        default_factory=list, description="trackers besides metrics.jsonl (tensorboard: RUN_DIR/tensorboard)"
+    )
+    wandb_project: str = Field("cave", description="the wandb project")
+    wandb_mode: Literal["offline", "online"] = Field("offline", description="wandb stays offline unless told")
+    save_final: bool = Field(True, description="save each trained model with save_pretrained into RUN_DIR/final/")
+
+    @field_validator("ray")
+    @classmethod
+    def _ray_installed(cls, v: RaySettings | None) -> RaySettings | None:
+        if v is not None:
+            need("ray", "pip install 'cave[ray]' (ray[default]==2.60.0)")
+        return v
+
+    @field_validator("tracking")
+    @classmethod
+    def _trackers_installed(cls, v: list[str]) -> list[str]:
+        hints = {"tensorboard": "pip install tensorboard", "wandb": "pip install wandb"}
+        for name in v:
+            need(name, f"{hints[name]} (or the `track` extra), or remove it from tracking")
+        return v
 
     @field_validator("reward")
     @classmethod
@@ -182,6 +276,12 @@ class TrainConfig(BaseModel):
         if not self.data.path and not self.data.prompts:
             raise ValueError("data: no examples; give data.path (a JSONL file) or data.prompts (a list)")
         return self
+
+
+def need(module: str, install: str) -> None:
+    """A clear error before any model loads when an optional package a setting needs is missing."""
+    if importlib.util.find_spec(module) is None:
+        raise ValueError(f"{module} is not installed; {install}")
 
 
 def _explain(err: dict[str, Any], file: str) -> str:

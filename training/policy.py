@@ -8,6 +8,10 @@ the weights stay as they were.
 
     policies = AgentPolicies({"solver": m1, "verifier": m1}, OptimizerConfig(lr=1e-6, steps_per_iteration=2))
     results = policies.update(samples, advantages)   # {model name: UpdateResult}
+
+A model whose OptimizerConfig has ``deepspeed=DeepSpeedConfig(...)`` steps through a DeepSpeed ZeRO engine
+(training/deepspeed_update.py) in the same loop: the loop calls a few verbs (backward, step, discard, grads) of the
+slot's ``stepper``, a TorchUpdate or a DeepSpeedUpdate.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from training.deepspeed_update import DeepSpeedConfig
 from training.loss import LossConfig, entropy_from_logits, ppo_loss, token_logprobs
 from training.samples import Batch, Sample, collate
 
@@ -35,6 +40,7 @@ class OptimizerConfig:
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     micro_batch_size: int | None = None  # samples per forward/backward; None = the whole mini-batch at once
+    deepspeed: DeepSpeedConfig | None = None  # step through a DeepSpeed ZeRO engine; None = a plain torch AdamW
 
     def __post_init__(self) -> None:
         if not self.lr > 0:
@@ -85,16 +91,71 @@ class UpdateResult:
         return d
 
 
+class TorchUpdate:
+    """The optimizer verbs of the update loop on a plain torch AdamW (DeepSpeedUpdate has the same ones)."""
+
+    world_size = 1
+    has_grads = True  # grads() shows the gradient accumulated so far
+
+    def __init__(self, model: torch.nn.Module, config: OptimizerConfig) -> None:
+        self.module = model  # what the training forward calls
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.max_norm = config.grad_clip if config.grad_clip is not None else math.inf
+        self.optimizer = torch.optim.AdamW(
+            self.params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+        )
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self) -> tuple[float, bool]:
+        """Clip and step; returns the norm before clipping and whether the step was taken (not when non-finite)."""
+        norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_norm, error_if_nonfinite=False))
+        if not math.isfinite(norm):
+            self.zero_grad()
+            return norm, False
+        self.optimizer.step()
+        return norm, True
+
+    def discard(self, loss: torch.Tensor) -> None:
+        self.zero_grad()
+
+    def grads(self) -> list[torch.Tensor | None]:
+        return [p.grad for p in self.params]
+
+    def reduce(self, values: list[float], op: str = "sum") -> list[float]:
+        return list(values)  # one process
+
+    def trainable_state(self) -> dict[str, torch.Tensor]:
+        return {n: p.detach().cpu() for n, p in self.module.named_parameters() if p.requires_grad}
+
+    def optimizer_state(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load(self, trainable: Mapping[str, torch.Tensor], optimizer: Mapping[str, Any]) -> None:
+        result = self.module.load_state_dict(trainable, strict=False)
+        if result.unexpected_keys:
+            raise KeyError(f"weights {result.unexpected_keys[:3]} do not fit this model")
+        self.optimizer.load_state_dict(optimizer)
+
+
 @dataclass
 class ModelSlot:
-    """One distinct model, the roles it serves, its optimizer and (when KL is on) its frozen reference."""
+    """One distinct model, the roles it serves, its optimizer verbs and (when KL is on) its frozen reference."""
 
     name: str
     model: torch.nn.Module
     roles: tuple[str, ...]
     config: OptimizerConfig
-    optimizer: torch.optim.Optimizer
+    stepper: Any  # TorchUpdate | DeepSpeedUpdate
     reference: torch.nn.Module | None = None
+
+    @property
+    def optimizer(self) -> Any:
+        return self.stepper.optimizer
 
     @property
     def params(self) -> list[torch.nn.Parameter]:
@@ -135,16 +196,16 @@ class AgentPolicies:
         for roles in by_model.values():
             model = models[roles[0]]
             config = _config_for(roles, optim)
-            optimizer = torch.optim.AdamW(
-                [p for p in model.parameters() if p.requires_grad],
-                lr=config.lr,
-                betas=config.betas,
-                weight_decay=config.weight_decay,
-            )
             reference = None
-            if self.loss.kl_coef:
+            if self.loss.kl_coef:  # copied before DeepSpeed wraps (and under ZeRO-3 partitions) the model
                 reference = copy.deepcopy(model).eval().requires_grad_(False)
-            slot = ModelSlot("+".join(roles), model, tuple(roles), config, optimizer, reference)
+            if config.deepspeed is not None:
+                from training.deepspeed_update import DeepSpeedUpdate
+
+                stepper = DeepSpeedUpdate(model, config)
+            else:
+                stepper = TorchUpdate(model, config)
+            slot = ModelSlot("+".join(roles), model, tuple(roles), config, stepper, reference)
             self.slots.append(slot)
             for role in roles:
                 self._slot_of[role] = slot
@@ -182,14 +243,14 @@ class AgentPolicies:
         idx = [i for i, s in enumerate(samples) if s.agent_id in slot.roles]
         result.n_samples = len(idx)
         result.n_tokens = sum(samples[i].n_tokens for i in idx)
-        if not idx:
+        if not slot.stepper.reduce([len(idx)])[0]:  # (with several ranks: no rank has a sample for it)
             return result
         mine = [samples[i] for i in idx]
-        if self.recompute_old_logprobs or any(s.old_logprobs is None for s in mine):
+        if mine and (self.recompute_old_logprobs or any(s.old_logprobs is None for s in mine)):
             mine = self._with_old_logprobs(slot, mine)
         mine_adv = adv[idx]
         S = slot.config.steps_per_iteration
-        chunks = np.array_split(self._rng.permutation(len(mine)), min(S, len(mine)))
+        chunks = np.array_split(self._rng.permutation(len(mine)), max(1, min(S, len(mine))))
         sums: dict[str, float] = {}
         weight = 0.0
         slot.model.train()
@@ -211,9 +272,9 @@ class AgentPolicies:
         self, slot: ModelSlot, batch: list[Sample], adv: np.ndarray, step: int, result: UpdateResult
     ) -> tuple[dict[str, float], int]:
         """One optimizer step on ``batch``; returns its metrics and its token count (0 when skipped)."""
-        opt = slot.optimizer
-        opt.zero_grad(set_to_none=True)
-        total_tokens = sum(s.n_tokens for s in batch)
+        slot.stepper.zero_grad()
+        local_tokens = sum(s.n_tokens for s in batch)
+        total_tokens = int(slot.stepper.reduce([local_tokens])[0])  # the token-mean is over every rank's tokens
         if total_tokens == 0:
             result.errors.append(
                 StepError(slot.name, step, "no_tokens", f"{slot.name}: step {step}: no response tokens")
@@ -221,7 +282,6 @@ class AgentPolicies:
             return {}, 0
         sums, role_norms, bad = self._accumulate(slot, batch, adv, total_tokens)
         if bad is not None:
-            opt.zero_grad(set_to_none=True)
             result.grad_norms.append(float("nan"))
             result.errors.append(
                 StepError(
@@ -234,13 +294,11 @@ class AgentPolicies:
                 )
             )
             return {}, 0
-        max_norm = slot.config.grad_clip if slot.config.grad_clip is not None else math.inf
-        norm = float(torch.nn.utils.clip_grad_norm_(slot.params, max_norm, error_if_nonfinite=False))
+        norm, applied = slot.stepper.step()
         result.grad_norms.append(norm)
         for role in {s.agent_id for s in batch}:
             result.role_grad_norms[role].append(role_norms.get(role, norm))
-        if not math.isfinite(norm):
-            opt.zero_grad(set_to_none=True)
+        if not applied:
             result.errors.append(
                 StepError(
                     slot.name,
@@ -251,37 +309,44 @@ class AgentPolicies:
                 )
             )
             return {}, 0
-        opt.step()
         result.steps += 1
-        out = {k: v if k.endswith("_max") else v / total_tokens for k, v in sums.items() if k != "tokens"}
+        out = {k: v if k.endswith("_max") else v / local_tokens for k, v in sums.items() if k != "tokens"}
         out["grad_norm"] = norm
-        return out, total_tokens
+        return out, local_tokens  # (metrics: this rank's tokens)
 
     def _accumulate(
-        self, slot: ModelSlot, batch: list[Sample], adv: np.ndarray, total_tokens: int, track_roles: bool | None = None
+        self, slot: ModelSlot, batch: list[Sample], adv: np.ndarray, total_tokens: int
     ) -> tuple[dict[str, float], dict[str, float], dict | None]:
-        """Backward of the token-mean loss over ``batch`` into ``.grad``, one block of micro-batches per role.
+        """Backward of the token-mean loss over ``batch`` into the gradient, one block of micro-batches per role.
 
-        Returns token-weighted metric sums, each role's own gradient norm (when tracked: a shared model and
-        ``per_role_grad_norm``), and the metrics of the first non-finite micro-batch (None when all were finite).
+        Returns token-weighted metric sums, each role's own gradient norm (when tracked: a shared model,
+        ``per_role_grad_norm`` and gradients the stepper can show), and the metrics of the first non-finite
+        micro-batch (None when all were finite; the step's gradient is then discarded). With several ranks every
+        rank runs as many micro-batches per role as the rank with the most (empty ones add nothing).
         """
-        if track_roles is None:
-            track_roles = self.per_role_grad_norm and len(slot.roles) > 1
-        sums: dict[str, float] = {}
-        role_norms: dict[str, float] = {}
+        stepper = slot.stepper
+        track_roles = self.per_role_grad_norm and len(slot.roles) > 1 and stepper.has_grads
+        blocks = {}
         for role in slot.roles:
             block = [(s, a) for s, a in zip(batch, adv, strict=True) if s.agent_id == role]
-            if not block:
+            blocks[role] = _chunks(block, slot.config.micro_batch_size) if block else []
+        counts = stepper.reduce([len(b) for b in blocks.values()], "max")
+        sums: dict[str, float] = {}
+        role_norms: dict[str, float] = {}
+        for (role, micros), count in zip(blocks.items(), counts, strict=True):
+            if not count:
                 continue
-            before = [p.grad.clone() if p.grad is not None else None for p in slot.params] if track_roles else None
-            for micro in _chunks(block, slot.config.micro_batch_size):
-                metrics, ok = self._backward(slot, micro, total_tokens)
+            before = [g.clone() if g is not None else None for g in stepper.grads()] if track_roles else None
+            for k in range(int(count)):
+                metrics, ok = self._backward(slot, micros[k] if k < len(micros) else [], total_tokens)
                 if not ok:
                     return sums, role_norms, metrics
-                for k, v in metrics.items():
-                    sums[k] = max(sums.get(k, v), v) if k.endswith("_max") else sums.get(k, 0.0) + v * metrics["tokens"]
+                if metrics["tokens"]:
+                    for key, v in metrics.items():
+                        w = metrics["tokens"]
+                        sums[key] = max(sums.get(key, v), v) if key.endswith("_max") else sums.get(key, 0.0) + v * w
             if before is not None:
-                role_norms[role] = _norm([_sub(p.grad, b) for p, b in zip(slot.params, before, strict=True)])
+                role_norms[role] = _norm([_sub(g, b) for g, b in zip(stepper.grads(), before, strict=True)])
         return sums, role_norms, None
 
     def gradient_norms(self, samples: Sequence[Sample], advantages: Any) -> dict[str, Any]:
@@ -320,10 +385,19 @@ class AgentPolicies:
                     out[k][role] = _norm(acc[k])
         return out[""] if list(out) == [""] else out
 
-    def _forward(self, slot: ModelSlot, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Token logprobs and entropy under the policy, and logprobs under the frozen reference (if any)."""
+    def _forward(
+        self, slot: ModelSlot, batch: Batch, train: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Token logprobs and entropy under the policy, and logprobs under the frozen reference (if any).
+
+        ``train``: the forward of an optimizer step, through the stepper's module (a DeepSpeed engine drives its
+        backward from hooks on that forward); else through the bare model.
+        """
         logprobs, entropy = forward_logprobs(
-            slot.model, batch, with_entropy=True, entropy_grad=bool(self.loss.entropy_coef)
+            slot.stepper.module if train else slot.model,
+            batch,
+            with_entropy=True,
+            entropy_grad=bool(self.loss.entropy_coef),
         )
         ref = None
         if slot.reference is not None:
@@ -369,14 +443,21 @@ class AgentPolicies:
         return grads
 
     def _backward(self, slot: ModelSlot, micro: list[tuple[Sample, float]], total_tokens: int) -> tuple[dict, bool]:
-        """Loss on one micro-batch, scaled so the step's loss is the token-mean over its whole mini-batch."""
-        batch = collate([s for s, _ in micro], self.pad_token_id).to(_device(slot.model))
-        if batch.n_tokens == 0:
+        """Loss on one micro-batch, scaled so the step's loss is the token-mean over its whole mini-batch.
+
+        Several ranks: an empty ``micro`` (this rank has fewer micro-batches) still runs a forward/backward that adds
+        nothing, the loss is scaled by the world size (DeepSpeed averages the ranks' gradients), and a non-finite
+        loss on any rank skips the step on every rank.
+        """
+        stepper = slot.stepper
+        batch = collate([s for s, _ in micro] or [_empty_sample()], self.pad_token_id).to(_device(slot.model))
+        if batch.n_tokens == 0 and stepper.world_size == 1:
             return {"tokens": 0.0}, True
-        out = self._ppo(batch, self._forward(slot, batch), [a for _, a in micro])
-        if not torch.isfinite(out.loss):
+        out = self._ppo(batch, self._forward(slot, batch, train=True), [a for _, a in micro] or [0.0])
+        if not stepper.reduce([float(torch.isfinite(out.loss))], "min")[0]:
+            stepper.discard(out.loss)
             return out.metrics, False
-        (out.loss * (batch.n_tokens / total_tokens)).backward()
+        stepper.backward(out.loss * (batch.n_tokens / total_tokens * stepper.world_size))
         return out.metrics, True
 
     @torch.no_grad()
@@ -400,6 +481,41 @@ class AgentPolicies:
         return out
 
     # -- checkpoints ---------------------------------------------------------------------------------------------
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What a checkpoint holds: per model its trainable weights (CPU tensors, by the model's own parameter names),
+        its optimizer state and its roles; and the sampling rng. Frozen weights are the base model's: not saved.
+
+        The tensors may be the live ones: serialize (torch.save) before the next update. A DeepSpeed model's
+        optimizer state is DeepSpeed's (ZeRO: this rank's partition and its fp32 master weights).
+        """
+        return {
+            "models": {
+                s.name: {
+                    "trainable": s.stepper.trainable_state(),
+                    "optimizer": s.stepper.optimizer_state(),
+                    "roles": s.roles,
+                }
+                for s in self.slots
+            },
+            "rng": self._rng.bit_generator.state,
+        }
+
+    def weights(self, role: str) -> dict[str, torch.Tensor]:
+        """The trainable weights of ``role``'s model by HF name, on the CPU (gathered under ZeRO-3): what a rollout
+        engine receives after an update and what an export writes over the base model."""
+        return self.slot(role).stepper.trainable_state()
+
+    def load_checkpoint_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what ``checkpoint_state`` returned (into policies built with the same roles and settings)."""
+        for s in self.slots:
+            if s.name not in state["models"]:
+                raise KeyError(
+                    f"checkpoint has no model {s.name!r} (it has {list(state['models'])}); were the roles changed?"
+                )
+            saved = state["models"][s.name]
+            s.stepper.load(saved["trainable"], saved["optimizer"])
+        self._rng.bit_generator.state = state["rng"]
+
     def state_dict(self) -> dict[str, Any]:
         return {
             s.name: {"model": s.model.state_dict(), "optimizer": s.optimizer.state_dict(), "roles": s.roles}
@@ -457,6 +573,11 @@ def _config_for(roles: list[str], optim: OptimizerConfig | Mapping[str, Optimize
             "give these roles the same settings, or separate models"
         )
     return configs.pop()
+
+
+def _empty_sample() -> Sample:
+    """A one-token sample that trains nothing (mask 0): a rank's stand-in when it has fewer micro-batches."""
+    return Sample([0], [0], response_mask=[0], old_logprobs=[0.0])
 
 
 def _chunks(items: list, size: int | None) -> list[list]:

@@ -201,19 +201,23 @@ async def arollout(
     seed: int = 0,
     question_field: str = "question",
     max_episodes: int | None = None,
+    offset: int = 0,
 ) -> Rollout:
-    """``group_size`` team runs of each example, all through cave's LocalPool (concurrently, results in order)."""
+    """``group_size`` team runs of each example, all through cave's LocalPool (concurrently, results in order).
+
+    ``offset``: the index of ``examples[0]`` among the step's prompts, when a step is split among workers:
+    group ids and episode seeds are then those the whole step would give.
+    """
     tasks, owners = [], []
-    for i, ex in enumerate(examples):
+    for i, ex in enumerate(examples, offset):
         if question_field not in ex:
             raise KeyError(f"example {i} has no {question_field!r} field (fields: {list(ex)}); set data.question_field")
         for _ in range(group_size):
             tasks.append(str(ex[question_field]))
             owners.append((ex, f"s{step}-p{i}"))
     t0 = time.perf_counter()
-    results = await LocalPool(team, max_episodes=max_episodes).arun_many(
-        tasks, seeds=episode_seeds(seed, step, len(tasks))
-    )
+    seeds = episode_seeds(seed, step, (offset + len(examples)) * group_size)[offset * group_size :]
+    results = await LocalPool(team, max_episodes=max_episodes).arun_many(tasks, seeds=seeds)
     episodes = []
     for result, (ex, group) in zip(results, owners, strict=True):
         result.trajectory.meta["group_id"] = group

@@ -1,34 +1,36 @@
 """The Dr. MAS training loop: rollout -> rewards -> advantages -> update per agent -> metrics -> checkpoint.
 
     cfg = load_config("training/configs/math_smollm2.yaml")
-    run_dir = Trainer(cfg).train()          # metrics.jsonl, plots/*.png, checkpoints/ in cfg.output_dir
+    run_dir = Trainer(cfg).train()          # metrics.jsonl, plots/*.png, checkpoints/, final/ in cfg.output_dir
     Trainer(cfg, resume=run_dir).train()    # continues after the last checkpoint, up to cfg.steps
 
-Rollouts are ordinary cave team runs (training.rollout) on the live policy weights; each agent call
-is one sample; advantages come from the configured estimator (training.advantages); each distinct
-model takes its fixed number of optimizer steps (training.policy). A non-finite loss or gradient, or
-a gradient norm above ``max_grad_norm_stop``, stops the run with a message; the last checkpoint
-written is the last good one.
+Rollouts are ordinary cave team runs (training.rollout) on engines serving the live policy weights;
+each agent call is one sample; advantages come from the configured estimator (training.advantages);
+each distinct model takes its fixed number of optimizer steps (training.policy), then the rollout
+engines receive the new weights. Where that work runs (this process, or Ray actors with DeepSpeed
+updates and vLLM engines) is the workers' business (training.workers): the loop is the same. A
+non-finite loss or gradient, or a gradient norm above ``max_grad_norm_stop``, stops the run with a
+message; the last checkpoint written is the last good one.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
 import time
 from collections.abc import Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from training.config import TrainConfig
+from training.workers import load_model, resolve_device  # noqa: F401  (re-exported: benchmarks, notebooks)
 
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
+FINAL = "final"  # save_pretrained folders of the trained models, one per model name
 
 
 class TrainingStopped(RuntimeError):
@@ -49,87 +51,62 @@ class Trainer:
 
     # -- setup -----------------------------------------------------------------------------------
     def setup(self) -> None:
-        import torch
-
-        from cave.llm.hf import TransformersLLM
-        from training.loss import LossConfig
-        from training.policy import AgentPolicies, OptimizerConfig
         from training.rewards import get_reward
-        from training.rollout import BatchedPolicyLLM, policy_team
+        from training.tracking import Trackers
+        from training.workers import make_workers
 
         cfg = self.cfg
-        if cfg.threads:
-            torch.set_num_threads(cfg.threads)
-        torch.manual_seed(cfg.seed)
-        device = resolve_device(cfg.device)
-        self.models = {name: load_model(m.source, m.dtype, m.train_layers, device) for name, m in cfg.models.items()}
-        role_models = {role: a.model for role, a in cfg.agents.items()}
-        optim = {
-            role: OptimizerConfig(
-                lr=a.lr,
-                steps_per_iteration=a.steps_per_iteration,
-                grad_clip=a.grad_clip,
-                weight_decay=a.weight_decay,
-                micro_batch_size=a.micro_batch_size,
-            )
-            for role, a in cfg.agents.items()
-        }
-        first_tok = next(iter(self.models.values()))[1]
-        self.policies = AgentPolicies(
-            {role: self.models[name][0] for role, name in role_models.items()},
-            optim,
-            loss=LossConfig(**cfg.loss.model_dump()),
-            pad_token_id=first_tok.pad_token_id or 0,
-            per_role_grad_norm=cfg.per_role_grad_norm,
-            # logprobs sampled at another temperature are not the trained policy's: recompute them
-            recompute_old_logprobs=cfg.temperature != 1.0,
-            seed=cfg.seed,
-        )
-        backend = BatchedPolicyLLM if cfg.batch_rollouts else partial(TransformersLLM, seed=cfg.seed)
-        backends = {name: backend(model, tok) for name, (model, tok) in self.models.items()}
-        self.backends = backends
-        self.team = policy_team(cfg.team, role_models, backends, temperature=cfg.temperature, max_tokens=cfg.max_tokens)
         self.reward_fn = get_reward(cfg.reward)
+        self.workers = make_workers(cfg)
         self.start_step = 0
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.resume:
-            self.start_step = load_checkpoint(self.run_dir, self.policies)
+            self.start_step = load_checkpoint(self.run_dir, self.workers)
             trim_metrics(self.run_dir / METRICS, self.start_step)
         (self.run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+        self.trackers = Trackers(cfg, self.run_dir)
+
+    @property
+    def policies(self) -> Any:
+        """The in-process AgentPolicies (local workers only)."""
+        return self.workers.policies
 
     # -- the loop --------------------------------------------------------------------------------
     def train(self) -> Path:
         self.setup()
         cfg = self.cfg
-        with progress(self.quiet) as bar:
-            task = bar.add_task("training", total=cfg.steps, completed=self.start_step)
-            for step in range(self.start_step + 1, cfg.steps + 1):
-                metrics = self.step(step)
-                append_jsonl(self.run_dir / METRICS, metrics)
-                if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                    save_checkpoint(self.run_dir, step, self.policies)
-                bar.update(task, advance=1, description=status_line(metrics))
+        try:
+            with progress(self.quiet) as bar:
+                task = bar.add_task("training", total=cfg.steps, completed=self.start_step)
+                for step in range(self.start_step + 1, cfg.steps + 1):
+                    metrics = self.step(step)
+                    append_jsonl(self.run_dir / METRICS, metrics)
+                    self.trackers.log(metrics)
+                    if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                        save_checkpoint(self.run_dir, step, self.workers)
+                    bar.update(task, advance=1, description=status_line(metrics))
+            if cfg.save_final:
+                self.workers.export(self.run_dir / FINAL)
+        finally:
+            self.close()
         plot_run(self.run_dir)
         return self.run_dir
 
+    def close(self) -> None:
+        """Stop the workers (engines, Ray actors) and flush the trackers; safe to call twice."""
+        for part in ("trackers", "workers"):
+            obj = self.__dict__.pop(part, None)
+            if obj is not None:
+                obj.close()
+
     def step(self, step: int) -> dict[str, Any]:
         from training.advantages import advantage_stats, compute_advantages
-        from training.rollout import arollout, pick_examples, trainable_trajectories
+        from training.rollout import pick_examples, trainable_trajectories
         from training.samples import build_samples, sample_columns
 
         cfg = self.cfg
         t0 = time.perf_counter()
-        roll = asyncio.run(
-            arollout(
-                self.team,
-                pick_examples(self.examples, step, cfg.batch_size),
-                group_size=cfg.group_size,
-                step=step,
-                seed=cfg.seed,
-                question_field=cfg.data.question_field,
-                max_episodes=cfg.max_episodes,
-            )
-        )
+        roll = self.workers.rollout(pick_examples(self.examples, step, cfg.batch_size), step)
         self.last_rollout = roll  # for inspection (benchmarks, debugging)
         failed = self.score(roll.episodes)
         samples = build_samples(trainable_trajectories(roll), format_penalty=cfg.format_penalty)
@@ -141,26 +118,27 @@ class Trainer:
         cols = sample_columns(samples)
         adv = compute_advantages(cfg.estimator, **cols, norm_by_std=cfg.norm_by_std)
         t1 = time.perf_counter()
-        results = self.policies.update(samples, adv)
+        results = self.workers.update(samples, adv)
         t2 = time.perf_counter()
         self.check(step, results)
+        self.workers.sync()  # after the check: a bad step never reaches the rollout engines
+        t3 = time.perf_counter()
         metrics = step_metrics(step, roll, samples, adv, advantage_stats(adv, cols["agent_ids"]), results)
         metrics.update(
             rewards_failed=len(failed),
             reward_errors=failed[:3],
             rollout_s=roll.seconds,
             update_s=t2 - t1,
-            step_s=t2 - t0,
+            sync_s=t3 - t2,
+            step_s=t3 - t0,
         )
         trained = sum(s.n_tokens for s in samples)
-        sizes = [n for b in self.backends.values() for n in getattr(b, "batches", [])]
+        sizes = roll.meta.get("batch_sizes")
         if sizes:  # calls per batched forward during this rollout
             metrics["rollout_batch_mean"] = float(np.mean(sizes))
-            for b in self.backends.values():
-                b.batches.clear()
         metrics["rollout_tokens_per_s"] = roll.generated_tokens / max(roll.seconds, 1e-9)
         metrics["update_tokens_per_s"] = trained / max(t2 - t1, 1e-9)
-        metrics["tokens_per_s"] = roll.generated_tokens / max(t2 - t0, 1e-9)  # generated tokens per RL iteration s
+        metrics["tokens_per_s"] = roll.generated_tokens / max(t3 - t0, 1e-9)  # generated tokens per RL iteration s
         return metrics
 
     def score(self, episodes: Sequence[Any]) -> list[str]:
@@ -194,40 +172,6 @@ class Trainer:
                 f"step {step} stopped: " + "; ".join(problems) + f". {keep}; resume from it with a lower lr "
                 f"(`cave train CONFIG --resume {self.run_dir}`)."
             )
-
-
-# -- models ----------------------------------------------------------------------------------------
-def resolve_device(device: str) -> str:
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device: cuda, but torch sees no CUDA device; use device: cpu or auto")
-    return device
-
-
-def load_model(source: str, dtype: str, train_layers: int | None, device: str) -> tuple[Any, Any]:
-    """(model, tokenizer) from an embedded model name or an HF directory, with all but the last layers frozen."""
-    from cave.llm import hf, models
-
-    path: Any = source
-    if models.resolve_name(source) and not Path(source).exists():
-        from cave.llm.convert import hf_checkpoint
-
-        path = hf_checkpoint(source)
-    model, tok = hf.load(path, device=device, dtype=dtype)
-    if train_layers:
-        layers = getattr(getattr(model, "model", None), "layers", None)
-        if layers is None:
-            raise ValueError(f"models: train_layers needs a decoder with model.layers; {type(model).__name__} has none")
-        model.requires_grad_(False)
-        for layer in list(layers)[-train_layers:]:
-            layer.requires_grad_(True)
-        if getattr(model.model, "norm", None) is not None:
-            model.model.norm.requires_grad_(True)
-    model.train()
-    return model, tok
 
 
 # -- metrics -----------------------------------------------------------------------------------------
@@ -335,25 +279,16 @@ def plot_run(run_dir: str | Path) -> list[Path]:
 
 
 # -- checkpoints ------------------------------------------------------------------------------------
-def save_checkpoint(run_dir: Path, step: int, policies: Any) -> Path:
-    """RUN_DIR/checkpoints/step_N.pt: trainable weights and optimizer state per model; ``latest`` names it."""
+def save_checkpoint(run_dir: Path, step: int, workers: Any) -> Path:
+    """RUN_DIR/checkpoints/step_N.pt: trainable weights and optimizer state per model; ``latest`` names it.
+
+    Frozen weights are the base model's, so only what training changes is saved.
+    """
     import torch
 
     ckpt_dir = run_dir / CHECKPOINTS
     ckpt_dir.mkdir(exist_ok=True)
-    state = {
-        "step": step,
-        "models": {
-            s.name: {
-                # frozen weights are the base model's: only what training changes is saved
-                "trainable": {n: p.detach().cpu() for n, p in s.model.named_parameters() if p.requires_grad},
-                "optimizer": s.optimizer.state_dict(),
-                "roles": s.roles,
-            }
-            for s in policies.slots
-        },
-        "rng": policies._rng.bit_generator.state,
-    }
+    state = {"step": step, **workers.checkpoint_state()}
     path = ckpt_dir / f"step_{step:06d}.pt"
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
@@ -371,24 +306,42 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return path if path.is_file() else None
 
 
-def load_checkpoint(run_dir: Path, policies: Any) -> int:
-    """Load the latest checkpoint into ``policies``; returns its step."""
+def load_checkpoint(run_dir: Path, workers: Any) -> int:
+    """Load the latest checkpoint into ``workers`` (weights, optimizer states, sampling rng); returns its step."""
     import torch
 
     path = latest_checkpoint(run_dir)
     if path is None:
         raise FileNotFoundError(f"{run_dir}: no checkpoint to resume from")
     state = torch.load(path, map_location="cpu", weights_only=False)
-    for s in policies.slots:
-        if s.name not in state["models"]:
-            raise KeyError(f"{path}: no model {s.name!r} (it has {list(state['models'])}); were the agents changed?")
-        saved = state["models"][s.name]
-        result = s.model.load_state_dict(saved["trainable"], strict=False)
-        if result.unexpected_keys:
-            raise KeyError(f"{path}: weights {result.unexpected_keys[:3]} do not fit model {s.name!r}")
-        s.optimizer.load_state_dict(saved["optimizer"])
-    policies._rng.bit_generator.state = state["rng"]
+    try:
+        workers.load_checkpoint_state(state)
+    except KeyError as e:
+        raise KeyError(f"{path}: {e.args[0]}") from None
     return int(state["step"])
+
+
+def export_checkpoint(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:
+    """save_pretrained folders of a run's models at its latest checkpoint (default: RUN_DIR/final/NAME)."""
+    import torch
+
+    from training.config import TrainConfig
+    from training.workers import export_trained
+
+    run_dir = Path(run_dir)
+    path = latest_checkpoint(run_dir)
+    if path is None:
+        raise FileNotFoundError(f"{run_dir}: no checkpoint (expected {CHECKPOINTS}/latest); is it a run folder?")
+    cfg = TrainConfig.model_validate_json((run_dir / "config.json").read_text())
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    out = {}
+    for slot in state["models"].values():
+        name = cfg.agents[slot["roles"][0]].model
+        try:
+            out[name] = export_trained(cfg, name, slot["trainable"], Path(out_dir or run_dir / FINAL) / name)
+        except KeyError as e:
+            raise KeyError(f"{path}: {e.args[0]}") from None
+    return out
 
 
 # -- progress ----------------------------------------------------------------------------------------

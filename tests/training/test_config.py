@@ -100,3 +100,53 @@ def test_team_file_path_is_relative_to_the_config(tmp_path):
     (tmp_path / "c2.yaml").write_text(yaml.safe_dump({**BASE, "team": "missing.yaml"}))
     with pytest.raises(ConfigError, match="team file not found"):
         load_config(tmp_path / "c2.yaml")
+
+
+@pytest.mark.parametrize(
+    ("changes", "expected"),
+    [
+        (
+            {"models": {"base": {"rollout": {"engine": "vllm_server"}}}},
+            "models.base.rollout: engine vllm_server needs `url` (a running server) or `python`",
+        ),
+        (
+            {"models": {"base": {"rollout": {"engine": "vllm", "url": "http://127.0.0.1:8000"}}}},
+            "url/python are for engine vllm_server, not vllm; remove them or change engine",
+        ),
+        ({"models": {"base": {"rollout": {"engine": "sglang"}}}}, "models.base.rollout.engine: Input should be"),
+        ({"models": {"base": {"deepspeed": {"zero_stage": 4}}}}, "models.base.deepspeed.zero_stage: Input should be"),
+        ({"ray": {"rollout_workers": 0}}, "ray.rollout_workers: Input should be greater than or equal to 1"),
+        ({"tracking": ["mlflow"]}, "tracking.0: Input should be 'tensorboard' or 'wandb'"),
+    ],
+)
+def test_scale_out_settings_name_the_field_and_the_fix(changes, expected):
+    assert expected in bad(**changes)
+
+
+def test_a_missing_optional_package_is_reported_before_any_model_loads(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in {"deepspeed", "ray", "wandb"} else real(name, *a)
+    )
+    assert "models.base.deepspeed: deepspeed is not installed; DS_BUILD_OPS=0 pip install deepspeed==0.19.8" in bad(
+        models={"base": {"deepspeed": {"zero_stage": 2}}}
+    )
+    assert "ray: ray is not installed; pip install 'cave[ray]'" in bad(ray={"rollout_workers": 2})
+    assert "tracking: wandb is not installed; pip install wandb (or the `track` extra)" in bad(tracking=["wandb"])
+
+
+def test_scale_out_settings_parse():
+    cfg = parse_config(
+        {
+            **BASE,
+            "models": {
+                "base": {"rollout": {"engine": "vllm_server", "url": "http://127.0.0.1:8000", "sleep": False}},
+                "big": {"rollout": {"engine": "vllm", "gpu_memory_utilization": 0.3}},
+            },
+            "agents": {"solver": {"model": "big"}, "verifier": {"model": "base"}},
+        }
+    )
+    assert cfg.models["base"].rollout.url == "http://127.0.0.1:8000" and cfg.models["base"].deepspeed is None
+    assert cfg.models["big"].rollout.gpu_memory_utilization == 0.3 and cfg.ray is None and cfg.tracking == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,39 @@ def test_tiny_team_trains_logs_plots_checkpoints_and_resumes(tiny_dir, tmp_path)
     assert train_main(["plot", str(run)]) == 0 and (run / "plots" / "reward.png").is_file()
     assert train_main(["plot", str(tmp_path / "nowhere")]) == 2
 
+    # the finished run saved each trained model as a plain HF folder; `cave train export` rebuilds one from a checkpoint
+    from transformers import AutoModelForCausalLM
+
+    step3 = trainable(run / "checkpoints" / "step_000003.pt")
+    final = dict(AutoModelForCausalLM.from_pretrained(run / "final" / "base").named_parameters())
+    assert torch.equal(final[key].detach(), step3[key])
+    assert train_main(["export", str(run), "--out", str(tmp_path / "exported")]) == 0
+    again = dict(AutoModelForCausalLM.from_pretrained(tmp_path / "exported" / "base").named_parameters())
+    assert torch.equal(again[key].detach(), step3[key])
+    assert (tmp_path / "exported" / "base" / "tokenizer_config.json").is_file()
+    assert train_main(["export", str(tmp_path / "nowhere")]) == 2
+
+
+def test_tensorboard_and_wandb_get_every_metric(tiny_dir, tmp_path, monkeypatch):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = tmp_path / "run"
+    cfg = tiny_config(tiny_dir, run, steps=2, tracking=["tensorboard", "wandb"], save_final=False)
+    Trainer(cfg, quiet=True).train()
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    rows = read_metrics(run)
+    tags = set(events.Tags()["scalars"])
+    assert {"reward_mean", "grad_norm/solver", "adv/verifier/std", "loss"} <= tags
+    assert [e.step for e in events.Scalars("reward_mean")] == [1, 2]
+    assert [e.value for e in events.Scalars("reward_mean")] == pytest.approx([r["reward_mean"] for r in rows])
+    # wandb wrote an offline run in the run folder (no network), with the same id a resume would reuse
+    run_id = (run / "wandb_run_id").read_text()
+    offline = list((run / "wandb").glob(f"offline-run-*-{run_id}"))
+    assert len(offline) == 1 and list(offline[0].glob("*.wandb"))
+    assert not (run / "final").exists()
+
 
 def test_cli_reports_bad_input_before_loading_a_model(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"team": TEAM, "data": {"prompts": []}, "estimator": "x"}))
@@ -165,3 +199,33 @@ def test_cave_train_smollm2_solver_verifier_end_to_end(tmp_path):
     assert train_main([str(config), "--resume", str(run), "--steps", "3", "--quiet"]) == 0
     assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
     assert latest_checkpoint(run).name == "step_000003.pt"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", [2, 3])
+def test_deepspeed_zero_updates_train_like_torch_and_resume(tiny_dir, tmp_path, stage):
+    """`models.base.deepspeed: {zero_stage: N}` runs the same loop through a DeepSpeed engine: the same rollouts,
+    gradient norms and weights as the torch AdamW run, a checkpoint that resumes, and a full export (ZeRO-3
+    partitions the live weights: the export gathers them)."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("deepspeed", reason="the scale extra (DS_BUILD_OPS=0 pip install deepspeed==0.19.8)")
+    from transformers import AutoModelForCausalLM
+
+    key = "model.layers.1.mlp.down_proj.weight"
+    torch_run, ds_run = tmp_path / "torch", tmp_path / "ds"
+    # ZeRO-2 keeps no per-parameter gradient between a step's backward passes: per-role norms there are the model's
+    per_role = stage != 2
+    Trainer(tiny_config(tiny_dir, torch_run, per_role_grad_norm=per_role), quiet=True).train()
+    ds_model = {"base": {"source": str(tiny_dir), "deepspeed": {"zero_stage": stage}}}
+    ds_cfg = tiny_config(tiny_dir, ds_run, models=ds_model, per_role_grad_norm=per_role)
+    Trainer(ds_cfg, quiet=True).train()
+    for a, b in zip(read_metrics(torch_run), read_metrics(ds_run), strict=True):
+        assert a["reward_mean"] == b["reward_mean"] and a["samples"] == b["samples"]
+        assert b["grad_norm/solver"] == pytest.approx(a["grad_norm/solver"], rel=1e-4)
+    want = trainable(torch_run / "checkpoints" / "step_000002.pt")
+    got = trainable(ds_run / "checkpoints" / "step_000002.pt")
+    assert got[key] == pytest.approx(want[key], abs=1e-5) and not torch.equal(got[key], want[key] * 0)
+    final = dict(AutoModelForCausalLM.from_pretrained(ds_run / "final" / "base").named_parameters())
+    assert torch.equal(final[key].detach(), got[key])
+    Trainer(ds_cfg.model_copy(update={"steps": 3}), resume=ds_run, quiet=True).train()
+    assert [r["step"] for r in read_metrics(ds_run)] == [1, 2, 3]

