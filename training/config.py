@@ -63,10 +63,11 @@ class RolloutSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    engine: Literal["transformers", "vllm", "vllm_server"] = Field(
-        "transformers",
-        description="transformers: the live model in-process (CPU or GPU); vllm: an in-process vLLM engine (GPU); "
-        "vllm_server: a vLLM OpenAI-compatible server, reached at `url` or started with `python`",
+    engine: Literal["auto", "transformers", "vllm", "vllm_server"] = Field(
+        "auto",
+        description="auto: vllm where vLLM and a CUDA GPU are at hand, else transformers; transformers: the live "
+        "model in-process (CPU or GPU); vllm: an in-process vLLM engine (GPU); vllm_server: a vLLM "
+        "OpenAI-compatible server, reached at `url` or started with `python`",
     )
     url: str | None = Field(None, description="vllm_server: the server's base URL (http://127.0.0.1:8000)")
     python: str | None = Field(None, description="vllm_server: start a server with this Python (a vLLM venv)")
@@ -82,7 +83,17 @@ class RolloutSettings(BaseModel):
             )
         if self.engine != "vllm_server" and (self.url or self.python):
             raise ValueError(f"url/python are for engine vllm_server, not {self.engine}; remove them or change engine")
+        if self.engine == "vllm":
+            need("vllm", "pip install 'cave[gpu]' on a CUDA machine, or use engine: auto / transformers / vllm_server")
         return self
+
+    def resolved(self) -> str:
+        """The engine ``auto`` stands for on this machine (the others stand for themselves)."""
+        if self.engine != "auto":
+            return self.engine
+        from cave.llm.vllm import vllm_available
+
+        return "vllm" if vllm_available()[0] else "transformers"
 
 
 class ModelConfig(BaseModel):

@@ -135,7 +135,7 @@ class RolloutWorker:
 
     def __init__(self, cfg: TrainConfig, names: Sequence[str]) -> None:
         self.cfg = cfg
-        live = [n for n in names if cfg.models[n].rollout.engine == "transformers"]
+        live = [n for n in names if cfg.models[n].rollout.resolved() == "transformers"]
         self.models = _load(cfg, live, "Ray rollout worker")
         for name in names:  # a vLLM engine loads its own weights: only the tokenizer is needed here
             if name not in live:

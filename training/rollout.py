@@ -53,8 +53,8 @@ class Rollout:
 class BatchedPolicyLLM(LLM):
     """The live policy as a cave backend that batches the calls of concurrent team runs into one forward.
 
-    Calls that arrive while the model is busy (or within ``window_s`` of each other) and ask for the same
-    sampling settings are sampled together by ``cave.llm.hf.generate_batch`` (left-padded, KV cache): on a
+    Calls that arrive while the model is busy (or within ``window_s`` of each other, for at most ``max_wait_s``)
+    and ask for the same sampling settings are sampled together by ``cave.llm.hf.generate_batch`` (left-padded, KV cache): on a
     CPU the decode steps cost about the same for 1 or 8 rows. Each call still gets its own prompt ids,
     response ids and sampling-time logprobs. A batch uses the seed of its first call, so a run is
     reproducible given the same batches (not call by call, as with TransformersLLM).
@@ -62,13 +62,15 @@ class BatchedPolicyLLM(LLM):
 
     name = "transformers-batched"
 
-    def __init__(self, model: Any, tokenizer: Any, *, window_s: float = 0.05, max_batch: int = 64) -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, *, window_s: float = 0.05, max_wait_s: float = 1.0, max_batch: int = 64
+    ) -> None:
         from cave.llm.hf import TransformersLLM
 
         self.single = TransformersLLM(model, tokenizer)  # prompt encoding, tool calls, limits
         self.model, self.tokenizer = model, tokenizer
         self.context_window = self.single.context_window
-        self.window_s, self.max_batch = window_s, max_batch
+        self.window_s, self.max_wait_s, self.max_batch = window_s, max_wait_s, max_batch
         self.batches: list[int] = []  # sizes of the batches run, for metrics
         self._pending: list[tuple[tuple, list[int], int | None, asyncio.Future]] = []
         self._worker: asyncio.Task | None = None
@@ -107,7 +109,13 @@ class BatchedPolicyLLM(LLM):
     async def _drain(self) -> None:
         from cave.llm.hf import generate_batch
 
-        await asyncio.sleep(self.window_s)  # let the other team runs' calls of this turn arrive
+        # let the other team runs' calls of this turn arrive: wait while they keep coming (runs start a few ms
+        # apart: each builds its runtime and prompt first), at most max_wait_s
+        waited, seen = 0.0, -1
+        while len(self._pending) != seen and len(self._pending) < self.max_batch and waited < self.max_wait_s:
+            seen = len(self._pending)
+            await asyncio.sleep(self.window_s)
+            waited += self.window_s
         while self._pending:
             key = self._pending[0][0]
             batch = [p for p in self._pending if p[0] == key][: self.max_batch]

@@ -179,27 +179,29 @@ def build_engines(cfg: TrainConfig, models: Mapping[str, tuple[Any, Any]]) -> di
 
     engines = {}
     for name, (model, tok) in models.items():
-        r = cfg.models[name].rollout
-        if r.engine == "transformers":  # the live model itself: nothing to sync on one device
+        m = cfg.models[name]
+        r, kind = m.rollout, m.rollout.resolved()
+        if kind == "transformers":  # the live model itself: nothing to sync on one device
             engines[name] = build_engine("transformers", model, tok, batched=cfg.batch_rollouts, seed=cfg.seed)
-        elif r.engine == "vllm":
+        elif kind == "vllm":  # sleeps during updates, so several engines and the trainers share the GPU
+            settings = {"dtype": m.dtype, "logprobs_mode": "processed_logprobs", **r.engine_args}
             engines[name] = build_engine(
                 "vllm",
-                model_dir(cfg.models[name].source),
+                model_dir(m.source),
                 tok,
                 enable_sleep_mode=r.sleep,
                 gpu_memory_utilization=r.gpu_memory_utilization,
                 seed=cfg.seed,
-                **r.engine_args,
+                **settings,
             )
         else:  # vllm_server: a running server (url) or one started here (python); engine_args go to the launch
             engines[name] = build_engine(
                 "vllm_server",
-                model_dir(cfg.models[name].source),
+                model_dir(m.source),
                 tok,
                 url=r.url,
                 python=r.python,
-                launch=None if r.url else server_launch(cfg.models[name]),
+                launch=None if r.url else server_launch(m),
             )
     return engines
 

@@ -117,12 +117,15 @@ def _sample(
 
     device = next(model.parameters()).device
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(stop_ids) if stop_ids else 0)
-    width = max(len(p) for p in prompts)
-    if width == 0:
+    if max(len(p) for p in prompts) == 0:
         raise LLMError("an empty prompt: give at least one token (a chat prompt always has some)")
-    ids = torch.full((len(prompts), width), pad, dtype=torch.long, device=device)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long, device=device)
-    for b, p in enumerate(prompts):  # left padding: every row's last prompt token is in the last column
+    # Identical prompts (the N samples of one RL prompt group) are prefilled once; their cache rows are copied.
+    unique: dict[tuple[int, ...], int] = {}
+    row_of = torch.tensor([unique.setdefault(tuple(p), len(unique)) for p in prompts], device=device)
+    width = max(len(p) for p in unique)
+    ids = torch.full((len(unique), width), pad, dtype=torch.long, device=device)
+    mask = torch.zeros((len(unique), width), dtype=torch.long, device=device)
+    for b, p in enumerate(unique):  # left padding: every row's last prompt token is in the last column
         if p:
             ids[b, width - len(p) :] = torch.tensor(list(p), dtype=torch.long)
             mask[b, width - len(p) :] = 1
@@ -132,14 +135,23 @@ def _sample(
     emitted = [0] * len(prompts)
     active = torch.ones(len(prompts), dtype=torch.bool, device=device)
     stop_tensor = torch.tensor(sorted(stop_ids), dtype=torch.long, device=device)
-    past = None
-    step_ids, step_pos = ids, positions
-    for _ in range(max_new_tokens):
-        output = model(
-            input_ids=step_ids, attention_mask=mask, position_ids=step_pos, past_key_values=past, use_cache=True
-        )
-        past = output.past_key_values
-        logits = output.logits[:, -1, :].float()
+    prefill = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+    try:  # only the last position's logits are needed (the full vocabulary at every prompt position is not)
+        output = model(**prefill, logits_to_keep=1)
+    except TypeError:
+        output = model(**prefill)
+    past = output.past_key_values
+    if len(unique) < len(prompts):
+        past.batch_select_indices(row_of)
+    logits = output.logits[row_of, -1, :].float()
+    mask, step_pos, step_ids = mask[row_of], positions[row_of], None
+    for n in range(max_new_tokens):
+        if n:
+            output = model(
+                input_ids=step_ids, attention_mask=mask, position_ids=step_pos, past_key_values=past, use_cache=True
+            )
+            past = output.past_key_values
+            logits = output.logits[:, -1, :].float()
         if temperature > 0:
             logp = torch.log_softmax(_filter_logits(logits / temperature, top_k, top_p), dim=-1)
             token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(-1)

@@ -127,14 +127,16 @@ def test_a_missing_optional_package_is_reported_before_any_model_loads(monkeypat
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name in {"deepspeed", "ray", "wandb"} else real(name, *a)
-    )
+    missing = {"deepspeed", "ray", "wandb", "vllm"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a))
     assert "models.base.deepspeed: deepspeed is not installed; DS_BUILD_OPS=0 pip install deepspeed==0.19.8" in bad(
         models={"base": {"deepspeed": {"zero_stage": 2}}}
     )
     assert "ray: ray is not installed; pip install 'cave[ray]'" in bad(ray={"rollout_workers": 2})
     assert "tracking: wandb is not installed; pip install wandb (or the `track` extra)" in bad(tracking=["wandb"])
+    assert "models.base.rollout: vllm is not installed; pip install 'cave[gpu]' on a CUDA machine" in bad(
+        models={"base": {"rollout": {"engine": "vllm"}}}
+    )
 
 
 def test_scale_out_settings_parse():
@@ -143,10 +145,14 @@ def test_scale_out_settings_parse():
             **BASE,
             "models": {
                 "base": {"rollout": {"engine": "vllm_server", "url": "http://127.0.0.1:8000", "sleep": False}},
-                "big": {"rollout": {"engine": "vllm", "gpu_memory_utilization": 0.3}},
+                "big": {"rollout": {"gpu_memory_utilization": 0.3}},
             },
             "agents": {"solver": {"model": "big"}, "verifier": {"model": "base"}},
         }
     )
     assert cfg.models["base"].rollout.url == "http://127.0.0.1:8000" and cfg.models["base"].deepspeed is None
     assert cfg.models["big"].rollout.gpu_memory_utilization == 0.3 and cfg.ray is None and cfg.tracking == []
+    # auto: vLLM where it and a CUDA GPU are at hand, else the transformers engine (the live model)
+    from cave.llm.vllm import vllm_available
+
+    assert cfg.models["big"].rollout.resolved() == ("vllm" if vllm_available()[0] else "transformers")

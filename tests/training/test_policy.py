@@ -63,6 +63,35 @@ def test_logprobs_are_padding_invariant():
     torch.testing.assert_close(batched[0, : len(s.response_ids)], want, atol=1e-5, rtol=1e-5)
 
 
+def test_rows_with_the_same_prompt_share_one_prompt_forward_with_the_same_result():
+    """Grouped samples (the N runs of a prompt) reuse one prompt forward: same logprobs, entropy and gradients as the
+    padded batch, and fewer prompt tokens through the model."""
+    model = tiny_llama()
+    rng = np.random.default_rng(1)
+    prompts = [rng.integers(1, VOCAB, size=n).tolist() for n in (9, 4)]
+    samples = [Sample(prompts[i % 2], rng.integers(1, VOCAB, size=int(rng.integers(1, 6))).tolist()) for i in range(7)]
+    samples.append(Sample([5, 6, 7], [8]))  # a prompt of its own, a one-token response
+    batch = collate(samples)
+
+    def run(share):
+        model.zero_grad()
+        lp, ent = forward_logprobs(model, batch, with_entropy=True, entropy_grad=True, share_prompts=share)
+        ((lp * batch.response_mask).sum() + (ent * batch.response_mask).sum()).backward()
+        return lp.detach(), ent.detach(), [p.grad.clone() for p in model.parameters()]
+
+    seen = []
+    hook = model.model.embed_tokens.register_forward_hook(lambda m, i, o: seen.append(i[0].numel()))
+    shared, plain = run(True), run(False)
+    hook.remove()
+    mask = batch.response_mask.bool()
+    torch.testing.assert_close(shared[0][mask], plain[0][mask], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(shared[1][mask], plain[1][mask], atol=1e-5, rtol=1e-5)
+    for a, b in zip(shared[2], plain[2], strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    n_shared, n_plain = sum(seen[: len(seen) - 1]), seen[-1]  # token positions through the embedding
+    assert n_shared < n_plain / 2
+
+
 def test_update_changes_parameters_and_improves_the_objective():
     model = tiny_llama()
     pol = AgentPolicies({"solver": model}, OptimizerConfig(lr=1e-2, steps_per_iteration=1))
