@@ -578,6 +578,8 @@ class VLLMServerEngine:
             path, written = save_weights(named_tensors, self.weights_dir, dtype=self.weights_dtype), True
             os.chmod(path, 0o644)  # the server may run as another user
         t1 = time.perf_counter()
+        if self.sleeping:  # a sleeping server's weights come back first; its KV cache sleeps until wake()
+            self._post("/wake_up", params={"tags": "weights"})
         try:
             results = self.collective_rpc(WEIGHT_SYNC_METHOD, str(path))
         finally:
