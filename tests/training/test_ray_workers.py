@@ -277,3 +277,27 @@ def test_too_many_actors_for_the_local_ray_is_an_error_not_a_hang(local_ray, tin
     cfg = tiny_config(tiny_dir, tmp_path / "run", ray={**RAY, "rollout_workers": 8, "cpus_per_rollout_worker": 1})
     with pytest.raises(RayWorkerError, match=r"8 rollout workers x 1 CPU .* = 8.5 CPU, but the Ray cluster has 2"):
         RayWorkers(cfg)
+
+
+def test_learners_update_through_deepspeed_inside_their_actors(local_ray, tiny_dir, tmp_path):
+    """Ray learners with `deepspeed: {zero_stage: 2}` (a one-process gloo group in each actor) train like the
+    in-process torch run, and export the trained model."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("deepspeed", reason="the scale extra (DS_BUILD_OPS=0 pip install deepspeed==0.19.8)")
+    from transformers import AutoModelForCausalLM
+
+    common = {"batch_rollouts": False, "per_role_grad_norm": False}  # ZeRO-2 has only the model's norm
+    models = {"base": {"source": str(tiny_dir), "deepspeed": {"zero_stage": 2}}}
+    Trainer(tiny_config(tiny_dir, tmp_path / "ray", ray=RAY, models=models, **common), quiet=True).train()
+    Trainer(tiny_config(tiny_dir, tmp_path / "local", **common), quiet=True).train()
+    for got, want in zip(read_metrics(tmp_path / "ray"), read_metrics(tmp_path / "local"), strict=True):
+        assert got["reward_mean"] == want["reward_mean"] and got["samples"] == want["samples"]
+        assert got["grad_norm/solver"] == pytest.approx(want["grad_norm/solver"], rel=1e-4)
+    key = "model.layers.1.mlp.down_proj.weight"
+    trained = trainable(tmp_path / "ray" / "checkpoints" / "step_000002.pt")
+    assert trained[key] == pytest.approx(
+        trainable(tmp_path / "local" / "checkpoints" / "step_000002.pt")[key], abs=1e-5
+    )
+    final = dict(AutoModelForCausalLM.from_pretrained(tmp_path / "ray" / "final" / "base").named_parameters())
+    assert torch.equal(final[key].detach(), trained[key])
+    assert all_cpus_free()
