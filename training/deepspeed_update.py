@@ -54,17 +54,30 @@ class DeepSpeedConfig:
             )
 
 
-def deepspeed_config(ds: DeepSpeedConfig, optim: Any) -> dict[str, Any]:
+BUCKET = 500_000_000  # DeepSpeed's default reduce/allgather bucket, in elements (2 GB of fp32 each)
+
+
+def deepspeed_config(ds: DeepSpeedConfig, optim: Any, n_params: int | None = None) -> dict[str, Any]:
     """The ``deepspeed.initialize`` config for one model, from its DeepSpeedConfig and OptimizerConfig.
+
+    ``n_params`` (the trainable parameter count) caps the ZeRO communication buckets: DeepSpeed allocates them at
+    their full default size (2 GB of fp32 each), which for a small model is most of the memory it uses.
 
     >>> from training.policy import OptimizerConfig
     >>> cfg = deepspeed_config(DeepSpeedConfig(zero_stage=2), OptimizerConfig(lr=1e-6, grad_clip=1.0))
     >>> cfg["zero_optimization"], cfg["gradient_clipping"], cfg["managed_gradient_accumulation"]
     ({'stage': 2}, 1.0, False)
+    >>> deepspeed_config(DeepSpeedConfig(zero_stage=2), OptimizerConfig(), n_params=135_000_000)["zero_optimization"]
+    {'stage': 2, 'reduce_bucket_size': 135000000, 'allgather_bucket_size': 135000000}
     >>> deepspeed_config(DeepSpeedConfig(zero_stage=0), OptimizerConfig(grad_clip=1.0))["gradient_clipping"]
     0.0
     """
     zero: dict[str, Any] = {"stage": ds.zero_stage}
+    if n_params and ds.zero_stage:
+        bucket = max(min(BUCKET, n_params), 1)
+        zero.update(reduce_bucket_size=bucket, allgather_bucket_size=bucket)
+        if ds.zero_stage == 3:
+            zero["stage3_prefetch_bucket_size"] = min(bucket, 50_000_000)
     if ds.offload_optimizer:
         zero["offload_optimizer"] = {"device": "cpu"}
     return {
@@ -138,7 +151,7 @@ class DeepSpeedUpdate:
         else:
             client = torch.optim.AdamW(params, **kwargs)
         self.engine, self.optimizer, _, _ = deepspeed.initialize(
-            model=model, optimizer=client, config=deepspeed_config(ds, optim)
+            model=model, optimizer=client, config=deepspeed_config(ds, optim, sum(p.numel() for p in params))
         )
         self.model = model
         self.module = self.engine
@@ -194,8 +207,8 @@ class DeepSpeedUpdate:
     def trainable_state(self) -> dict[str, torch.Tensor]:
         """Trainable weights by their model names, on the CPU (gathered from every rank under ZeRO-3)."""
         named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
-        if self.stage != 3:
-            return {n: p.detach().cpu() for n, p in named}
+        # copies: DeepSpeed makes the weights views into one flat buffer, and pickling a view (Ray, torch.save)
+        # writes its whole buffer: once per parameter
         with self._gathered([p for _, p in named]):
             return {n: p.detach().cpu().clone() for n, p in named}
 
