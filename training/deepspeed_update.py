@@ -123,7 +123,9 @@ def init_distributed() -> None:
     if dist.is_initialized():
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
+    if os.environ.get("WORLD_SIZE", "1") == "1" or "MASTER_PORT" not in os.environ:
+        # one process has no peer to agree on a port with, and an inherited MASTER_PORT (a Ray actor gets the
+        # driver's environment) may be the driver's own, already listening: take a free one
         os.environ["MASTER_PORT"] = str(_free_port())
     for key, default in (("RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_RANK", "0")):
         os.environ.setdefault(key, default)
