@@ -73,9 +73,9 @@ class Trainer:
 
     # -- the loop --------------------------------------------------------------------------------
     def train(self) -> Path:
-        self.setup()
         cfg = self.cfg
-        try:
+        try:  # a failed setup (a bad checkpoint) stops the engines and actors it already started, too
+            self.setup()
             with progress(self.quiet) as bar:
                 task = bar.add_task("training", total=cfg.steps, completed=self.start_step)
                 for step in range(self.start_step + 1, cfg.steps + 1):
