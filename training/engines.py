@@ -145,17 +145,22 @@ def checkpoint_names(model_dir: str | os.PathLike[str] | None) -> set[str] | Non
     return names
 
 
+def model_dir(source: str) -> Path:
+    """The HF-format folder of a model source: an embedded model name is converted once (cached), else the path."""
+    from cave.llm import models
+
+    if models.resolve_name(source) and not Path(source).exists():
+        from cave.llm.convert import hf_checkpoint
+
+        return Path(hf_checkpoint(source))
+    return Path(source)
+
+
 def _model_dir(model: Any, tokenizer: Any) -> tuple[Path, tempfile.TemporaryDirectory | None]:
     """An HF directory for ``model``: the path itself, or a live model (and its tokenizer) saved to a temp folder."""
     if isinstance(model, str | os.PathLike):
-        path = Path(model)
+        path = model_dir(str(model))
         if not path.exists():
-            from cave.llm import models
-
-            if models.resolve_name(str(model)):
-                from cave.llm.convert import hf_checkpoint
-
-                return Path(hf_checkpoint(str(model))), None
             raise FileNotFoundError(f"{model}: no such model directory")
         return path, None
     if tokenizer is None:

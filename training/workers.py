@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from training.config import TrainConfig
+from training.engines import model_dir
 
 
 def make_workers(cfg: TrainConfig) -> Any:
@@ -93,17 +94,6 @@ def resolve_device(device: str) -> str:
     if device == "cuda" and not torch.cuda.is_available():
         raise ValueError("device: cuda, but torch sees no CUDA device; use device: cpu or auto")
     return device
-
-
-def model_dir(source: str) -> Path:
-    """The HF-format folder of a model source: an embedded model name is converted once (cached), else the path."""
-    from cave.llm import models
-
-    if models.resolve_name(source) and not Path(source).exists():
-        from cave.llm.convert import hf_checkpoint
-
-        return Path(hf_checkpoint(source))
-    return Path(source)
 
 
 def load_model(source: str, dtype: str, train_layers: int | None, device: str) -> tuple[Any, Any]:
