@@ -149,7 +149,7 @@ def bench_main(argv: list[str] | None = None) -> int:
 
 # -- the three suites ----------------------------------------------------------------------------------
 def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
-    from benchmarks.bfcl import DEFAULT_CATEGORIES, arun_bfcl, require_bfcl
+    from cave.benchmarks.bfcl import DEFAULT_CATEGORIES, arun_bfcl, require_bfcl
 
     require_bfcl()
     categories = args.categories.split(",") if args.categories else list(DEFAULT_CATEGORIES)
@@ -172,7 +172,7 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[...,
 
 
 def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
-    from benchmarks.tau2 import pass_hat_k, quiet_logs, require_tau2, run_domain
+    from cave.benchmarks.tau2 import pass_hat_k, quiet_logs, require_tau2, run_domain
 
     require_tau2()
     quiet_logs()
@@ -202,7 +202,7 @@ def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[...,
 
 
 def _bench_data(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
-    from benchmarks.data import TASKS, arun_task, scripted_policy
+    from cave.benchmarks.data import TASKS, arun_task, scripted_policy
 
     sizes = [int(s) for s in args.sizes.split(",")]
     tasks = args.tasks.split(",") if args.tasks else list(TASKS)[: args.limit]
@@ -286,5 +286,5 @@ def _print_table(console: Any, summary: dict[str, Any]) -> None:
         console.print(f"overall {agent}: {100 * rate:.1f}%")
 
 
-if __name__ == "__main__":  # python -m benchmarks.cli bfcl --model local --limit 2
+if __name__ == "__main__":  # python -m cave.benchmarks.cli bfcl --model local --limit 2
     raise SystemExit(bench_main())

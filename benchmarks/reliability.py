@@ -1,4 +1,4 @@
-"""Containment and reliability report: ``python -m benchmarks.reliability [--quick] [--out results.jsonl]``.
+"""Containment and reliability report: ``python -m cave.benchmarks.reliability [--quick] [--out results.jsonl]``.
 
 Runs, on real components (run it from the repository root: it uses the suites in tests/):
 
@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _attempts() -> dict[str, Any]:
-    from runtimes import ProcessRuntime, SandboxRuntime, sandbox_problems
+    from cave.runtimes import ProcessRuntime, SandboxRuntime, sandbox_problems
     from tests.security.attempts import ATTEMPTS, LIMITS, HostContext, machine_facts, run_attempt
 
     host = HostContext()
@@ -76,7 +76,7 @@ def _attempts() -> dict[str, Any]:
 
 
 def _faults(quick: bool) -> dict[str, Any]:
-    from runtimes import sandbox_problems
+    from cave.runtimes import sandbox_problems
     from tests.reliability import scenarios
 
     rows: list[dict[str, Any]] = []
@@ -105,7 +105,7 @@ def _faults(quick: bool) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.reliability", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m cave.benchmarks.reliability", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="8 sessions under load, one kill -9 scenario")
     parser.add_argument("--out", help="append the results as one JSON line to this file")
     args = parser.parse_args(argv)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cave.trajectory import Trajectory
-from runtimes.base import Runtime
+from cave.runtimes.base import Runtime
 
 RewardFn = Callable[[Trajectory, "Runtime | None"], float]
 REWARDS: dict[str, RewardFn] = {}
@@ -57,7 +57,7 @@ def final_answer(trajectory: Trajectory, runtime: Runtime | None) -> Any:
 @register_reward("data")
 def data_reward(trajectory: Trajectory, runtime: Runtime | None = None) -> float:
     """1.0 when the answer equals the reference of meta["data"] = {task, size, seed}; else 0.0."""
-    from benchmarks.data.tasks import TASKS, check
+    from cave.benchmarks.data.tasks import TASKS, check
 
     info = trajectory.meta.get("data") or {}
     if info.get("task") not in TASKS:
@@ -72,19 +72,19 @@ def data_reward(trajectory: Trajectory, runtime: Runtime | None = None) -> float
 @register_reward("bfcl")
 def bfcl_reward(trajectory: Trajectory, runtime: Runtime | None = None) -> float:
     """1.0 when bfcl-eval's checker accepts the captured calls of meta["bfcl"] = {id, calls}."""
-    from benchmarks.bfcl.data import entry_by_id
-    from benchmarks.bfcl.score import score
+    from cave.benchmarks.bfcl.data import entry_by_id
+    from cave.benchmarks.bfcl.score import score
 
     info = trajectory.meta.get("bfcl") or {}
     if "id" not in info or "calls" not in info:
-        raise KeyError("trajectory.meta['bfcl'] needs 'id' and 'calls' (benchmarks.bfcl.run records both)")
+        raise KeyError("trajectory.meta['bfcl'] needs 'id' and 'calls' (cave.benchmarks.bfcl.run records both)")
     return 1.0 if score(entry_by_id(info["id"]), info["calls"]).get("valid") else 0.0
 
 
 @register_reward("tau2")
 def tau2_reward(trajectory: Trajectory, runtime: Runtime | None = None) -> float:
     """tau2's evaluator on the recorded simulation of meta["tau2"] = {domain, task_id, termination, messages}."""
-    from benchmarks.tau2.agents import require_tau2
+    from cave.benchmarks.tau2.agents import require_tau2
 
     require_tau2()
     from tau2.data_model.simulation import SimulationRun

@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from cave import prompts
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.trajectory import Step, Trajectory
-from runtimes.base import ExecError, Execution, Runtime, create_runtime
+from cave.runtimes.base import ExecError, Execution, Runtime, create_runtime
 
 
 # -- the final_answer signal -------------------------------------------------------------------

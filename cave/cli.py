@@ -3,8 +3,8 @@
     cave run TASK.yaml [--quiet | --json] [--db PATH] [--max-steps N]
     cave run --resume RUN_ID
     cave run TEAM_TASK.yaml          # a task file with a `team:` section runs a team (cave.team)
-    cave bench bfcl|tau2|data ...    # benchmarks (benchmarks.cli)
-    cave train CONFIG [--resume RUN_DIR] | cave train plot RUN_DIR   # Dr. MAS RL (training.cli)
+    cave bench bfcl|tau2|data ...    # benchmarks (cave.benchmarks.cli)
+    cave train CONFIG [--resume RUN_DIR] | cave train plot RUN_DIR   # Dr. MAS RL (cave.training.cli)
     cave schema                      # the JSON Schema of task files
     cave runs list [--limit N] [--json]
     cave runs show RUN_ID [--steps] [--json]
@@ -166,7 +166,7 @@ def _team_runner(path: str) -> Any:
 
 def cmd_train(argv: list[str]) -> int:
     try:
-        from training.cli import train_main
+        from cave.training.cli import train_main
     except ImportError as e:
         _err(f"error: the trainer needs the [train] extra: scripts/install.sh train ({e})")
         return 2
@@ -175,7 +175,7 @@ def cmd_train(argv: list[str]) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     try:
-        from benchmarks.cli import bench_main
+        from cave.benchmarks.cli import bench_main
     except ImportError as e:
         _err(f"error: the benchmarks are not available in this installation ({e})")
         return EXIT_FAILED

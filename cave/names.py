@@ -49,7 +49,7 @@ def check_backend(name: str) -> str:
 
 def check_runtime(name: str) -> str:
     """``name`` if it is a known runtime, else a ValueError listing the known ones."""
-    from runtimes.base import RUNTIMES
+    from cave.runtimes.base import RUNTIMES
 
     known = sorted(set(KNOWN_RUNTIMES) | set(RUNTIMES))
     if name not in known:

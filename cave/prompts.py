@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable
 
-from runtimes.base import Execution, VariableInfo
+from cave.runtimes.base import Execution, VariableInfo
 
 # Names the agent loop injects for itself; they are described in the instructions, not listed as state.
 LOOP_NAMES = frozenset({"final_answer", "_final_answer", "FinalAnswer"})

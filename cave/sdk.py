@@ -27,8 +27,8 @@ from cave.agent import Agent, Event, RunResult
 from cave.llm.base import LLM, Scripted, create_backend
 from cave.task import Task, TaskError, load_task, resolve_inputs
 from cave.trajectory import Trajectory, _jsonable
-from runtimes.base import Runtime as BaseRuntime
-from runtimes.base import create_runtime
+from cave.runtimes.base import Runtime as BaseRuntime
+from cave.runtimes.base import create_runtime
 
 
 class _RuntimeMeta(ABCMeta):
@@ -42,7 +42,7 @@ class _RuntimeMeta(ABCMeta):
 class Runtime(metaclass=_RuntimeMeta):
     """``Runtime("inprocess")`` or ``Runtime("kernel", timeout=30)``: a registered runtime by name.
 
-    ``isinstance(x, Runtime)`` is true for every runtime (it checks ``runtimes.base.Runtime``).
+    ``isinstance(x, Runtime)`` is true for every runtime (it checks ``cave.runtimes.base.Runtime``).
     """
 
     def __new__(cls, kind: str = "inprocess", **options: Any) -> BaseRuntime:  # type: ignore[misc]

@@ -344,7 +344,7 @@ def static_exports(path: str | os.PathLike[str]) -> list[str] | None:
 # -- discovery ----------------------------------------------------------------------------------------
 def bundled_root() -> Path:
     """The skills/ folder shipped with cave."""
-    from skills import ROOT
+    from cave.bundled_skills import ROOT
 
     return Path(ROOT)
 

@@ -47,7 +47,7 @@ from sqlalchemy import (
 from cave.agent import Compacted, RunError, RunFinished, RunStarted, StepFinished
 from cave.llm.base import Usage
 from cave.trajectory import Step, Trajectory, _jsonable
-from runtimes.base import Execution
+from cave.runtimes.base import Execution
 
 metadata = MetaData()
 

@@ -56,7 +56,7 @@ from cave.agent import FINAL_VAR, Agent, FinalAnswer, RunStarted, StepFinished
 from cave.llm.base import BACKENDS, LLM, Message, StreamItem, create_backend
 from cave.names import KNOWN_BACKENDS, check_backend, check_runtime, did_you_mean, known_backends, unknown_field_fix
 from cave.trajectory import Step, Trajectory, new_id
-from runtimes.base import Runtime, create_runtime
+from cave.runtimes.base import Runtime, create_runtime
 
 ROLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 PUBLISHED_VAR = "_cave_published"  # name -> (sequence number, description), kept in the role's runtime
@@ -187,7 +187,7 @@ def summarize(value: Any, limit: int = ANSWER_PREVIEW) -> str:
     >>> summarize(42), summarize("x" * 10, limit=5)
     ('42', 'xxxx…')
     """
-    from runtimes.describe import clip, preview, type_name
+    from cave.runtimes.describe import clip, preview, type_name
 
     if isinstance(value, str):
         return value if len(value) <= limit else value[: limit - 1] + "…"
@@ -490,9 +490,9 @@ def _team_dir(info: ValidationInfo) -> Path:
 
 # -- finding role files ------------------------------------------------------------------------
 def bundled_agents_dir() -> Path:
-    import agents
+    from cave.agents import ROOT
 
-    return Path(agents.ROOT)
+    return Path(ROOT)
 
 
 def role_search_dirs(base: Path, extra: Iterable[str] = ()) -> list[Path]:

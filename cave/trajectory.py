@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cave.llm.base import Usage
-from runtimes.base import Execution
+from cave.runtimes.base import Execution
 
 
 def new_id() -> str:

@@ -2,11 +2,11 @@
 
 The execution layer of cave. It imports nothing from ``cave``. Importing this package
 registers the built-in runtimes ("inprocess", "kernel", and the run modes "trusted",
-"process", "sandbox" of ``runtimes.sandbox``); the kernel runtime imports jupyter-client
+"process", "sandbox" of ``cave.runtimes.sandbox``); the kernel runtime imports jupyter-client
 only when one is started, so the core install works without the [kernel] extra.
 """
 
-from runtimes.base import (
+from cave.runtimes.base import (
     RUNTIMES,
     ExecError,
     Execution,
@@ -17,9 +17,9 @@ from runtimes.base import (
     create_runtime,
     register_runtime,
 )
-from runtimes.inprocess import InProcessRuntime
-from runtimes.kernel import KernelRuntime  # registers "kernel"; jupyter-client is imported only at start
-from runtimes.sandbox import (  # registers "trusted", "process", "sandbox"
+from cave.runtimes.inprocess import InProcessRuntime
+from cave.runtimes.kernel import KernelRuntime  # registers "kernel"; jupyter-client is imported only at start
+from cave.runtimes.sandbox import (  # registers "trusted", "process", "sandbox"
     MODES,
     ProcessRuntime,
     SandboxRuntime,

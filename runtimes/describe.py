@@ -34,7 +34,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from runtimes.base import VariableInfo, VariableKind
+from cave.runtimes.base import VariableInfo, VariableKind
 
 MAX_PREVIEW = 300  # characters; the bound on any one variable's preview
 MAX_LISTED = 12  # columns, keys, fields or tables named before "(+N more)"

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from runtimes.base import (
+from cave.runtimes.base import (
     ExecError,
     Execution,
     Registration,
@@ -54,7 +54,7 @@ from runtimes.base import (
     missing_name_error,
     register_runtime,
 )
-from runtimes.describe import describe_namespace, kind_of, user_names
+from cave.runtimes.describe import describe_namespace, kind_of, user_names
 
 DEFAULT_MAX_OUTPUT_CHARS = 1_000_000  # per stream per cell; the rest is counted, not kept
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT

@@ -5,7 +5,7 @@ At start, the kernel also opens a small control channel back to the host (a Unix
 socket, length-prefixed JSON frames with an optional binary attachment). Cells,
 transfers and describe() go through that channel and run on the kernel's main thread
 (its event loop), with the same cell engine as the in-process runtime
-(``runtimes.inprocess.CellRunner``): one request, one reply with stdout, stderr, the
+(``cave.runtimes.inprocess.CellRunner``): one request, one reply with stdout, stderr, the
 result repr and the error, no iopub round trips. That is what brings a trivial cell
 from ~7 ms (a Jupyter execute request) to well under a millisecond.
 
@@ -32,7 +32,7 @@ What the host guarantees, whatever the cell does:
 - Each runtime has its own working directory (``workdir``, or a fresh temporary
   directory removed at close).
 
-Objects cross the process boundary through ``runtimes.transfer``: pickle protocol 5
+Objects cross the process boundary through ``cave.runtimes.transfer``: pickle protocol 5
 with out-of-band buffers through a file in /dev/shm (mapped copy-on-write by the
 receiver), recipes for what cannot be pickled (a SQLAlchemy Engine is re-created from
 its URL), JSON for plain values. With ``trust=False`` retrieve() accepts only the safe
@@ -66,8 +66,8 @@ from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from runtimes import transfer
-from runtimes.base import (
+from cave.runtimes import transfer
+from cave.runtimes.base import (
     ExecError,
     Execution,
     Registration,
@@ -78,13 +78,13 @@ from runtimes.base import (
     missing_name_error,
     register_runtime,
 )
-from runtimes.describe import kind_of
-from runtimes.inprocess import DEFAULT_MAX_OUTPUT_CHARS, check_name
+from cave.runtimes.describe import kind_of
+from cave.runtimes.inprocess import DEFAULT_MAX_OUTPUT_CHARS, check_name
 
 T = TypeVar("T")
 
 KERNEL_EXTRA_HINT = "install the kernel extra: pip install 'cave[kernel]' (jupyter-client, ipykernel, pyarrow, psutil)"
-_BOOT = "from runtimes.kernel import kernel_main; kernel_main()"
+_BOOT = "from cave.runtimes.kernel import kernel_main; kernel_main()"
 _MID_FRAME_TIMEOUT_S = 60.0  # a frame that started arriving must finish within this
 _LIVENESS_CHECK_S = 0.25  # while waiting for a reply, check this often that the kernel still lives
 _PAYLOAD_NAME = re.compile(r"[0-9a-f]{16}\.(bin|arrow|npy)")  # what transfer.new_path makes, nothing else
@@ -924,7 +924,7 @@ def kernel_main() -> None:
     log = open(os.environ["CAVE_KERNEL_LOG"], "a")  # noqa: SIM115 - open for the process's lifetime
     faulthandler.enable(log, all_threads=False)  # a segfault leaves a traceback the host can report
 
-    from runtimes.inprocess import _no_input
+    from cave.runtimes.inprocess import _no_input
 
     builtins.input = _no_input
 
@@ -967,7 +967,7 @@ class _KernelServer:
     """The kernel's end of the control channel: requests run on the kernel's main thread."""
 
     def __init__(self, shell: Any) -> None:
-        from runtimes.inprocess import CellRunner
+        from cave.runtimes.inprocess import CellRunner
 
         self.shell = shell
         self.runner = CellRunner(
@@ -988,7 +988,7 @@ class _KernelServer:
     def _route_display(shell: Any) -> None:
         """display(obj) inside a cell prints its text form into the cell's captured stdout
         (there is no notebook frontend to show rich output to)."""
-        from runtimes.inprocess import _CAPTURE
+        from cave.runtimes.inprocess import _CAPTURE
 
         publish = shell.display_pub.publish
 
@@ -1133,7 +1133,7 @@ class _KernelServer:
         return {"ok": True}, b""
 
     def _retrieve(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
-        from runtimes.describe import user_names
+        from cave.runtimes.describe import user_names
 
         name = request["name"]
         ns = self.shell.user_ns
@@ -1145,7 +1145,7 @@ class _KernelServer:
         return {"ok": True, "payload": meta}, out
 
     def _describe(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
-        from runtimes.describe import describe_namespace
+        from cave.runtimes.describe import describe_namespace
 
         infos = describe_namespace(self.shell.user_ns, hidden=self.shell.user_ns_hidden)
         return {"ok": True, "variables": [i.to_dict() for i in infos]}, b""

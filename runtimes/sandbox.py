@@ -47,7 +47,7 @@ import warnings
 import weakref
 from typing import Any
 
-from runtimes.base import (
+from cave.runtimes.base import (
     ExecError,
     Execution,
     Runtime,
@@ -56,8 +56,8 @@ from runtimes.base import (
     create_runtime,
     register_runtime,
 )
-from runtimes.inprocess import InProcessRuntime
-from runtimes.kernel import KernelRuntime, _installed, _Kernel
+from cave.runtimes.inprocess import InProcessRuntime
+from cave.runtimes.kernel import KernelRuntime, _installed, _Kernel
 
 MODES = ("trusted", "process", "sandbox")
 BWRAP_INSTALL_HINT = (
@@ -65,7 +65,7 @@ BWRAP_INSTALL_HINT = (
     "apk add bubblewrap (Alpine)"
 )
 SANDBOX_UID = 1000  # the uid (and gid) the code runs as inside the jail's user namespace
-_SETUP = "runtimes.sandbox:kernel_setup"
+_SETUP = "cave.runtimes.sandbox:kernel_setup"
 
 
 class SandboxUnavailable(RuntimeError_):
@@ -687,7 +687,7 @@ def _seccomp_supported() -> bool:
 
 
 # =====================================================================================================
-# Inside the kernel process (before ipykernel loads): CAVE_KERNEL_SETUP=runtimes.sandbox:kernel_setup
+# Inside the kernel process (before ipykernel loads): CAVE_KERNEL_SETUP=cave.runtimes.sandbox:kernel_setup
 # =====================================================================================================
 
 

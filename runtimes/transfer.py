@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtimes.base import TransferError
+from cave.runtimes.base import TransferError
 
 INLINE_LIMIT = 1 << 20  # bytes: smaller payloads ride in the message, larger ones go through a file
 _ALIGN = 64  # buffer offsets in a payload file (NumPy and Arrow like aligned memory)
@@ -217,7 +217,7 @@ def _not_picklable(value: Any, e: Exception) -> TransferError:
     name = qualified_type(value)
     return TransferError(
         f"cannot copy an object of type {name} into another process: {type(e).__name__}: {e}. "
-        f"Register a recipe that rebuilds it there: runtimes.transfer.register_recipe({name!r}, "
+        f"Register a recipe that rebuilds it there: cave.runtimes.transfer.register_recipe({name!r}, "
         "lambda obj: Recipe(factory, args, kwargs)); or use the in-process runtime, which shares live objects."
     )
 

@@ -30,14 +30,14 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar; print only the run folder")
     args = p.parse_args(argv)
 
-    from training.config import ConfigError, load_config
+    from cave.training.config import ConfigError, load_config
 
     try:
         cfg = load_config(args.config, steps=args.steps)
     except ConfigError as e:
         print(f"cave train: bad config:\n{e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from training.trainer import Trainer, TrainingStopped
+    from cave.training.trainer import Trainer, TrainingStopped
 
     try:
         trainer = Trainer(cfg, resume=args.resume, quiet=args.quiet)
@@ -57,7 +57,7 @@ def plot_main(argv: Sequence[str]) -> int:
     p = argparse.ArgumentParser(prog="cave train plot", description="PNG curves of a run's metrics.jsonl")
     p.add_argument("run_dir")
     args = p.parse_args(list(argv))
-    from training.trainer import plot_run
+    from cave.training.trainer import plot_run
 
     try:
         files = plot_run(args.run_dir)
@@ -74,7 +74,7 @@ def export_main(argv: Sequence[str]) -> int:
     p.add_argument("run_dir")
     p.add_argument("--out", metavar="DIR", help="where to write (default: RUN_DIR/final/MODEL)")
     args = p.parse_args(list(argv))
-    from training.trainer import export_checkpoint
+    from cave.training.trainer import export_checkpoint
 
     try:
         folders = export_checkpoint(args.run_dir, args.out)

@@ -199,8 +199,8 @@ class TrainConfig(BaseModel):
         default_factory=dict, description="role -> policy settings (default: every role on model 'base')"
     )
     data: DataConfig
-    reward: str = Field("math_sympy", description="a registered reward (training.rewards)")
-    estimator: str = Field("drmas", description="grpo | drmas | pooled_calls (training.advantages)")
+    reward: str = Field("math_sympy", description="a registered reward (cave.training.rewards)")
+    estimator: str = Field("drmas", description="grpo | drmas | pooled_calls (cave.training.advantages)")
     norm_by_std: bool = True
     group_size: int = Field(2, ge=1, description="N team runs per prompt (the GRPO group)")
     batch_size: int = Field(2, ge=1, description="prompts per training step")
@@ -246,7 +246,7 @@ class TrainConfig(BaseModel):
     @field_validator("reward")
     @classmethod
     def _known_reward(cls, v: str) -> str:
-        from training.rewards import REWARDS
+        from cave.training.rewards import REWARDS
 
         if v not in REWARDS:
             raise ValueError(f"unknown reward {v!r}; known: {', '.join(sorted(REWARDS))}")
@@ -255,7 +255,7 @@ class TrainConfig(BaseModel):
     @field_validator("estimator")
     @classmethod
     def _known_estimator(cls, v: str) -> str:
-        from training.advantages import ESTIMATORS
+        from cave.training.advantages import ESTIMATORS
 
         if v not in ESTIMATORS:
             raise ValueError(f"unknown estimator {v!r}; known: {', '.join(sorted(ESTIMATORS))}")

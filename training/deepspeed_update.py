@@ -63,7 +63,7 @@ def deepspeed_config(ds: DeepSpeedConfig, optim: Any, n_params: int | None = Non
     ``n_params`` (the trainable parameter count) caps the ZeRO communication buckets: DeepSpeed allocates them at
     their full default size (2 GB of fp32 each), which for a small model is most of the memory it uses.
 
-    >>> from training.policy import OptimizerConfig
+    >>> from cave.training.policy import OptimizerConfig
     >>> cfg = deepspeed_config(DeepSpeedConfig(zero_stage=2), OptimizerConfig(lr=1e-6, grad_clip=1.0))
     >>> cfg["zero_optimization"], cfg["gradient_clipping"], cfg["managed_gradient_accumulation"]
     ({'stage': 2}, 1.0, False)

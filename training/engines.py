@@ -14,7 +14,7 @@ and may ``sleep`` the engine while it computes gradients::
 Engines (``build_engine(kind, ...)``; add one with ``@register_engine("name")``):
 
 ``transformers``
-    ``training.rollout.BatchedPolicyLLM`` on a live torch model, in this process. When the engine's
+    ``cave.training.rollout.BatchedPolicyLLM`` on a live torch model, in this process. When the engine's
     model IS the trainer's model (the default on CPU) ``load_weights`` has nothing to do.
 ``vllm``
     vLLM in this process (``cave.llm.vllm.VLLMEngine``; CUDA): weights through a safetensors file
@@ -23,7 +23,7 @@ Engines (``build_engine(kind, ...)``; add one with ``@register_engine("name")``)
     A vLLM OpenAI-compatible server at any URL, reached with cave's ``openai`` backend. Weight sync
     writes a safetensors file into a folder both sides can read and calls the dev-mode
     ``/collective_rpc`` endpoint (the server runs with ``VLLM_SERVER_DEV_MODE=1`` and
-    ``--worker-extension-cls training.vllm_worker.WeightSync``), then ``/reset_prefix_cache``.
+    ``--worker-extension-cls cave.training.vllm_worker.WeightSync``), then ``/reset_prefix_cache``.
     ``launch_vllm_server`` starts such a server as a subprocess.
 
 The parameter names are the HF checkpoint's (``model.layers.3.self_attn.q_proj.weight``). vLLM fuses
@@ -52,7 +52,7 @@ from cave.llm.vllm import WEIGHT_SYNC_METHOD
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent  # on the server's PYTHONPATH, for training.vllm_worker
+REPO_ROOT = Path(__file__).resolve().parent.parent  # on the server's PYTHONPATH, for cave.training.vllm_worker
 
 
 @runtime_checkable
@@ -203,7 +203,7 @@ class TransformersEngine:
             raise ValueError("the transformers engine needs the model's tokenizer")
         self.model, self.tokenizer = model, tokenizer
         if batched:
-            from training.rollout import BatchedPolicyLLM
+            from cave.training.rollout import BatchedPolicyLLM
 
             self.llm = BatchedPolicyLLM(model, tokenizer, **llm_options)
         else:
@@ -373,7 +373,7 @@ def launch_vllm_server(
     """Start ``python -m vllm.entrypoints.openai.api_server`` for ``model_dir`` with the weight-sync extension.
 
     Dev mode is on (``/collective_rpc``, ``/sleep``, ``/reset_prefix_cache``, ``/server_info``), this
-    repository is on the server's PYTHONPATH (for ``training.vllm_worker``), and the call returns once
+    repository is on the server's PYTHONPATH (for ``cave.training.vllm_worker``), and the call returns once
     ``/health`` answers, or raises RuntimeError with the log's tail after ``timeout`` seconds or when the
     server exits. ``kv_cache_bytes`` sets the KV cache size outright: on CPU vLLM otherwise reserves a
     fraction of ALL memory and refuses to start when less is free. ``logprobs_mode="processed_logprobs"``

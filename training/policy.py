@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from training.deepspeed_update import DeepSpeedConfig
-from training.loss import LossConfig, entropy_from_logits, ppo_loss, token_logprobs
-from training.samples import Batch, Sample, collate
+from cave.training.deepspeed_update import DeepSpeedConfig
+from cave.training.loss import LossConfig, entropy_from_logits, ppo_loss, token_logprobs
+from cave.training.samples import Batch, Sample, collate
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ class AgentPolicies:
             if self.loss.kl_coef:  # copied before DeepSpeed wraps (and under ZeRO-3 partitions) the model
                 reference = copy.deepcopy(model).eval().requires_grad_(False)
             if config.deepspeed is not None:
-                from training.deepspeed_update import DeepSpeedUpdate
+                from cave.training.deepspeed_update import DeepSpeedUpdate
 
                 stepper = DeepSpeedUpdate(model, config)
             else:
@@ -577,7 +577,7 @@ def forward_logprobs(
 def prompt_groups(batch: Batch) -> list[list[int]]:
     """Rows of the batch grouped by their (unpadded) prompt, in order of first appearance.
 
-    >>> from training.samples import Sample, collate
+    >>> from cave.training.samples import Sample, collate
     >>> prompt_groups(collate([Sample([1, 2], [3]), Sample([4], [5]), Sample([1, 2], [6, 7])]))
     [[0, 2], [1]]
     """

@@ -1,12 +1,12 @@
 """The training step's work in Ray actors: rollout workers, and one learner per distinct model.
 
-``RayWorkers`` has exactly ``LocalWorkers``' verbs (``training.workers``), so the trainer loop is the same on
+``RayWorkers`` has exactly ``LocalWorkers``' verbs (``cave.training.workers``), so the trainer loop is the same on
 one machine or a Ray cluster::
 
     ray: {rollout_workers: 4, cpus_per_rollout_worker: 1, gpus_per_learner: 1, address: auto}
 
 - ``rollout_workers`` rollout actors each load their own copy of every trained model once, with its rollout
-  engine and the team (the ``training.workers`` builders; a vLLM engine loads the weights itself, so the actor
+  engine and the team (the ``cave.training.workers`` builders; a vLLM engine loads the weights itself, so the actor
   keeps only that model's tokenizer). ``rollout`` splits the step's prompts into contiguous
   shares, runs them concurrently (``run_rollout(..., offset=start)``: group ids and episode seeds are those of the
   single-process run) and merges the results in order. Episodes come back without runtimes
@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from training.config import TrainConfig
-from training.workers import (
+from cave.training.config import TrainConfig
+from cave.training.workers import (
     build_engines,
     build_policies,
     build_team,
@@ -159,7 +159,7 @@ class RolloutWorker:
 
     def trainable_state(self, name: str) -> dict[str, Any]:
         """The weights this worker's live rollout model holds (transformers engines; for tests and debugging)."""
-        from training.engines import trainable_weights
+        from cave.training.engines import trainable_weights
 
         return {n: t.cpu() for n, t in trainable_weights(self.models[name][0]).items()}
 
@@ -240,7 +240,7 @@ class RayWorkers:
 
     # -- the verbs -------------------------------------------------------------------------------------------
     def rollout(self, examples: Sequence[Mapping[str, Any]], step: int) -> Any:
-        from training.rollout import Rollout
+        from cave.training.rollout import Rollout
 
         examples = list(examples)
         t0 = time.perf_counter()

@@ -3,7 +3,7 @@
 Train what you run: the team is the user's TeamSpec, run by cave's own team loop (``LocalPool``);
 only its backends are swapped for the transformers backend holding the live models being trained,
 so every agent call comes back with prompt ids, response ids and sampling-time logprobs. Each call
-then becomes one ``Sample`` (``training.samples.build_samples``).
+then becomes one ``Sample`` (``cave.training.samples.build_samples``).
 """
 
 from __future__ import annotations

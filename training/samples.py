@@ -16,7 +16,7 @@ from typing import Literal
 import torch
 
 from cave.trajectory import Trajectory
-from training.loss import format_penalized_score
+from cave.training.loss import format_penalized_score
 
 
 @dataclass

@@ -4,11 +4,11 @@
     run_dir = Trainer(cfg).train()          # metrics.jsonl, plots/*.png, checkpoints/, final/ in cfg.output_dir
     Trainer(cfg, resume=run_dir).train()    # continues after the last checkpoint, up to cfg.steps
 
-Rollouts are ordinary cave team runs (training.rollout) on engines serving the live policy weights;
-each agent call is one sample; advantages come from the configured estimator (training.advantages);
-each distinct model takes its fixed number of optimizer steps (training.policy), then the rollout
+Rollouts are ordinary cave team runs (cave.training.rollout) on engines serving the live policy weights;
+each agent call is one sample; advantages come from the configured estimator (cave.training.advantages);
+each distinct model takes its fixed number of optimizer steps (cave.training.policy), then the rollout
 engines receive the new weights. Where that work runs (this process, or Ray actors with DeepSpeed
-updates and vLLM engines) is the workers' business (training.workers): the loop is the same. A
+updates and vLLM engines) is the workers' business (cave.training.workers): the loop is the same. A
 non-finite loss or gradient, or a gradient norm above ``max_grad_norm_stop``, stops the run with a
 message; the last checkpoint written is the last good one.
 """
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from training.config import TrainConfig
-from training.workers import load_model, resolve_device  # noqa: F401  (re-exported: benchmarks, notebooks)
+from cave.training.config import TrainConfig
+from cave.training.workers import load_model, resolve_device  # noqa: F401  (re-exported: benchmarks, notebooks)
 
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
@@ -51,9 +51,9 @@ class Trainer:
 
     # -- setup -----------------------------------------------------------------------------------
     def setup(self) -> None:
-        from training.rewards import get_reward
-        from training.tracking import Trackers
-        from training.workers import make_workers
+        from cave.training.rewards import get_reward
+        from cave.training.tracking import Trackers
+        from cave.training.workers import make_workers
 
         cfg = self.cfg
         self.reward_fn = get_reward(cfg.reward)
@@ -100,9 +100,9 @@ class Trainer:
                 obj.close()
 
     def step(self, step: int) -> dict[str, Any]:
-        from training.advantages import advantage_stats, compute_advantages
-        from training.rollout import pick_examples, trainable_trajectories
-        from training.samples import build_samples, sample_columns
+        from cave.training.advantages import advantage_stats, compute_advantages
+        from cave.training.rollout import pick_examples, trainable_trajectories
+        from cave.training.samples import build_samples, sample_columns
 
         cfg = self.cfg
         t0 = time.perf_counter()
@@ -325,8 +325,8 @@ def export_checkpoint(run_dir: str | Path, out_dir: str | Path | None = None) ->
     """save_pretrained folders of a run's models at its latest checkpoint (default: RUN_DIR/final/NAME)."""
     import torch
 
-    from training.config import TrainConfig
-    from training.workers import export_trained
+    from cave.training.config import TrainConfig
+    from cave.training.workers import export_trained
 
     run_dir = Path(run_dir)
     path = latest_checkpoint(run_dir)

@@ -3,9 +3,9 @@
 Start the server with it (PYTHONPATH must reach this repository)::
 
     VLLM_SERVER_DEV_MODE=1 PYTHONPATH=/path/to/cave python -m vllm.entrypoints.openai.api_server \\
-        --model DIR --worker-extension-cls training.vllm_worker.WeightSync
+        --model DIR --worker-extension-cls cave.training.vllm_worker.WeightSync
 
-and call it through the dev-mode endpoint (what ``training.engines.VLLMServerEngine`` does)::
+and call it through the dev-mode endpoint (what ``cave.training.engines.VLLMServerEngine`` does)::
 
     POST /collective_rpc {"method": "cave_load_weights", "args": ["/shared/weights.safetensors"]}
     POST /reset_prefix_cache      # cached KV blocks were computed with the old weights
@@ -47,7 +47,7 @@ def _quiet(names: tuple[str, ...]) -> Iterator[None]:
 
 
 class WeightSync:
-    """Mixed into vLLM's worker class by ``--worker-extension-cls training.vllm_worker.WeightSync``."""
+    """Mixed into vLLM's worker class by ``--worker-extension-cls cave.training.vllm_worker.WeightSync``."""
 
     def cave_load_weights(self, path: str, names: list[str] | str | None = None) -> dict[str, Any]:
         """Load the tensors of the safetensors file ``path`` into this worker's model, in place.

@@ -11,9 +11,9 @@ The trainer loop drives one object with a few verbs, whatever the scale::
     workers.close()
 
 ``LocalWorkers`` runs everything in this process: the models train here and their rollout engines
-(``training.engines``) either share the live modules (transformers) or receive the trainable weights
+(``cave.training.engines``) either share the live modules (transformers) or receive the trainable weights
 after each update (vLLM in-process or behind its HTTP server). The builders below are what the Ray
-actors (``training.ray_workers``) use too, so one config means the same thing on one CPU or a cluster.
+actors (``cave.training.ray_workers``) use too, so one config means the same thing on one CPU or a cluster.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from training.config import TrainConfig
-from training.engines import model_dir
+from cave.training.config import TrainConfig
+from cave.training.engines import model_dir
 
 
 def make_workers(cfg: TrainConfig) -> Any:
     """The workers a config asks for: Ray actors when ``cfg.ray`` is set, else this process."""
     if cfg.ray is not None:
-        from training.ray_workers import RayWorkers
+        from cave.training.ray_workers import RayWorkers
 
         return RayWorkers(cfg)
     return LocalWorkers(cfg)
@@ -125,13 +125,13 @@ def load_models(cfg: TrainConfig, device: str, names: Sequence[str] | None = Non
 
 def optimizer_config(cfg: TrainConfig, role: str) -> Any:
     """The OptimizerConfig of one role: its agent settings plus its model's DeepSpeed settings."""
-    from training.policy import OptimizerConfig
+    from cave.training.policy import OptimizerConfig
 
     a = cfg.agents[role]
     ds = cfg.models[a.model].deepspeed
     deepspeed = None
     if ds is not None:
-        from training.deepspeed_update import DeepSpeedConfig
+        from cave.training.deepspeed_update import DeepSpeedConfig
 
         deepspeed = DeepSpeedConfig(**ds.model_dump())
     return OptimizerConfig(
@@ -146,8 +146,8 @@ def optimizer_config(cfg: TrainConfig, role: str) -> Any:
 
 def build_policies(cfg: TrainConfig, models: Mapping[str, tuple[Any, Any]]) -> Any:
     """AgentPolicies over the roles whose model is in ``models`` (all of them locally; one model in a learner)."""
-    from training.loss import LossConfig
-    from training.policy import AgentPolicies
+    from cave.training.loss import LossConfig
+    from cave.training.policy import AgentPolicies
 
     roles = {role: a.model for role, a in cfg.agents.items() if a.model in models}
     first_tok = next(iter(models.values()))[1]
@@ -164,8 +164,8 @@ def build_policies(cfg: TrainConfig, models: Mapping[str, tuple[Any, Any]]) -> A
 
 
 def build_engines(cfg: TrainConfig, models: Mapping[str, tuple[Any, Any]]) -> dict[str, Any]:
-    """model name -> the rollout engine that serves its current weights (``training.engines``)."""
-    from training.engines import build_engine
+    """model name -> the rollout engine that serves its current weights (``cave.training.engines``)."""
+    from cave.training.engines import build_engine
 
     engines = {}
     for name, (model, tok) in models.items():
@@ -211,7 +211,7 @@ def server_launch(m: Any) -> dict[str, Any]:
 
 def build_team(cfg: TrainConfig, engines: Mapping[str, Any]) -> Any:
     """The user's team with each role's backend swapped for its model's rollout engine."""
-    from training.rollout import policy_team
+    from cave.training.rollout import policy_team
 
     role_models = {role: a.model for role, a in cfg.agents.items()}
     backends = {name: engine.llm for name, engine in engines.items()}
@@ -231,7 +231,7 @@ def run_rollout(
 
     ``offset``: where this share of the step's prompts starts, when a step is split among workers.
     """
-    from training.rollout import arollout
+    from cave.training.rollout import arollout
 
     for engine in engines.values():
         engine.wake()

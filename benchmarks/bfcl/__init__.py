@@ -6,9 +6,9 @@ See ``data`` (categories, entries, gold calls), ``stubs`` (recording stubs, chec
 ``score`` (bfcl-eval's checkers) and ``run`` (the agents on entries).
 """
 
-from benchmarks.bfcl.data import CATEGORIES, DEFAULT_CATEGORIES, Entry, gold_calls, load_category, require_bfcl
-from benchmarks.bfcl.run import EntryResult, arun_bfcl, arun_entry, gold_replies, replies_for, run_entry
-from benchmarks.bfcl.score import score
+from cave.benchmarks.bfcl.data import CATEGORIES, DEFAULT_CATEGORIES, Entry, gold_calls, load_category, require_bfcl
+from cave.benchmarks.bfcl.run import EntryResult, arun_bfcl, arun_entry, gold_replies, replies_for, run_entry
+from cave.benchmarks.bfcl.score import score
 
 __all__ = [
     "CATEGORIES",

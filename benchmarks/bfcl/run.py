@@ -7,7 +7,7 @@
 
 One ``EntryResult`` per entry: the checker's verdict, the captured calls and one combined
 ``Trajectory`` (all turns), with the entry id and the calls in ``trajectory.meta`` so
-``benchmarks.rewards.bfcl_reward`` can score it again later.
+``cave.benchmarks.rewards.bfcl_reward`` can score it again later.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.bfcl.data import Entry
-from benchmarks.bfcl.score import error_summary, score
-from benchmarks.bfcl.stubs import Recorder, make_stub, py_name, tool_spec
-from benchmarks.json_agent import JsonAgent, ToolSpec
+from cave.benchmarks.bfcl.data import Entry
+from cave.benchmarks.bfcl.score import error_summary, score
+from cave.benchmarks.bfcl.stubs import Recorder, make_stub, py_name, tool_spec
+from cave.benchmarks.json_agent import JsonAgent, ToolSpec
 from cave.llm.base import LLM
 from cave.trajectory import Trajectory
 
@@ -114,7 +114,7 @@ def _methods(instances: dict[str, Any]) -> dict[str, Callable[..., Any]]:
 # -- the agents -------------------------------------------------------------------------------------
 async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4) -> tuple[Any, Trajectory]:
     from cave.agent import Agent, RunStarted, StepFinished, StepStarted
-    from runtimes.inprocess import InProcessRuntime
+    from cave.runtimes.inprocess import InProcessRuntime
 
     rec = Recorder()
     impls = _methods(backends(entry)) if entry.multi_turn else {}
@@ -260,7 +260,7 @@ async def arun_bfcl(
     on_result: Callable[[EntryResult], None] | None = None,
 ) -> list[EntryResult]:
     """Run ``agent`` on the first ``limit`` entries of each category. ``llm`` may be a function of the entry."""
-    from benchmarks.bfcl.data import load_category
+    from cave.benchmarks.bfcl.data import load_category
 
     results = []
     for category in categories:
@@ -276,7 +276,7 @@ async def arun_bfcl(
 # -- gold replies: a scripted model that answers with the possible answer ---------------------------
 def gold_replies(entry: Entry, agent: str) -> list[str]:
     """Replies that make ``agent`` issue exactly the gold calls (for the Scripted backend)."""
-    from benchmarks.bfcl.data import gold_calls
+    from cave.benchmarks.bfcl.data import gold_calls
 
     gold = gold_calls(entry)
     return replies_for(gold if entry.multi_turn else [gold], agent)

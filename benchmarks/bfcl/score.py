@@ -18,8 +18,8 @@ import copy
 import uuid
 from typing import Any
 
-from benchmarks.bfcl.data import Entry, file_category, require_bfcl
-from benchmarks.bfcl.stubs import to_ast_format, to_multi_turn_format
+from cave.benchmarks.bfcl.data import Entry, file_category, require_bfcl
+from cave.benchmarks.bfcl.stubs import to_ast_format, to_multi_turn_format
 
 # A bfcl-eval model entry whose names keep their dots (underscore_to_dot=False): our stubs
 # record the documented names, so the checker must not rewrite them.

@@ -35,8 +35,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from benchmarks.bfcl.data import param_order
-from benchmarks.json_agent import ToolSpec
+from cave.benchmarks.bfcl.data import param_order
+from cave.benchmarks.json_agent import ToolSpec
 
 PY_TYPES: dict[str, Any] = {
     "integer": int,

@@ -4,9 +4,9 @@ The headline case of the code-as-action design: the ``code`` agent gets the data
 its prompt describes it; the ``json`` agent gets it through tool results in its context.
 """
 
-from benchmarks.data.generate import SIZES, customers, logs, make_db, orders, sales
-from benchmarks.data.run import DataResult, arun_task, run_task, scripted_policy, token_table
-from benchmarks.data.tasks import TASKS, DataTask, check
+from cave.benchmarks.data.generate import SIZES, customers, logs, make_db, orders, sales
+from cave.benchmarks.data.run import DataResult, arun_task, run_task, scripted_policy, token_table
+from cave.benchmarks.data.tasks import TASKS, DataTask, check
 
 __all__ = [
     "SIZES",

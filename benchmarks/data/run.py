@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.data import generate as g
-from benchmarks.data.tasks import TASKS, DataTask, check
-from benchmarks.json_agent import JsonAgent, ToolSpec
+from cave.benchmarks.data import generate as g
+from cave.benchmarks.data.tasks import TASKS, DataTask, check
+from cave.benchmarks.json_agent import JsonAgent, ToolSpec
 from cave.llm.base import LLM, Scripted
 from cave.trajectory import Trajectory
 
@@ -93,7 +93,7 @@ class Workspace:
 
 async def run_code(task: DataTask, ws: Workspace, llm: LLM, *, max_steps: int = 6) -> tuple[Any, Trajectory]:
     from cave.agent import Agent
-    from runtimes.inprocess import InProcessRuntime
+    from cave.runtimes.inprocess import InProcessRuntime
 
     runtime = InProcessRuntime(timeout=120)
     con = None

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchmarks.data import generate as g
+from cave.benchmarks.data import generate as g
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Agent-loop overhead: ``python -m benchmarks.perf.agent [--quick] [--out results.jsonl]``.
+"""Agent-loop overhead: ``python -m cave.benchmarks.perf.agent [--quick] [--out results.jsonl]``.
 
 What one step of the code-as-action loop costs when the model and the code are free:
 the Scripted backend replays short replies (prose + one ```python block), the
@@ -32,7 +32,7 @@ import pandas as pd
 from cave.agent import Agent
 from cave.llm.base import Scripted
 from cave.store import Store
-from runtimes.inprocess import InProcessRuntime
+from cave.runtimes.inprocess import InProcessRuntime
 
 STEPS_PER_RUN = 20
 

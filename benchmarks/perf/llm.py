@@ -1,4 +1,4 @@
-"""Embedded-model benchmarks: ``python -m benchmarks.perf.llm [--quick] [--models qwen,smollm2] [--out r.jsonl]``.
+"""Embedded-model benchmarks: ``python -m cave.benchmarks.perf.llm [--quick] [--models qwen,smollm2] [--out r.jsonl]``.
 
 For each embedded GGUF model on the ``local`` backend (llama.cpp): load time (construct the
 backend: sha256 stamp check + llama.cpp load), prefill tokens/s (a ~300-token prompt, one

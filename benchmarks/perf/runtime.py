@@ -1,4 +1,4 @@
-"""Runtime micro-benchmarks: ``python -m benchmarks.perf.runtime [--quick] [--out results.jsonl]``.
+"""Runtime micro-benchmarks: ``python -m cave.benchmarks.perf.runtime [--quick] [--out results.jsonl]``.
 
 Prints a table of medians over repeated runs, each next to a baseline measured in
 the same process:
@@ -190,8 +190,8 @@ def dill_inject_retrieve(raw: RawKernel, df: Any) -> Any:
 
 
 def run(quick: bool) -> list[Row]:
-    from runtimes.inprocess import InProcessRuntime
-    from runtimes.kernel import KernelRuntime
+    from cave.runtimes.inprocess import InProcessRuntime
+    from cave.runtimes.kernel import KernelRuntime
 
     n_rows = 100_000 if quick else 1_000_000
     reps = {"trivial": 300 if quick else 1000, "raw": 100 if quick else 300, "frame": 3 if quick else 5}
@@ -308,7 +308,7 @@ def print_table(rows: list[Row], quick: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.perf.runtime", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m cave.benchmarks.perf.runtime", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="100k-row frame and fewer repeats (under a minute)")
     parser.add_argument("--out", help="also append the rows as JSON lines to this file")
     args = parser.parse_args(argv)

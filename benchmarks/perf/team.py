@@ -1,4 +1,4 @@
-"""Team orchestration micro-benchmarks: ``python -m benchmarks.perf.team [--quick] [--no-ray] [--out results.jsonl]``.
+"""Team orchestration micro-benchmarks: ``python -m cave.benchmarks.perf.team [--quick] [--no-ray] [--out results.jsonl]``.
 
 Every role runs on a Scripted backend and an in-process runtime, so what is measured is cave's
 own work (the agent loop, the pattern, hand-offs, the trajectory), not a model. Printed as a
@@ -223,7 +223,7 @@ def print_table(rows: list[Row], title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.perf.team", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m cave.benchmarks.perf.team", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes (well under a minute)")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray pool comparison")
     parser.add_argument("--workers", type=int, default=2, help="Ray workers (default 2)")

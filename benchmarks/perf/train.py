@@ -1,6 +1,6 @@
 """One RL iteration (rollout + update), cave's trainer vs TRL's GRPOTrainer, side by side in one run.
 
-    python -m benchmarks.perf.train [--prompts 2] [--n 4] [--max-tokens 32] [--threads 2] [--out r.json]
+    python -m cave.benchmarks.perf.train [--prompts 2] [--n 4] [--max-tokens 32] [--threads 2] [--out r.json]
 
 Same model (SmolLM2-135M-Instruct converted from its shipped GGUF, fp32, every parameter trained,
 AdamW lr 1e-6, one optimizer step), same prompts, same group size, same reward, single agent:
@@ -35,7 +35,7 @@ PROBLEMS = [
 
 
 def cave_config(args: argparse.Namespace, out: str) -> Any:
-    from training.config import parse_config
+    from cave.training.config import parse_config
 
     return parse_config(
         {
@@ -68,7 +68,7 @@ def cave_config(args: argparse.Namespace, out: str) -> Any:
 
 
 def run_cave(args: argparse.Namespace, out: str) -> tuple[dict[str, Any], list[list[dict[str, str]]]]:
-    from training.trainer import Trainer
+    from cave.training.trainer import Trainer
 
     trainer = Trainer(cave_config(args, out), quiet=True)
     trainer.setup()
@@ -106,8 +106,8 @@ def run_trl(args: argparse.Namespace, prompts: list[list[dict[str, str]]], out: 
     from trl import GRPOConfig, GRPOTrainer
 
     from cave.llm.hf import load
-    from training.rewards import sympy_equal
-    from training.trainer import load_model
+    from cave.training.rewards import sympy_equal
+    from cave.training.trainer import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,9 +1,9 @@
 """Where a `cave train` step runs: the same RL step on each kind of workers, side by side in one run.
 
-    python -m benchmarks.perf.workers [--prompts 2] [--n 4] [--max-tokens 32] [--steps 2] [--out r.json]
+    python -m cave.benchmarks.perf.workers [--prompts 2] [--n 4] [--max-tokens 32] [--steps 2] [--out r.json]
 
 Same model (SmolLM2-135M-Instruct, fp32, every parameter trained), same prompts, reward and seeds as
-``benchmarks.perf.train``; only where the work runs changes:
+``cave.benchmarks.perf.train``; only where the work runs changes:
 
 - ``local / transformers``: rollouts on the live model in this process (the baseline);
 - ``local / vllm_server``: rollouts on a vLLM OpenAI server the trainer starts (vLLM's CPU build from
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.perf.train import cave_config
+from cave.benchmarks.perf.train import cave_config
 
 RAY = {"rollout_workers": 2, "num_cpus": 2, "cpus_per_rollout_worker": 0.5, "cpus_per_learner": 0.5}
 SERVER = {"kv_cache_bytes": 1 << 30, "extra_args": ["--enforce-eager"]}
@@ -57,7 +57,7 @@ def variants(python: str | None) -> list[tuple[str, dict[str, Any], str]]:
 def vllm_python() -> str | None:
     import subprocess
 
-    from training.engines import default_vllm_python
+    from cave.training.engines import default_vllm_python
 
     python = default_vllm_python()
     ok = Path(python).exists() and not subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode
@@ -65,7 +65,7 @@ def vllm_python() -> str | None:
 
 
 def run_variant(args: argparse.Namespace, overrides: dict[str, Any], out: str) -> dict[str, Any]:
-    from training.trainer import Trainer
+    from cave.training.trainer import Trainer
 
     cfg = cave_config(args, out).model_copy(update={"steps": args.steps})
     cfg = type(cfg).model_validate({**cfg.model_dump(), **overrides})

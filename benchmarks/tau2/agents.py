@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchmarks.json_agent import JsonAgent, ToolSpec
+from cave.benchmarks.json_agent import JsonAgent, ToolSpec
 from cave.llm.base import LLM, Message, Usage
 from cave.trajectory import Trajectory
 
@@ -233,7 +233,7 @@ def _agent_classes() -> tuple[type, type, type]:
 
         def _make_agent(self, tools: list[Any]) -> Any:
             from cave.agent import Agent
-            from runtimes.inprocess import InProcessRuntime
+            from cave.runtimes.inprocess import InProcessRuntime
 
             runtime = InProcessRuntime(timeout=120)  # generous: a cell waits on the orchestrator for tool results
             for t in tools:

@@ -2,7 +2,7 @@
 
 One ``TaskRun`` per (task, trial): tau2's reward and reward breakdown, the agent's cave
 ``Trajectory`` (usage per step, tool calls with outputs) and the simulation messages, kept in
-``trajectory.meta["tau2"]`` so ``benchmarks.rewards.tau2_reward`` can re-grade it with tau2's
+``trajectory.meta["tau2"]`` so ``cave.benchmarks.rewards.tau2_reward`` can re-grade it with tau2's
 evaluator. ``pass_hat_k`` summarizes trials per task exactly as tau2 defines it.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from benchmarks.tau2.agents import AGENT_NAMES, CONTEXTS, USER_NAME, open_context, register, require_tau2
+from cave.benchmarks.tau2.agents import AGENT_NAMES, CONTEXTS, USER_NAME, open_context, register, require_tau2
 from cave.llm.base import LLM
 from cave.trajectory import Trajectory
 

@@ -13,10 +13,10 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (the [bench] extra: scripts/install.sh bench)")
 
-from benchmarks.bfcl import gold_calls, gold_replies, load_category, replies_for, run_entry  # noqa: E402
-from benchmarks.bfcl.score import score  # noqa: E402
-from benchmarks.bfcl.stubs import Recorder, make_stub  # noqa: E402
-from benchmarks.rewards import reward  # noqa: E402
+from cave.benchmarks.bfcl import gold_calls, gold_replies, load_category, replies_for, run_entry  # noqa: E402
+from cave.benchmarks.bfcl.score import score  # noqa: E402
+from cave.benchmarks.bfcl.stubs import Recorder, make_stub  # noqa: E402
+from cave.benchmarks.rewards import reward  # noqa: E402
 from cave.llm.base import Completion, Scripted, Usage  # noqa: E402
 
 SINGLE = ["simple", "multiple", "parallel", "parallel_multiple", "irrelevance"]
@@ -144,7 +144,7 @@ def test_bfcl_reward_rescores_a_stored_trajectory() -> None:
 
 
 def test_cli_bfcl_runs_and_writes_results(tmp_path) -> None:
-    from benchmarks.cli import bench_main
+    from cave.benchmarks.cli import bench_main
 
     out = tmp_path / "bfcl"
     argv = [

@@ -9,10 +9,10 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from benchmarks.cli import bench_main
-from benchmarks.data import SIZES, TASKS, check, make_db, run_task, sales, scripted_policy, token_table
-from benchmarks.data.generate import customers, logs, orders
-from benchmarks.rewards import reward
+from cave.benchmarks.cli import bench_main
+from cave.benchmarks.data import SIZES, TASKS, check, make_db, run_task, sales, scripted_policy, token_table
+from cave.benchmarks.data.generate import customers, logs, orders
+from cave.benchmarks.rewards import reward
 from cave.llm.base import Scripted
 
 

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from benchmarks.cli import bench_main
+from cave.benchmarks.cli import bench_main
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

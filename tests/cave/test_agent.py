@@ -22,7 +22,7 @@ from cave.agent import (
     TextChunk,
 )
 from cave.llm.base import LLM, Completion, LLMError, Scripted, Usage
-from runtimes.inprocess import InProcessRuntime
+from cave.runtimes.inprocess import InProcessRuntime
 
 
 def code(src: str, prose: str = "I will do it.") -> str:
@@ -429,7 +429,7 @@ def test_skills_are_installed_once_and_listed_in_the_prompt():
 
 # -- the kernel runtime (the final_answer signal crosses a process boundary) ---------------------
 def test_final_answer_through_the_kernel_runtime(sales):
-    kernel = pytest.importorskip("runtimes.kernel")
+    kernel = pytest.importorskip("cave.runtimes.kernel")
     pytest.importorskip("jupyter_client")
     runtime = kernel.KernelRuntime()
     try:

@@ -16,7 +16,7 @@ from cave.prompts import (
     truncate_middle,
     unclosed_code,
 )
-from runtimes.base import ExecError, Execution, VariableInfo
+from cave.runtimes.base import ExecError, Execution, VariableInfo
 
 
 def test_doctests():

@@ -11,7 +11,7 @@ import pandas as pd
 import cave
 from cave import Agent, Runtime, Scripted, Trajectory
 from cave.sdk import run_task, write_value
-from runtimes.inprocess import InProcessRuntime
+from cave.runtimes.inprocess import InProcessRuntime
 
 
 def test_public_names():

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from cave import skills as sk
 from cave.skills import Problem, SkillError, SkillSet, parse_skill
-from runtimes.inprocess import InProcessRuntime
+from cave.runtimes.inprocess import InProcessRuntime
 
 BUNDLED = ["dataframe-analysis", "report", "sql"]
 
@@ -891,7 +891,7 @@ def test_activation_in_a_real_ipython_kernel(stocks_db, tmp_path):
 def test_activation_inside_a_kernel(stocks_db):
     """KernelRuntime: the catalog pickles into the kernel; the exports import there, not on the host;
     the engine arrives by recipe; the exports show in describe(); a restart keeps the skills API."""
-    kernel = pytest.importorskip("runtimes.kernel", reason="the kernel runtime is not available")
+    kernel = pytest.importorskip("cave.runtimes.kernel", reason="the kernel runtime is not available")
     engine, path, long = stocks_db
     rt = kernel.KernelRuntime()
     try:

@@ -17,7 +17,7 @@ import pytest
 from cave.agent import Agent
 from cave.llm.base import Scripted
 from cave.store import Store
-from runtimes.inprocess import InProcessRuntime
+from cave.runtimes.inprocess import InProcessRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Fault scenarios, shared by tests/reliability/ and ``python -m benchmarks.reliability``.
+"""Fault scenarios, shared by tests/reliability/ and ``python -m cave.benchmarks.reliability``.
 
 Each scenario injects real faults into real components (a kernel that crashes, a `cave run` killed with
 SIGKILL, an HTTP server on 127.0.0.1 that misbehaves on purpose, 32 concurrent sessions) and returns a dict
@@ -92,7 +92,7 @@ def crash_episode(mode: str = "process") -> dict[str, Any]:
     """
     import pandas as pd
 
-    from runtimes import create_runtime
+    from cave.runtimes import create_runtime
 
     sales = pd.DataFrame({"region": ["n", "s", "n", "e"], "amount": [10.0, 20.0, 30.5, 4.5]})
     replies = [code("total = float(sales['amount'].sum())", "print(total)")]
@@ -353,7 +353,7 @@ def kill_and_resume(workdir: str, runtime: str = "process", kill_after_steps: in
 
 
 async def _session(i: int, store: Store) -> tuple[Any, Any]:
-    from runtimes import ProcessRuntime
+    from cave.runtimes import ProcessRuntime
 
     runtime = ProcessRuntime(timeout=120, memory_limit_mb=1024, start_timeout_s=120)
     await runtime.astart()

@@ -9,7 +9,7 @@ import pandas as pd
 import pydantic
 import sqlalchemy as sa
 
-from runtimes.describe import MAX_PREVIEW, describe_namespace, kind_of, preview, type_name
+from cave.runtimes.describe import MAX_PREVIEW, describe_namespace, kind_of, preview, type_name
 
 
 class Order(pydantic.BaseModel):

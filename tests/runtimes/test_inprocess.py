@@ -10,8 +10,8 @@ import time
 import pandas as pd
 import pytest
 
-from runtimes import InProcessRuntime, create_runtime
-from runtimes.base import RuntimeError_
+from cave.runtimes import InProcessRuntime, create_runtime
+from cave.runtimes.base import RuntimeError_
 
 
 @pytest.fixture

@@ -20,9 +20,9 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from runtimes import TransferError, create_runtime
-from runtimes.kernel import KernelRuntime
-from runtimes.transfer import Recipe, register_recipe
+from cave.runtimes import TransferError, create_runtime
+from cave.runtimes.kernel import KernelRuntime
+from cave.runtimes.transfer import Recipe, register_recipe
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -112,8 +112,8 @@ def test_core_install_without_the_kernel_extra():
         "sys.modules['jupyter_client'] = None\n"  # as if the [kernel] extra were not installed
         "import runtimes\n"
         "assert sorted(runtimes.RUNTIMES) == ['inprocess', 'kernel']\n"
-        "assert runtimes.create_runtime('inprocess').execute('1 + 1').result == '2'\n"
-        "try:\n    runtimes.create_runtime('kernel')\nexcept ImportError as e:\n    print(e)\n"
+        "assert cave.runtimes.create_runtime('inprocess').execute('1 + 1').result == '2'\n"
+        "try:\n    cave.runtimes.create_runtime('kernel')\nexcept ImportError as e:\n    print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

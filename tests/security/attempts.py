@@ -7,7 +7,7 @@ process mode does on this machine (``True``/``False``, or a function of the mach
 the tests so the documentation in docs/threat-model.md stays true; ``None`` means the attempt is not run in
 process mode because it would damage the host there (the reason says how).
 
-Used by tests/security/test_escapes.py and by ``python -m benchmarks.reliability``.
+Used by tests/security/test_escapes.py and by ``python -m cave.benchmarks.reliability``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtimes import sandbox_problems
-from runtimes.base import Execution, Runtime
+from cave.runtimes import sandbox_problems
+from cave.runtimes.base import Execution, Runtime
 
 # Small limits so abuse is cheap to contain on a shared 2-core machine.
 LIMITS = dict(
@@ -143,7 +143,7 @@ class HostContext:
         """Top-level project entries the sandbox shows by design (docs/threat-model.md): the cave and runtimes
         packages, and the Python environment when it lives inside the project (CI's .venv): the jail needs
         the interpreter and its packages, read-only."""
-        from runtimes.sandbox import _python_paths
+        from cave.runtimes.sandbox import _python_paths
 
         shown = {"cave", "runtimes"}
         for path in map(Path, _python_paths()):
@@ -318,7 +318,7 @@ ATTEMPTS: list[Attempt] = [
     Attempt("write-jail-root", "write", "open('/cave-pwned', 'w').write('x')", failed, None,
             why="it would write to the host's / as root"),
     Attempt("write-runtime-source", "write",
-            "import runtimes.transfer as t\nopen(t.__file__, 'a').write('# pwned')", failed, None,
+            "import cave.runtimes.transfer as t\nopen(t.__file__, 'a').write('# pwned')", failed, None,
             why="it would modify the project's own source"),
     # -- the injected objects' source files -------------------------------------------------------------------
     Attempt("delete-injected-source", "source", "import inspect, os\nos.remove(inspect.getsourcefile(helper))",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtimes import ProcessRuntime, SandboxRuntime
+from cave.runtimes import ProcessRuntime, SandboxRuntime
 from tests.security.attempts import LIMITS, HostContext, require_sandbox
 
 

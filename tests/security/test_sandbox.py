@@ -13,7 +13,7 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
-from runtimes import (
+from cave.runtimes import (
     MODES,
     InProcessRuntime,
     ProcessRuntime,
@@ -23,8 +23,8 @@ from runtimes import (
     create_runtime,
     runtime_for_mode,
 )
-from runtimes import sandbox as sandbox_mod
-from runtimes.base import TransferError
+from cave.runtimes import sandbox as sandbox_mod
+from cave.runtimes.base import TransferError
 from tests.security.attempts import require_sandbox
 
 pytestmark = pytest.mark.timeout(120)

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from training.advantages import (
+from cave.training.advantages import (
     EPS,
     ESTIMATORS,
     advantage_stats,

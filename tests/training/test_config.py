@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.config import ConfigError, load_config, parse_config
+from cave.training.config import ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CI_CONFIG = ROOT / "training" / "configs" / "math_smollm2.yaml"

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import torch
 
-import training.deepspeed_update
+import cave.training.deepspeed_update
 from tests.training.test_policy import VOCAB, make_samples, params_vector
 from tests.training.test_rollout import tiny_llama
-from training.deepspeed_update import DeepSpeedConfig, deepspeed_config
-from training.policy import AgentPolicies, OptimizerConfig
+from cave.training.deepspeed_update import DeepSpeedConfig, deepspeed_config
+from cave.training.policy import AgentPolicies, OptimizerConfig
 
 torch.set_num_threads(1)
 
@@ -74,12 +74,12 @@ def test_config_is_hashable_and_validated():
 
 
 def test_doctests():
-    result = doctest.testmod(training.deepspeed_update)
+    result = doctest.testmod(cave.training.deepspeed_update)
     assert result.attempted > 0 and result.failed == 0
 
 
 def test_policy_module_does_not_import_deepspeed():
-    code = "import sys, training.policy; sys.exit('deepspeed' in sys.modules)"
+    code = "import sys, cave.training.policy; sys.exit('deepspeed' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", code], cwd=root).returncode == 0
 

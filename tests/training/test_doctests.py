@@ -4,14 +4,14 @@ import doctest
 
 import pytest
 
-import training.advantages
-import training.experiments.gradspike
-import training.loss
-import training.samples
+import cave.training.advantages
+import cave.training.experiments.gradspike
+import cave.training.loss
+import cave.training.samples
 
 
 @pytest.mark.parametrize(
-    "module", [training.advantages, training.loss, training.samples, training.experiments.gradspike]
+    "module", [cave.training.advantages, cave.training.loss, cave.training.samples, cave.training.experiments.gradspike]
 )
 def test_doctests(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

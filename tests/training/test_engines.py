@@ -1,4 +1,4 @@
-"""Rollout engines (training.engines): the transformers engine, weight sync by name, the registry, clear refusals.
+"""Rollout engines (cave.training.engines): the transformers engine, weight sync by name, the registry, clear refusals.
 
 Fast: a tiny random Llama with SmolLM2's real tokenizer. The real vLLM server is tested in test_vllm_server.py.
 """
@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from tests.training.test_rollout import smollm2_tokenizer, tiny_llama
-from training import engines
-from training.engines import (
+from cave.training import engines
+from cave.training.engines import (
     ENGINES,
     PolicyEngine,
     build_engine,
@@ -44,7 +44,7 @@ def logprobs_under(model, c):
 
 
 def test_transformers_engine_on_the_trainers_own_model_needs_no_copy(tok):
-    from training.rollout import BatchedPolicyLLM
+    from cave.training.rollout import BatchedPolicyLLM
 
     model = tiny_llama(len(tok))
     engine = build_engine("transformers", model, tok)
@@ -152,7 +152,7 @@ def test_inprocess_vllm_refuses_clearly_without_vllm_or_cuda(tok):
 
 
 def test_vllm_server_engine_errors_name_the_problem(tmp_path):
-    from training.engines import free_port
+    from cave.training.engines import free_port
 
     port = free_port()
     with pytest.raises(RuntimeError, match=f"the vLLM server at http://127.0.0.1:{port} does not answer"):
@@ -199,8 +199,8 @@ def test_doctests():
 
 
 def test_the_worker_extension_is_what_the_engines_call():
-    from training import vllm_worker
+    from cave.training import vllm_worker
 
-    assert engines.WORKER_EXTENSION == "training.vllm_worker.WeightSync"
+    assert engines.WORKER_EXTENSION == "cave.training.vllm_worker.WeightSync"
     assert callable(getattr(vllm_worker.WeightSync, engines.WEIGHT_SYNC_METHOD))
     assert vllm_worker.METHOD == engines.WEIGHT_SYNC_METHOD

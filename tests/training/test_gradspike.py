@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from training.experiments import gradspike as gs
-from training.policy import AgentPolicies
+from cave.training.experiments import gradspike as gs
+from cave.training.policy import AgentPolicies
 
 
 @pytest.mark.slow

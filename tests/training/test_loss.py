@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from training.loss import (
+from cave.training.loss import (
     FORMAT_PENALTY,
     LossConfig,
     entropy_from_logits,

@@ -8,9 +8,9 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from training.loss import LossConfig, ppo_loss
-from training.policy import AgentPolicies, OptimizerConfig, forward_logprobs
-from training.samples import Sample, collate
+from cave.training.loss import LossConfig, ppo_loss
+from cave.training.policy import AgentPolicies, OptimizerConfig, forward_logprobs
+from cave.training.samples import Sample, collate
 
 VOCAB = 64
 

@@ -22,14 +22,14 @@ else:
 
 from tests.training.test_rollout import save_tiny  # noqa: E402
 from tests.training.test_trainer import tiny_config, trainable  # noqa: E402  (registers the test_length_parity reward)
-from training.advantages import advantage_stats, compute_advantages  # noqa: E402
-from training.engines import trainable_weights as trainable_state  # noqa: E402
-from training.ray_workers import RayWorkerError, RayWorkers, shares  # noqa: E402
-from training.rewards import get_reward  # noqa: E402
-from training.rollout import pick_examples, trainable_trajectories  # noqa: E402
-from training.samples import build_samples, sample_columns  # noqa: E402
-from training.trainer import Trainer, read_metrics  # noqa: E402
-from training.workers import LocalWorkers  # noqa: E402
+from cave.training.advantages import advantage_stats, compute_advantages  # noqa: E402
+from cave.training.engines import trainable_weights as trainable_state  # noqa: E402
+from cave.training.ray_workers import RayWorkerError, RayWorkers, shares  # noqa: E402
+from cave.training.rewards import get_reward  # noqa: E402
+from cave.training.rollout import pick_examples, trainable_trajectories  # noqa: E402
+from cave.training.samples import build_samples, sample_columns  # noqa: E402
+from cave.training.trainer import Trainer, read_metrics  # noqa: E402
+from cave.training.workers import LocalWorkers  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from cave.team import TeamSpec
-from training.rollout import arollout, episode_seeds, pick_examples, policy_team, trainable_trajectories
-from training.samples import build_samples
+from cave.training.rollout import arollout, episode_seeds, pick_examples, policy_team, trainable_trajectories
+from cave.training.samples import build_samples
 
 TEAM = {
     "roles": [
@@ -111,7 +111,7 @@ def test_policy_team_runs_on_the_live_model(tiny):
 
 def test_batched_backend_samples_concurrent_calls_together(tiny):
     from cave.llm.hf import score_responses
-    from training.rollout import BatchedPolicyLLM
+    from cave.training.rollout import BatchedPolicyLLM
 
     model, tok = tiny
     spec = TeamSpec.model_validate(TEAM, context={"base_dir": "."})
@@ -141,7 +141,7 @@ def test_rollout_reports_a_missing_question_field(tiny):
         policy_team(spec, {"solver": "m"}, {"m": TransformersLLM(model, tok)})
 
 
-@pytest.mark.parametrize("name", ["training.rollout", "training.rewards"])
+@pytest.mark.parametrize("name", ["cave.training.rollout", "cave.training.rewards"])
 def test_docstring_examples(name):
     import doctest
     import importlib
@@ -153,7 +153,7 @@ def test_docstring_examples(name):
 def test_math_sympy_reward_reads_the_answer_object():
     from types import SimpleNamespace
 
-    from training.rewards import get_reward
+    from cave.training.rewards import get_reward
 
     math_sympy = get_reward("math_sympy")
     assert math_sympy(SimpleNamespace(answer=391), {"answer": 391}) == 1.0

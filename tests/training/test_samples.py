@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from cave.trajectory import Step, Trajectory
-from training.advantages import compute_advantages
-from training.samples import Sample, build_samples, collate, sample_columns
+from cave.training.advantages import compute_advantages
+from cave.training.samples import Sample, build_samples, collate, sample_columns
 
 
 def _step(i, role, prompt, tokens, ok=None):

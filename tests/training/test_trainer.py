@@ -11,10 +11,10 @@ import torch
 import yaml
 
 from tests.training.test_rollout import TEAM, save_tiny
-from training.cli import train_main
-from training.config import load_config, parse_config
-from training.rewards import register_reward
-from training.trainer import Trainer, TrainingStopped, latest_checkpoint, read_metrics
+from cave.training.cli import train_main
+from cave.training.config import load_config, parse_config
+from cave.training.rewards import register_reward
+from cave.training.trainer import Trainer, TrainingStopped, latest_checkpoint, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 CI_CONFIG = ROOT / "training" / "configs" / "math_smollm2.yaml"

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from tests.training.test_rollout import smollm2_tokenizer
-from training.engines import build_engine, trainable_weights
+from cave.training.engines import build_engine, trainable_weights
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,7 @@ SERVER = {"dtype": "float32", "max_model_len": 2048, "kv_cache_bytes": 256 << 20
 
 
 def vllm_python() -> str:
-    from training.engines import default_vllm_python
+    from cave.training.engines import default_vllm_python
 
     python = default_vllm_python()
     why = ""
@@ -142,7 +142,7 @@ def test_unknown_names_are_refused_before_anything_is_sent(served):
 
 def test_sleep_and_wake(served, caplog):
     engine, _, _ = served
-    with caplog.at_level(logging.INFO, logger="training.engines"):
+    with caplog.at_level(logging.INFO, logger="cave.training.engines"):
         engine.sleep()
         engine.wake()
     if engine.info["device"] == "cpu":  # vLLM refuses --enable-sleep-mode on CPU: a logged no-op
@@ -154,7 +154,7 @@ INPROCESS = textwrap.dedent("""
     import asyncio, json, sys, torch
     from cave.llm import hf
     from cave.llm.hf import score_responses
-    from training.engines import build_engine, trainable_weights
+    from cave.training.engines import build_engine, trainable_weights
 
     def main():
         d = sys.argv[1]
@@ -205,8 +205,8 @@ def test_cave_train_rolls_out_on_a_vllm_server_and_syncs_the_updated_weights(tmp
     from cave.llm.hf import score_responses
     from tests.training.test_rollout import TEAM
     from tests.training.test_trainer import length_parity  # noqa: F401  (registers the reward)
-    from training.config import parse_config
-    from training.trainer import Trainer, read_metrics
+    from cave.training.config import parse_config
+    from cave.training.trainer import Trainer, read_metrics
 
     python = vllm_python()
     model_dir = save_tiny_llama(tmp_path / "tiny", smollm2_tokenizer())

@@ -1,1 +1,1 @@
-"""Small, self-contained experiments on the Dr. MAS algorithm core (run with ``python -m training.experiments.NAME``)."""
+"""Small, self-contained experiments on the Dr. MAS algorithm core (run with ``python -m cave.training.experiments.NAME``)."""

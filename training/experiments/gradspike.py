@@ -1,8 +1,8 @@
 """Do agent-wise advantages remove gradient spikes? grpo vs drmas vs pooled_calls on toy two-agent teams.
 
-    python -m training.experiments.gradspike                  # 3 seeds x 3 estimators, a few minutes on 2 cores
-    python -m training.experiments.gradspike --quick          # < 1 minute (CI)
-    python -m training.experiments.gradspike --task search    # the control task
+    python -m cave.training.experiments.gradspike                  # 3 seeds x 3 estimators, a few minutes on 2 cores
+    python -m cave.training.experiments.gradspike --quick          # < 1 minute (CI)
+    python -m cave.training.experiments.gradspike --task search    # the control task
 
 The Dr. MAS claim (REFERENCE.md): with one global baseline, an agent whose score distribution differs from the pooled
 one gets inflated, spiky gradient norms (second moment ~ (sigma_k^2 + (mu_k - mu)^2) / sigma^2); normalizing per
@@ -53,10 +53,10 @@ import numpy as np
 import torch
 
 from cave.trajectory import Step, Trajectory
-from training.advantages import advantage_stats, compute_advantages
-from training.loss import FORMAT_PENALTY, LossConfig
-from training.policy import AgentPolicies, OptimizerConfig
-from training.samples import build_samples, sample_columns
+from cave.training.advantages import advantage_stats, compute_advantages
+from cave.training.loss import FORMAT_PENALTY, LossConfig
+from cave.training.policy import AgentPolicies, OptimizerConfig
+from cave.training.samples import build_samples, sample_columns
 
 # Vocabulary: control tokens, then 8 digits. A call's output is valid when it is one of the tokens its role may say.
 PAD, BOS, QMARK, HINT, WRONG, SEARCH, ANSWER, ROUTER, ANSWERER, SOLVER, FIXER = range(11)
@@ -791,7 +791,7 @@ def _x(v: float | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m training.experiments.gradspike", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m cave.training.experiments.gradspike", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help=f"short run for CI: {QUICK}")
     p.add_argument("--task", choices=sorted(TASKS), default=Config.task)
     p.add_argument("--seeds", type=int, nargs="+")
