@@ -16,18 +16,38 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cave.cli.common import Command
 from cave.llm.base import LLM, create_backend
+from cave.registry import Registry
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cave bench", description="Benchmark the code agent and the JSON baseline.")
-    p.add_argument("suite", choices=["bfcl", "tau2", "data"])
+@dataclass(frozen=True)
+class Suite:
+    """One ``cave bench`` subcommand: its own options and a runner ``(args, agents, emit) -> summary``."""
+
+    name: str
+    help: str
+    options: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, list[str], Callable[..., None]], dict[str, Any]]
+
+
+SUITES: Registry[Suite] = Registry("benchmark suite")
+
+
+def register_suite(suite: Suite) -> Suite:
+    SUITES.add(suite.name, suite)
+    return suite
+
+
+def _common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model", default="local", help="BACKEND[:MODEL], e.g. local, local:smollm2, openai:NAME (default: local)"
     )
@@ -35,29 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-option", action="append", default=[], metavar="KEY=VALUE", help="backend option (repeatable)"
     )
     p.add_argument("--base-url", help="for openai-compatible backends")
-    p.add_argument("--user-model", help="tau2: the user simulator's model (default: the same model)")
     p.add_argument("--agent", default="code", help="code, json or code,json (default: code)")
     p.add_argument("--limit", type=int, help="entries per category / tasks per domain / tasks (default: all)")
-    p.add_argument("--trials", type=int, default=1, help="tau2: trials per task, for pass^k (default: 1)")
-    p.add_argument(
-        "--categories",
-        help="bfcl: comma-separated (default: simple,multiple,parallel,parallel_multiple,irrelevance,multi_turn_base)",
-    )
-    p.add_argument(
-        "--domains", default="mock", help="tau2: comma-separated of mock,airline,retail,telecom (default: mock)"
-    )
-    p.add_argument("--sizes", default="100,1000,10000,100000", help="data: row counts (default: 100,1000,10000,100000)")
-    p.add_argument("--tasks", help="data: comma-separated task ids (default: all)")
-    p.add_argument(
-        "--scripted", action="store_true", help="data: run the fixed scripted policies (the token table), no model"
-    )
-    p.add_argument(
-        "--context-window", type=int, default=32768, help="data --scripted: the window to check overflow against"
-    )
     p.add_argument("--max-steps", type=int, default=None, help="LLM calls per task (per user turn in tau2)")
-    p.add_argument(
-        "--sim-steps", type=int, default=None, help="tau2: orchestrator steps per simulation (default: tau2's 200)"
-    )
+    p.add_argument("--out", help="output folder (default: runs/bench/SUITE-TIMESTAMP)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-entry lines, only the table")
+
+
+def _tool_call_format(p: argparse.ArgumentParser) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument(
         "--native", dest="native", action="store_const", const=True, help="json agent: force native tool calls"
@@ -69,8 +74,56 @@ def build_parser() -> argparse.ArgumentParser:
         const=False,
         help="json agent: force the prompted JSON format",
     )
-    p.add_argument("--out", help="output folder (default: runs/bench/SUITE-TIMESTAMP)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no per-entry lines, only the table")
+
+
+def _bfcl_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--categories",
+        help="comma-separated (default: simple,multiple,parallel,parallel_multiple,irrelevance,multi_turn_base)",
+    )
+    _tool_call_format(p)
+
+
+def _tau2_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--user-model", help="the user simulator's model (default: the same model)")
+    p.add_argument("--trials", type=int, default=1, help="trials per task, for pass^k (default: 1)")
+    p.add_argument("--domains", default="mock", help="comma-separated of mock,airline,retail,telecom (default: mock)")
+    p.add_argument(
+        "--sim-steps", type=int, default=None, help="orchestrator steps per simulation (default: tau2's 200)"
+    )
+    _tool_call_format(p)
+
+
+def _data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sizes", default="100,1000,10000,100000", help="row counts (default: 100,1000,10000,100000)")
+    p.add_argument("--tasks", help="comma-separated task ids (default: all)")
+    p.add_argument(
+        "--scripted", action="store_true", help="run the fixed scripted policies (the token table), no model"
+    )
+    p.add_argument(
+        "--context-window", type=int, default=32768, help="with --scripted: the window to check overflow against"
+    )
+    _tool_call_format(p)
+
+
+def configure(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="suite", metavar="SUITE")
+    for _, suite in SUITES.items():
+        sp = sub.add_parser(suite.name, help=suite.help, description=suite.help)
+        _common_options(sp)
+        suite.options(sp)
+        sp.set_defaults(func=lambda a, s=suite: bench(a, s))
+    p.set_defaults(func=lambda a: (p.print_help(sys.stderr), 2)[1])
+
+
+COMMAND = Command(
+    "bench", "benchmarks: cave bench bfcl|tau2|data ... (the code agent and the JSON baseline)", configure
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cave bench", description="Benchmark the code agent and the JSON baseline.")
+    configure(p)
     return p
 
 
@@ -101,8 +154,13 @@ def make_llm(spec: str, options: list[str], base_url: str | None = None) -> LLM:
 
 
 def bench_main(argv: list[str] | None = None) -> int:
-    """The ``cave bench`` command. Returns the exit code (0 ok, 2 bad arguments or missing packages)."""
+    """``python -m cave.benchmarks.cli ARGS`` = ``cave bench ARGS``. Returns the exit code."""
     args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+def bench(args: argparse.Namespace, suite: Suite) -> int:
+    """Run one suite. Returns the exit code (0 ok, 2 bad arguments or missing packages)."""
     from rich.console import Console
 
     console = Console()
@@ -132,15 +190,14 @@ def bench_main(argv: list[str] | None = None) -> int:
             )
 
     try:
-        runner = {"bfcl": _bench_bfcl, "tau2": _bench_tau2, "data": _bench_data}[args.suite]
-        summary = runner(args, agents, emit)
+        summary = suite.run(args, agents, emit)
     except ImportError as e:
         console.print(f"[red]{e}[/red]")
         return 2
     finally:
         rows_file.close()
         traj_file.close()
-    summary["config"] = {k: v for k, v in vars(args).items()}
+    summary["config"] = {k: v for k, v in vars(args).items() if k != "func"}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     _print_table(console, summary)
     console.print(f"[dim]entries: {out / 'entries.jsonl'}  summary: {out / 'summary.json'}[/dim]")
@@ -223,6 +280,13 @@ def _bench_data(args: argparse.Namespace, agents: list[str], emit: Callable[...,
                 rows.append(r.record())
     title = "Data-intensive tasks by size" + (" (fixed scripted policies)" if args.scripted else "")
     return summarize(rows, "size", "success", title=title)
+
+
+register_suite(Suite("bfcl", "BFCL function calling: accuracy by category", _bfcl_options, _bench_bfcl))
+register_suite(
+    Suite("tau2", "Tau²-bench: agent + simulated user, graded by tau2's evaluator", _tau2_options, _bench_tau2)
+)
+register_suite(Suite("data", "data-intensive tasks over generated tables of growing size", _data_options, _bench_data))
 
 
 # -- summary ---------------------------------------------------------------------------------------------

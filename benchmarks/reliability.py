@@ -30,6 +30,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _attempts() -> dict[str, Any]:
     from cave.runtimes import ProcessRuntime, SandboxRuntime, sandbox_problems
+
     from tests.security.attempts import ATTEMPTS, LIMITS, HostContext, machine_facts, run_attempt
 
     host = HostContext()
@@ -77,6 +78,7 @@ def _attempts() -> dict[str, Any]:
 
 def _faults(quick: bool) -> dict[str, Any]:
     from cave.runtimes import sandbox_problems
+
     from tests.reliability import scenarios
 
     rows: list[dict[str, Any]] = []

@@ -18,19 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cave.trajectory import Trajectory
 from cave.runtimes.base import Runtime
 
+from cave.registry import Registry
+from cave.trajectory import Trajectory
+
 RewardFn = Callable[[Trajectory, "Runtime | None"], float]
-REWARDS: dict[str, RewardFn] = {}
-
-
-def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
-    def deco(fn: RewardFn) -> RewardFn:
-        REWARDS[name] = fn
-        return fn
-
-    return deco
+REWARDS: Registry[RewardFn] = Registry("benchmark reward")
+register_reward = REWARDS.register  # @register_reward("suite"): the checker of trajectories with meta["suite"]
 
 
 def reward(trajectory: Trajectory, runtime: Runtime | None = None) -> float:
@@ -41,7 +36,7 @@ def reward(trajectory: Trajectory, runtime: Runtime | None = None) -> float:
         raise KeyError(
             f"trajectory.meta['suite'] is {suite!r}; rewards exist for: {known} (set it when you build the run)"
         )
-    return REWARDS[suite](trajectory, runtime)
+    return REWARDS.get(suite)(trajectory, runtime)
 
 
 def final_answer(trajectory: Trajectory, runtime: Runtime | None) -> Any:

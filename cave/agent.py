@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 from cave import prompts
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
-from cave.trajectory import Step, Trajectory
 from cave.runtimes.base import ExecError, Execution, Runtime, create_runtime
+from cave.trajectory import Step, Trajectory
 
 
 # -- the final_answer signal -------------------------------------------------------------------

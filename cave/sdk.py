@@ -25,10 +25,10 @@ from typing import Any
 
 from cave.agent import Agent, Event, RunResult
 from cave.llm.base import LLM, Scripted, create_backend
-from cave.task import Task, TaskError, load_task, resolve_inputs
-from cave.trajectory import Trajectory, _jsonable
 from cave.runtimes.base import Runtime as BaseRuntime
 from cave.runtimes.base import create_runtime
+from cave.task import Task, TaskError, load_task, resolve_inputs
+from cave.trajectory import Trajectory, _jsonable
 
 
 class _RuntimeMeta(ABCMeta):

@@ -46,8 +46,8 @@ from sqlalchemy import (
 
 from cave.agent import Compacted, RunError, RunFinished, RunStarted, StepFinished
 from cave.llm.base import Usage
-from cave.trajectory import Step, Trajectory, _jsonable
 from cave.runtimes.base import Execution
+from cave.trajectory import Step, Trajectory, _jsonable
 
 metadata = MetaData()
 

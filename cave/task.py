@@ -19,14 +19,16 @@ from __future__ import annotations
 import importlib
 import keyword
 import sys
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from cave.names import KNOWN_BACKENDS, check_backend, check_runtime, unknown_field_fix
+from cave.config import ConfigError, ConfigFile, ConfigModel, explain, parse_yaml, problem, read_config, validate
+from cave.llm.base import BACKENDS
+from cave.runtimes.base import RUNTIMES
 
 FILE_FORMATS = {
     ".csv": "csv",
@@ -38,18 +40,19 @@ FILE_FORMATS = {
 }
 
 
-class TaskError(Exception):
+class TaskError(ConfigError):
     """A task file is wrong. ``str()`` lists every problem as FILE:LINE: FIELD: message, then the fix."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(problems))
 
 
 def _identifier(name: str, what: str) -> str:
     if not name.isidentifier() or keyword.iskeyword(name):
         raise ValueError(
             f"{what} name {name!r} is not a Python identifier; use letters, digits and _ (e.g. 'sales_2024')"
+        )
+    if unicodedata.normalize("NFKC", name) != name:  # Python would bind it under its NFKC form: another name
+        raise ValueError(
+            f"{what} name {name!r} is read by Python as {unicodedata.normalize('NFKC', name)!r}; "
+            "write it with plain (ASCII) letters and digits"
         )
     return name
 
@@ -59,13 +62,13 @@ def _base_dir(info: ValidationInfo) -> Path:
     return Path(ctx.get("base_dir", "."))
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(ConfigModel):
     """The LLM backend. Keys other than the ones below are passed to the backend as options
     (e.g. ``model``, ``base_url``, ``api_key`` for openai; ``path`` for local; ``replies`` for scripted)."""
 
     model_config = ConfigDict(extra="allow")
 
-    backend: str = Field("local", description="one of: " + ", ".join(KNOWN_BACKENDS) + " (or a registered name)")
+    backend: str = Field("local", description="one of: " + ", ".join(BACKENDS.names()) + " (or a registered name)")
     max_tokens: int = Field(768, ge=16, le=32768, description="most tokens per reply")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     stop: list[str] | None = Field(
@@ -80,14 +83,14 @@ class ModelSpec(BaseModel):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, v: str) -> str:
-        return check_backend(v)
+        return BACKENDS.check(v)
 
     @property
     def options(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
 
 
-class RuntimeSpec(BaseModel):
+class RuntimeSpec(ConfigModel):
     """Where the agent's code runs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -106,10 +109,10 @@ class RuntimeSpec(BaseModel):
     @field_validator("kind")
     @classmethod
     def _known_runtime(cls, v: str) -> str:
-        return check_runtime(v)
+        return RUNTIMES.check(v)
 
 
-class InputSpec(BaseModel):
+class InputSpec(ConfigModel):
     """One object injected into the runtime: exactly one of file, url, function, value."""
 
     model_config = ConfigDict(extra="forbid")
@@ -175,7 +178,7 @@ class InputSpec(BaseModel):
         return v
 
 
-class OutputSpec(BaseModel):
+class OutputSpec(ConfigModel):
     """A runtime variable saved after the run (DataFrames to Parquet/CSV, other values to JSON)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -190,7 +193,7 @@ class OutputSpec(BaseModel):
     required: bool = Field(True, description="a missing required output fails the run (exit status 1)")
 
 
-class TaskSpec(BaseModel):
+class TaskSpec(ConfigModel):
     """A task file."""
 
     model_config = ConfigDict(extra="forbid")
@@ -261,97 +264,38 @@ class Task:
 
 
 # -- loading -------------------------------------------------------------------------------------
+_EXAMPLES = {"task": "task: Summarize sales by region and return a DataFrame", "file": "file: data/sales.csv"}
+_NESTED: dict[str, type[BaseModel]] = {}  # filled below the models: field name -> model of its entries
+
+
 def load_task(path: str | Path) -> Task:
     """Read and validate a task file. Raises TaskError (every problem, with file:line and the fix)."""
-    path = Path(path)
-    if not path.is_file():
-        raise TaskError([f"{path}: no such task file; give the path to a task.yaml (see examples/)"])
-    text = path.read_text(encoding="utf-8")
-    return parse_task(text, path)
+    cfg = read_config(path, what="task file", example="see examples/", error=TaskError)
+    return _validate(cfg)
 
 
 def parse_task(text: str, path: Path | None = None) -> Task:
-    name = str(path) if path else "<task>"
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        line = f"{mark.line + 1}:{mark.column + 1}" if mark else "1"
-        problem = " ".join(p for p in (e.context, e.problem) if p)
+    cfg = parse_yaml(text, str(path) if path else "<task>", TaskError)
+    cfg.path = path.resolve() if path else None
+    return _validate(cfg)
+
+
+def explain_error(err: Any, cfg: ConfigFile) -> str:
+    """One pydantic error of a task file (a TaskSpec) as ``FILE:LINE: FIELD: problem`` + ``fix:``."""
+    return explain(err, cfg, TaskSpec, nested=_NESTED, examples=_EXAMPLES)
+
+
+def _validate(cfg: ConfigFile) -> Task:
+    if not isinstance(cfg.data, dict):
         raise TaskError(
-            [f"{name}:{line}: YAML syntax error: {problem}\n  fix: check the indentation and quoting near that line"]
-        ) from None
-    if not isinstance(data, dict):
-        raise TaskError([f"{name}:1: a task file must be a mapping with at least `task: <what to do>`"])
-    lines = _line_map(node)
-    base = path.parent if path else Path.cwd()
-    try:
-        spec = TaskSpec.model_validate(data, context={"base_dir": str(base)})
-    except ValidationError as e:
-        raise TaskError([_explain(err, name, lines) for err in e.errors()]) from None
-    return Task(spec, path.resolve() if path else None, lines)
+            [problem(cfg.name, 1, None, "a task file must be a mapping", "start with `task: <what to do>`")]
+        )
+    base = cfg.path.parent if cfg.path else Path.cwd()
+    spec = validate(TaskSpec, cfg, context={"base_dir": str(base)}, nested=_NESTED, examples=_EXAMPLES, error=TaskError)
+    return Task(spec, cfg.path, cfg.lines)
 
 
-def _line_map(node: yaml.Node | None, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], int]:
-    """Field path -> 1-based line of its key (mapping keys) or item (sequences)."""
-    out: dict[tuple[str, ...], int] = {}
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            loc = (*prefix, str(key.value))
-            out[loc] = key.start_mark.line + 1
-            out.update(_line_map(value, loc))
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            loc = (*prefix, str(i))
-            out[loc] = item.start_mark.line + 1
-            out.update(_line_map(item, loc))
-    return out
-
-
-_FIELD_HELP = {
-    "task": "task: Summarize sales by region and return a DataFrame",
-    "file": "file: data/sales.csv",
-}
-
-
-def _explain(err: dict[str, Any], name: str, lines: dict[tuple[str, ...], int]) -> str:
-    loc = tuple(str(p) for p in err["loc"])
-    # pydantic puts the model name of a before-validator in the loc for unions; keep only real keys.
-    line = None
-    for n in range(len(loc), -1, -1):
-        line = lines.get(loc[:n])
-        if line:
-            break
-    field = ".".join(loc) or "(top level)"
-    kind = err["type"]
-    msg = err["msg"].removeprefix("Value error, ")
-    if kind == "missing":
-        example = _FIELD_HELP.get(loc[-1], f"{loc[-1]}: ...")
-        fix = f"add `{example}`" + (f" under `{'.'.join(loc[:-1])}`" if len(loc) > 1 else "")
-        msg = "required field is missing"
-    elif kind == "extra_forbidden":
-        known = _known_fields(loc[:-1])
-        fix = unknown_field_fix(loc[-1], known)
-        msg = f"unknown field `{loc[-1]}`"
-    elif kind in ("int_parsing", "float_parsing", "int_type", "float_type", "string_type", "bool_parsing", "dict_type"):
-        fix = f"give {err['msg'].split(' ')[-1] if 'valid' in err['msg'] else 'the right type'} (got {err.get('input')!r})"
-    elif kind == "literal_error":
-        fix = msg
-        msg = f"invalid value {err.get('input')!r}"
-    elif "; " in msg:  # our validators phrase messages as "problem; fix"
-        msg, fix = msg.split("; ", 1)
-    else:
-        fix = "see `cave schema` for the expected shape of this field"
-    return f"{name}:{line or 1}: {field}: {msg}\n  fix: {fix}"
-
-
-def _known_fields(loc: tuple[str, ...]) -> list[str]:
-    model: type[BaseModel] = TaskSpec
-    nested = {"model": ModelSpec, "runtime": RuntimeSpec, "inputs": InputSpec, "outputs": OutputSpec}
-    if loc and loc[0] in nested:
-        model = nested[loc[0]]
-    return list(model.model_fields)
+_NESTED.update(model=ModelSpec, runtime=RuntimeSpec, inputs=InputSpec, outputs=OutputSpec)
 
 
 def json_schema() -> dict[str, Any]:

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from cave.registry import Registry
+
 VariableKind = Literal["variable", "function", "type", "module"]
 
 
@@ -180,14 +182,22 @@ class Runtime(ABC):
 
 
 # -- registry ----------------------------------------------------------------------------
-RUNTIMES: dict[str, type[Runtime]] = {}
+def _import_builtin_runtimes() -> None:
+    import cave.runtimes  # noqa: F401 - importing the package registers the built-in runtimes
+
+
+RUNTIMES: Registry[type[Runtime]] = Registry(
+    "runtime",
+    builtins=("inprocess", "kernel", "trusted", "process", "sandbox"),
+    loader=_import_builtin_runtimes,
+)
 
 
 def register_runtime(name: str) -> Callable[[type[Runtime]], type[Runtime]]:
     """Class decorator: make a runtime available by name (``runtime: NAME`` in task files)."""
 
     def deco(cls: type[Runtime]) -> type[Runtime]:
-        RUNTIMES[name] = cls
+        RUNTIMES.add(name, cls)
         cls.name = name
         return cls
 
@@ -196,12 +206,7 @@ def register_runtime(name: str) -> Callable[[type[Runtime]], type[Runtime]]:
 
 def create_runtime(name: str, **options: Any) -> Runtime:
     """Instantiate a registered runtime by name."""
-    import runtimes  # noqa: F401 - importing the package registers the built-in runtimes
-
-    if name not in RUNTIMES:
-        known = ", ".join(sorted(RUNTIMES)) or "(none)"
-        raise KeyError(f"unknown runtime {name!r}; known runtimes: {known}")
-    return RUNTIMES[name](**options)
+    return RUNTIMES.get(name)(**options)
 
 
 def missing_name_error(name: str, available: list[str]) -> KeyError:

@@ -21,10 +21,12 @@ Estimators register by name, like verl's ``register_adv_est``::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
+
+from cave.registry import Registry
 
 EPS = 1e-6
 
@@ -35,27 +37,9 @@ class Estimator(Protocol):
     ) -> np.ndarray: ...
 
 
-ESTIMATORS: dict[str, Estimator] = {}
-
-
-def register_estimator(name: str) -> Callable[[Estimator], Estimator]:
-    """Decorator: make an estimator available by name (``estimator: NAME`` in train configs)."""
-
-    def deco(fn: Estimator) -> Estimator:
-        if name in ESTIMATORS and ESTIMATORS[name] is not fn:
-            raise ValueError(
-                f"advantage estimator {name!r} is already registered ({ESTIMATORS[name]!r}); pick a new name"
-            )
-        ESTIMATORS[name] = fn
-        return fn
-
-    return deco
-
-
-def get_estimator(name: str) -> Estimator:
-    if name not in ESTIMATORS:
-        raise KeyError(f"unknown advantage estimator {name!r}; known: {', '.join(sorted(ESTIMATORS))}")
-    return ESTIMATORS[name]
+ESTIMATORS: Registry[Estimator] = Registry("advantage estimator")
+register_estimator = ESTIMATORS.register  # @register_estimator("name"): ``estimator: name`` in train configs
+get_estimator = ESTIMATORS.get
 
 
 def compute_advantages(

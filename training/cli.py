@@ -1,6 +1,6 @@
 """``cave train``: multi-agent RL (Dr. MAS) on runtime-verifiable rewards.
 
-    cave train CONFIG.yaml [--resume RUN_DIR] [--steps N] [--quiet]
+    cave train run CONFIG.yaml [--resume RUN_DIR] [--steps N] [--quiet]    # or: cave train CONFIG.yaml ...
     cave train plot RUN_DIR
     cave train export RUN_DIR [--out DIR]     # save_pretrained folders of the latest checkpoint's models
 
@@ -14,22 +14,39 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from cave.cli.common import Command
+
 EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 
 
-def train_main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["plot"]:
-        return plot_main(argv[1:])
-    if argv[:1] == ["export"]:
-        return export_main(argv[1:])
-    p = argparse.ArgumentParser(prog="cave train", description="Train a team with agent-wise normalized RL (Dr. MAS).")
-    p.add_argument("config", help="a train config YAML (see training/configs/); or `plot RUN_DIR`, `export RUN_DIR`")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
-    p.add_argument("--steps", type=int, metavar="N", help="override the config's total steps")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar; print only the run folder")
-    args = p.parse_args(argv)
+def configure(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="train_command", metavar="ACTION")
+    run = sub.add_parser("run", help="train a team from a config (also: cave train CONFIG)")
+    run.add_argument("config", help="a train config YAML (see training/configs/)")
+    run.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
+    run.add_argument("--steps", type=int, metavar="N", help="override the config's total steps")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar; print only the run folder")
+    run.set_defaults(func=cmd_run)
+    plot = sub.add_parser("plot", help="PNG curves of a run's metrics.jsonl")
+    plot.add_argument("run_dir")
+    plot.set_defaults(func=cmd_plot)
+    export = sub.add_parser("export", help="HF folders (save_pretrained) of a run's latest checkpoint")
+    export.add_argument("run_dir")
+    export.add_argument("--out", metavar="DIR", help="where to write (default: RUN_DIR/final/MODEL)")
+    export.set_defaults(func=cmd_export)
+    p.set_defaults(func=lambda a: (p.print_help(sys.stderr), EXIT_BAD_INPUT)[1])
 
+
+COMMAND = Command(
+    "train",
+    "multi-agent RL (Dr. MAS): cave train run CONFIG | plot RUN_DIR | export RUN_DIR",
+    configure,
+    subcommands=("run", "plot", "export"),
+    default="run",
+)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     from cave.training.config import ConfigError, load_config
 
     try:
@@ -53,10 +70,7 @@ def train_main(argv: Sequence[str] | None = None) -> int:
     return EXIT_OK
 
 
-def plot_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="cave train plot", description="PNG curves of a run's metrics.jsonl")
-    p.add_argument("run_dir")
-    args = p.parse_args(list(argv))
+def cmd_plot(args: argparse.Namespace) -> int:
     from cave.training.trainer import plot_run
 
     try:
@@ -69,11 +83,7 @@ def plot_main(argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
-def export_main(argv: Sequence[str]) -> int:
-    p = argparse.ArgumentParser(prog="cave train export", description="HF folders of a run's trained models")
-    p.add_argument("run_dir")
-    p.add_argument("--out", metavar="DIR", help="where to write (default: RUN_DIR/final/MODEL)")
-    args = p.parse_args(list(argv))
+def cmd_export(args: argparse.Namespace) -> int:
     from cave.training.trainer import export_checkpoint
 
     try:
@@ -84,6 +94,15 @@ def export_main(argv: Sequence[str]) -> int:
     for name, folder in folders.items():
         print(f"{name}\t{folder}")
     return EXIT_OK
+
+
+def train_main(argv: Sequence[str] | None = None) -> int:
+    """``python -m cave.training.cli ARGS`` = ``cave train ARGS``."""
+    argv = COMMAND.normalize(list(sys.argv[1:] if argv is None else argv))
+    p = argparse.ArgumentParser(prog="cave train", description=COMMAND.help)
+    configure(p)
+    args = p.parse_args(argv)
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ import httpx
 
 from cave.llm.vllm import WEIGHT_SYNC_EXTENSION as WORKER_EXTENSION
 from cave.llm.vllm import WEIGHT_SYNC_METHOD
+from cave.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -75,14 +76,14 @@ class PolicyEngine(Protocol):
 
 
 # -- the registry ---------------------------------------------------------------------------------
-ENGINES: dict[str, Callable[..., PolicyEngine]] = {}
+ENGINES: Registry[Callable[..., PolicyEngine]] = Registry("rollout engine")
 
 
 def register_engine(name: str) -> Callable[[Callable[..., PolicyEngine]], Callable[..., PolicyEngine]]:
-    """Decorator: make an engine available to ``build_engine`` by name."""
+    """Decorator: make an engine available to ``build_engine`` (and to ``rollout.engine`` in configs) by name."""
 
     def deco(factory: Callable[..., PolicyEngine]) -> Callable[..., PolicyEngine]:
-        ENGINES[name] = factory
+        ENGINES.add(name, factory)
         if isinstance(factory, type):
             factory.kind = name
         return factory
@@ -96,12 +97,9 @@ def build_engine(kind: str, model: Any, tokenizer: Any = None, **settings: Any) 
     >>> build_engine("nope", "dir")
     Traceback (most recent call last):
     ...
-    KeyError: "unknown rollout engine 'nope'; known engines: transformers, vllm, vllm_server"
+    cave.registry.UnknownName: unknown rollout engine 'nope'; known rollout engines: transformers, vllm, vllm_server
     """
-    if kind not in ENGINES:
-        known = ", ".join(sorted(ENGINES)) or "(none)"
-        raise KeyError(f"unknown rollout engine {kind!r}; known engines: {known}")
-    return ENGINES[kind](model, tokenizer, **settings)
+    return ENGINES.get(kind)(model, tokenizer, **settings)
 
 
 def trainable_weights(model: Any, *, only_trainable: bool = True) -> dict[str, Any]:

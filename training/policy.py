@@ -26,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from cave.training.deepspeed_update import DeepSpeedConfig
 from cave.training.loss import LossConfig, entropy_from_logits, ppo_loss, token_logprobs
 from cave.training.samples import Batch, Sample, collate

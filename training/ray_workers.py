@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from cave.training.config import TrainConfig
 from cave.training.workers import (
     build_engines,

@@ -15,26 +15,12 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from cave.registry import Registry
+
 RewardFn = Callable[[Any, Mapping[str, Any]], float]
-REWARDS: dict[str, RewardFn] = {}
-
-
-def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
-    """Decorator: make a reward available by name (``reward: NAME`` in train configs)."""
-
-    def deco(fn: RewardFn) -> RewardFn:
-        if name in REWARDS and REWARDS[name] is not fn:
-            raise ValueError(f"reward {name!r} is already registered ({REWARDS[name]!r}); pick a new name")
-        REWARDS[name] = fn
-        return fn
-
-    return deco
-
-
-def get_reward(name: str) -> RewardFn:
-    if name not in REWARDS:
-        raise KeyError(f"unknown reward {name!r}; known: {', '.join(sorted(REWARDS))}")
-    return REWARDS[name]
+REWARDS: Registry[RewardFn] = Registry("reward")
+register_reward = REWARDS.register  # @register_reward("name"): ``reward: name`` in train configs
+get_reward = REWARDS.get
 
 
 def sympy_equal(answer: Any, reference: Any, *, rel_tol: float = 1e-6) -> bool:

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
+from cave.training.loss import format_penalized_score
 
 from cave.trajectory import Trajectory
-from cave.training.loss import format_penalized_score
 
 
 @dataclass

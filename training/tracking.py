@@ -15,15 +15,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-TRACKERS: dict[str, Callable[[Any, Path], Any]] = {}
+from cave.registry import Registry
 
-
-def register_tracker(name: str) -> Callable:
-    def deco(factory: Callable[[Any, Path], Any]) -> Callable[[Any, Path], Any]:
-        TRACKERS[name] = factory
-        return factory
-
-    return deco
+TRACKERS: Registry[Callable[[Any, Path], Any]] = Registry("tracker")
+register_tracker = TRACKERS.register  # @register_tracker("name") on a factory (cfg, run_dir) -> tracker
 
 
 def scalars(row: Mapping[str, Any]) -> dict[str, float]:
@@ -43,7 +38,7 @@ def scalars(row: Mapping[str, Any]) -> dict[str, float]:
 
 class Trackers:
     def __init__(self, cfg: Any, run_dir: Path) -> None:
-        self.active = [TRACKERS[name](cfg, Path(run_dir)) for name in cfg.tracking]
+        self.active = [TRACKERS.get(name)(cfg, Path(run_dir)) for name in cfg.tracking]
 
     def log(self, row: Mapping[str, Any]) -> None:
         values = scalars(row)

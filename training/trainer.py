@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from cave.training.config import TrainConfig
 from cave.training.workers import load_model, resolve_device  # noqa: F401  (re-exported: benchmarks, notebooks)
 
@@ -324,7 +323,6 @@ def load_checkpoint(run_dir: Path, workers: Any) -> int:
 def export_checkpoint(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:
     """save_pretrained folders of a run's models at its latest checkpoint (default: RUN_DIR/final/NAME)."""
     import torch
-
     from cave.training.config import TrainConfig
     from cave.training.workers import export_trained
 

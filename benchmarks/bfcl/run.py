@@ -25,6 +25,7 @@ from cave.benchmarks.bfcl.data import Entry
 from cave.benchmarks.bfcl.score import error_summary, score
 from cave.benchmarks.bfcl.stubs import Recorder, make_stub, py_name, tool_spec
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+
 from cave.llm.base import LLM
 from cave.trajectory import Trajectory
 
@@ -113,8 +114,9 @@ def _methods(instances: dict[str, Any]) -> dict[str, Callable[..., Any]]:
 
 # -- the agents -------------------------------------------------------------------------------------
 async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4) -> tuple[Any, Trajectory]:
-    from cave.agent import Agent, RunStarted, StepFinished, StepStarted
     from cave.runtimes.inprocess import InProcessRuntime
+
+    from cave.agent import Agent, RunStarted, StepFinished, StepStarted
 
     rec = Recorder()
     impls = _methods(backends(entry)) if entry.multi_turn else {}

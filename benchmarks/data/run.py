@@ -23,6 +23,7 @@ from typing import Any
 from cave.benchmarks.data import generate as g
 from cave.benchmarks.data.tasks import TASKS, DataTask, check
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+
 from cave.llm.base import LLM, Scripted
 from cave.trajectory import Trajectory
 
@@ -92,8 +93,9 @@ class Workspace:
 
 
 async def run_code(task: DataTask, ws: Workspace, llm: LLM, *, max_steps: int = 6) -> tuple[Any, Trajectory]:
-    from cave.agent import Agent
     from cave.runtimes.inprocess import InProcessRuntime
+
+    from cave.agent import Agent
 
     runtime = InProcessRuntime(timeout=120)
     con = None

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-
 from cave.benchmarks.data import generate as g
 
 

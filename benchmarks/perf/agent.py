@@ -28,11 +28,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import pandas as pd
+from cave.runtimes.inprocess import InProcessRuntime
 
 from cave.agent import Agent
 from cave.llm.base import Scripted
 from cave.store import Store
-from cave.runtimes.inprocess import InProcessRuntime
 
 STEPS_PER_RUN = 20
 

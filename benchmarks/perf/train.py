@@ -101,13 +101,13 @@ def last_number(text: str) -> str | None:
 
 def run_trl(args: argparse.Namespace, prompts: list[list[dict[str, str]]], out: str) -> dict[str, Any]:
     import torch
+    from cave.training.rewards import sympy_equal
+    from cave.training.trainer import load_model
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from cave.llm.hf import load
-    from cave.training.rewards import sympy_equal
-    from cave.training.trainer import load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

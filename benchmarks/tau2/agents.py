@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+
 from cave.llm.base import LLM, Message, Usage
 from cave.trajectory import Trajectory
 
@@ -232,8 +233,9 @@ def _agent_classes() -> tuple[type, type, type]:
             self.agent = self._make_agent(tools)
 
         def _make_agent(self, tools: list[Any]) -> Any:
-            from cave.agent import Agent
             from cave.runtimes.inprocess import InProcessRuntime
+
+            from cave.agent import Agent
 
             runtime = InProcessRuntime(timeout=120)  # generous: a cell waits on the orchestrator for tool results
             for t in tools:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cave.benchmarks.tau2.agents import AGENT_NAMES, CONTEXTS, USER_NAME, open_context, register, require_tau2
+
 from cave.llm.base import LLM
 from cave.trajectory import Trajectory
 

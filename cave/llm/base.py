@@ -16,6 +16,8 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cave.registry import Registry
+
 Message = dict[str, Any]  # OpenAI chat format: {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
 
 
@@ -127,14 +129,21 @@ class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override stre
 
 
 # -- registry ----------------------------------------------------------------------------
-BACKENDS: dict[str, Callable[..., LLM]] = {}
+def _import_builtin_backends() -> None:
+    import cave.llm  # noqa: F401 - importing the package registers the built-in backends
+
+
+# Built-in names are valid in task files before their (heavy) modules are imported.
+BACKENDS: Registry[Callable[..., LLM]] = Registry(
+    "backend", builtins=("local", "openai", "scripted", "transformers", "vllm"), loader=_import_builtin_backends
+)
 
 
 def register_backend(name: str) -> Callable[[Callable[..., LLM]], Callable[..., LLM]]:
     """Decorator: make a backend available by name (``backend: NAME`` in task files)."""
 
     def deco(factory: Callable[..., LLM]) -> Callable[..., LLM]:
-        BACKENDS[name] = factory
+        BACKENDS.add(name, factory)
         if isinstance(factory, type):
             factory.name = name
         return factory
@@ -144,12 +153,7 @@ def register_backend(name: str) -> Callable[[Callable[..., LLM]], Callable[..., 
 
 def create_backend(name: str, **options: Any) -> LLM:
     """Instantiate a registered backend by name, e.g. ``create_backend("openai", base_url=..., model=...)``."""
-    import cave.llm  # noqa: F401 - importing the package registers the built-in backends
-
-    if name not in BACKENDS:
-        known = ", ".join(sorted(BACKENDS)) or "(none)"
-        raise KeyError(f"unknown backend {name!r}; known backends: {known}")
-    return BACKENDS[name](**options)
+    return BACKENDS.get(name)(**options)
 
 
 # -- the public test double -----------------------------------------------------------------

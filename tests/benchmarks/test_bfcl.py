@@ -17,6 +17,7 @@ from cave.benchmarks.bfcl import gold_calls, gold_replies, load_category, replie
 from cave.benchmarks.bfcl.score import score  # noqa: E402
 from cave.benchmarks.bfcl.stubs import Recorder, make_stub  # noqa: E402
 from cave.benchmarks.rewards import reward  # noqa: E402
+
 from cave.llm.base import Completion, Scripted, Usage  # noqa: E402
 
 SINGLE = ["simple", "multiple", "parallel", "parallel_multiple", "irrelevance"]

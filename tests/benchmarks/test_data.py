@@ -8,11 +8,11 @@ import sqlite3
 
 import pandas as pd
 import pytest
-
 from cave.benchmarks.cli import bench_main
 from cave.benchmarks.data import SIZES, TASKS, check, make_db, run_task, sales, scripted_policy, token_table
 from cave.benchmarks.data.generate import customers, logs, orders
 from cave.benchmarks.rewards import reward
+
 from cave.llm.base import Scripted
 
 

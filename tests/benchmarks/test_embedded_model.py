@@ -11,7 +11,6 @@ import json
 import os
 
 import pytest
-
 from cave.benchmarks.cli import bench_main
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]

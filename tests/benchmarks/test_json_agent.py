@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec, parse_prompted_calls
+
 from cave.llm.base import Completion, Scripted, Usage
 
 ADD = ToolSpec(

@@ -14,6 +14,7 @@ pytest.importorskip("tau2.registry", reason="tau2 is not installed (the [bench] 
 
 from cave.benchmarks.rewards import reward  # noqa: E402
 from cave.benchmarks.tau2 import load_tasks, pass_hat_k, quiet_logs, run_domain, run_task  # noqa: E402
+
 from cave.llm.base import Scripted  # noqa: E402
 
 quiet_logs()

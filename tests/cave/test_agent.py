@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from cave.runtimes.inprocess import InProcessRuntime
 
 from cave import prompts
 from cave.agent import (
@@ -22,7 +23,6 @@ from cave.agent import (
     TextChunk,
 )
 from cave.llm.base import LLM, Completion, LLMError, Scripted, Usage
-from cave.runtimes.inprocess import InProcessRuntime
 
 
 def code(src: str, prose: str = "I will do it.") -> str:

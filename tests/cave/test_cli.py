@@ -185,15 +185,13 @@ def test_python_dash_m_cave_works(tmp_path):
 
 
 def test_team_task_files_go_to_the_team_runner():
-    from cave.cli import _team_runner
+    from cave.cli.run import _team_runner, team_main
 
     root = Path(__file__).resolve().parents[2]
     assert _team_runner(str(root / "examples" / "sales" / "task.yaml")) is None
     team_file = root / "examples" / "math_team" / "team_task.yaml"
     if team_file.is_file():
-        from cave import team
-
-        assert _team_runner(str(team_file)) is team.team_main
+        assert _team_runner(str(team_file)) is team_main
 
 
 def test_run_on_the_kernel_runtime(task, tmp_path, capsys):

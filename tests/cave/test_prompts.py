@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 
 import pytest
+from cave.runtimes.base import ExecError, Execution, VariableInfo
 
 from cave import prompts
 from cave.prompts import (
@@ -16,7 +17,6 @@ from cave.prompts import (
     truncate_middle,
     unclosed_code,
 )
-from cave.runtimes.base import ExecError, Execution, VariableInfo
 
 
 def test_doctests():

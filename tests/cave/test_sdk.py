@@ -7,11 +7,11 @@ import json
 import textwrap
 
 import pandas as pd
+from cave.runtimes.inprocess import InProcessRuntime
 
 import cave
 from cave import Agent, Runtime, Scripted, Trajectory
 from cave.sdk import run_task, write_value
-from cave.runtimes.inprocess import InProcessRuntime
 
 
 def test_public_names():

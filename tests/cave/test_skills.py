@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import sqlalchemy as sa
+from cave.runtimes.inprocess import InProcessRuntime
 
 from cave import skills as sk
 from cave.skills import Problem, SkillError, SkillSet, parse_skill
-from cave.runtimes.inprocess import InProcessRuntime
 
 BUNDLED = ["dataframe-analysis", "report", "sql"]
 

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from cave.runtimes.inprocess import InProcessRuntime
 
 from cave.agent import Agent
 from cave.llm.base import Scripted
 from cave.store import Store
-from cave.runtimes.inprocess import InProcessRuntime
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cave.cli.run import team_main
 from cave.llm.base import LLM, Completion, LLMError, Scripted, Usage
 from cave.team import (
     PATTERNS,
@@ -26,7 +27,6 @@ from cave.team import (
     parse_route,
     parse_verdict,
     register_pattern,
-    team_main,
 )
 
 
@@ -295,7 +295,7 @@ def test_new_patterns_register_by_decorator():
         )
         assert team.run("go").answer == 7
     finally:
-        del PATTERNS["first-only"]
+        PATTERNS.remove("first-only")
 
 
 # -- backends: sharing, sampling, bounds --------------------------------------------------------------

@@ -11,7 +11,6 @@ from cave.team import Team
 try:
     import ipykernel  # noqa: F401
     import jupyter_client  # noqa: F401
-
     from cave.runtimes.kernel import KernelRuntime  # noqa: F401
 except ImportError as e:  # the [kernel] extra is not installed
     pytest.skip(f"the kernel runtime cannot be imported: {e}", allow_module_level=True)

@@ -91,7 +91,6 @@ def crash_episode(mode: str = "process") -> dict[str, Any]:
     injected again, and the episode must finish with the right answer.
     """
     import pandas as pd
-
     from cave.runtimes import create_runtime
 
     sales = pd.DataFrame({"region": ["n", "s", "n", "e"], "amount": [10.0, 20.0, 30.5, 4.5]})

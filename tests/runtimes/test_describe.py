@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pydantic
 import sqlalchemy as sa
-
 from cave.runtimes.describe import MAX_PREVIEW, describe_namespace, kind_of, preview, type_name
 
 

@@ -9,7 +9,6 @@ import time
 
 import pandas as pd
 import pytest
-
 from cave.runtimes import InProcessRuntime, create_runtime
 from cave.runtimes.base import RuntimeError_
 

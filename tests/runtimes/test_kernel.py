@@ -19,7 +19,6 @@ import pandas as pd
 import psutil
 import pytest
 import sqlalchemy as sa
-
 from cave.runtimes import TransferError, create_runtime
 from cave.runtimes.kernel import KernelRuntime
 from cave.runtimes.transfer import Recipe, register_recipe

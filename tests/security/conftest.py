@@ -5,8 +5,8 @@ injected again)."""
 from __future__ import annotations
 
 import pytest
-
 from cave.runtimes import ProcessRuntime, SandboxRuntime
+
 from tests.security.attempts import LIMITS, HostContext, require_sandbox
 
 

@@ -12,7 +12,6 @@ import pandas as pd
 import psutil
 import pytest
 import sqlalchemy as sa
-
 from cave.runtimes import (
     MODES,
     InProcessRuntime,
@@ -25,6 +24,7 @@ from cave.runtimes import (
 )
 from cave.runtimes import sandbox as sandbox_mod
 from cave.runtimes.base import TransferError
+
 from tests.security.attempts import require_sandbox
 
 pytestmark = pytest.mark.timeout(120)

@@ -21,7 +21,6 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from cave.training.advantages import (
     EPS,
     ESTIMATORS,
@@ -186,7 +185,7 @@ def test_registry():
         with pytest.raises(ValueError, match="already registered"):
             register_estimator("test_raw")(lambda *a, **k: None)
     finally:
-        ESTIMATORS.pop("test_raw")
+        ESTIMATORS.remove("test_raw")
 
 
 def test_advantage_stats():

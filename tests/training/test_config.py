@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from cave.training.config import ConfigError, load_config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]

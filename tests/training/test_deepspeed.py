@@ -15,15 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cave.training.deepspeed_update
 import numpy as np
 import pytest
 import torch
-
-import cave.training.deepspeed_update
-from tests.training.test_policy import VOCAB, make_samples, params_vector
-from tests.training.test_rollout import tiny_llama
 from cave.training.deepspeed_update import DeepSpeedConfig, deepspeed_config
 from cave.training.policy import AgentPolicies, OptimizerConfig
+
+from tests.training.test_policy import VOCAB, make_samples, params_vector
+from tests.training.test_rollout import tiny_llama
 
 torch.set_num_threads(1)
 

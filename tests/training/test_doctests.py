@@ -2,12 +2,11 @@
 
 import doctest
 
-import pytest
-
 import cave.training.advantages
 import cave.training.experiments.gradspike
 import cave.training.loss
 import cave.training.samples
+import pytest
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,6 @@ import sys
 
 import pytest
 import torch
-
-from tests.training.test_rollout import smollm2_tokenizer, tiny_llama
 from cave.training import engines
 from cave.training.engines import (
     ENGINES,
@@ -24,6 +22,8 @@ from cave.training.engines import (
     register_engine,
     trainable_weights,
 )
+
+from tests.training.test_rollout import smollm2_tokenizer, tiny_llama
 
 MSGS = [{"role": "user", "content": "What is 2 + 3?"}]
 
@@ -136,7 +136,7 @@ def test_registry_builds_by_name_and_refuses_unknown_engines(tok):
         engine = build_engine("echo-test", "m", tok, answer=42)
         assert Echo.kind == "echo-test" and engine.settings == {"answer": 42} and isinstance(engine, PolicyEngine)
     finally:
-        ENGINES.pop("echo-test")
+        ENGINES.remove("echo-test")
 
 
 def test_inprocess_vllm_refuses_clearly_without_vllm_or_cuda(tok):

@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from cave.training.experiments import gradspike as gs
 from cave.training.policy import AgentPolicies
 

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-
 from cave.training.loss import (
     FORMAT_PENALTY,
     LossConfig,

@@ -6,11 +6,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
-
 from cave.training.loss import LossConfig, ppo_loss
 from cave.training.policy import AgentPolicies, OptimizerConfig, forward_logprobs
 from cave.training.samples import Sample, collate
+from transformers import LlamaConfig, LlamaForCausalLM
 
 VOCAB = 64
 

@@ -20,8 +20,6 @@ if os.environ.get("CI"):  # CI installs the ray extra: a missing ray is a failur
 else:
     ray = pytest.importorskip("ray", reason="RayWorkers needs the ray extra (ray[default])")
 
-from tests.training.test_rollout import save_tiny  # noqa: E402
-from tests.training.test_trainer import tiny_config, trainable  # noqa: E402  (registers the test_length_parity reward)
 from cave.training.advantages import advantage_stats, compute_advantages  # noqa: E402
 from cave.training.engines import trainable_weights as trainable_state  # noqa: E402
 from cave.training.ray_workers import RayWorkerError, RayWorkers, shares  # noqa: E402
@@ -30,6 +28,9 @@ from cave.training.rollout import pick_examples, trainable_trajectories  # noqa:
 from cave.training.samples import build_samples, sample_columns  # noqa: E402
 from cave.training.trainer import Trainer, read_metrics  # noqa: E402
 from cave.training.workers import LocalWorkers  # noqa: E402
+
+from tests.training.test_rollout import save_tiny  # noqa: E402
+from tests.training.test_trainer import tiny_config, trainable  # noqa: E402  (registers the test_length_parity reward)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

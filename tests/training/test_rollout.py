@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from cave.team import TeamSpec
 from cave.training.rollout import arollout, episode_seeds, pick_examples, policy_team, trainable_trajectories
 from cave.training.samples import build_samples
+
+from cave.team import TeamSpec
 
 TEAM = {
     "roles": [
@@ -110,8 +110,9 @@ def test_policy_team_runs_on_the_live_model(tiny):
 
 
 def test_batched_backend_samples_concurrent_calls_together(tiny):
-    from cave.llm.hf import score_responses
     from cave.training.rollout import BatchedPolicyLLM
+
+    from cave.llm.hf import score_responses
 
     model, tok = tiny
     spec = TeamSpec.model_validate(TEAM, context={"base_dir": "."})

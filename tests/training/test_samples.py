@@ -2,10 +2,10 @@
 
 import pytest
 import torch
-
-from cave.trajectory import Step, Trajectory
 from cave.training.advantages import compute_advantages
 from cave.training.samples import Sample, build_samples, collate, sample_columns
+
+from cave.trajectory import Step, Trajectory
 
 
 def _step(i, role, prompt, tokens, ok=None):

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-
-from tests.training.test_rollout import TEAM, save_tiny
 from cave.training.cli import train_main
 from cave.training.config import load_config, parse_config
 from cave.training.rewards import register_reward
 from cave.training.trainer import Trainer, TrainingStopped, latest_checkpoint, read_metrics
+
+from tests.training.test_rollout import TEAM, save_tiny
 
 ROOT = Path(__file__).resolve().parents[2]
 CI_CONFIG = ROOT / "training" / "configs" / "math_smollm2.yaml"

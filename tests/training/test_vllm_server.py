@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from cave.training.engines import build_engine, trainable_weights
 
 from tests.training.test_rollout import smollm2_tokenizer
-from cave.training.engines import build_engine, trainable_weights
 
 pytestmark = pytest.mark.slow
 
@@ -202,11 +202,12 @@ def test_cave_train_rolls_out_on_a_vllm_server_and_syncs_the_updated_weights(tmp
     """`cave train` with rollout engine vllm_server (started by the trainer): every step samples from the weights
     the previous step produced. Proof: step 2's sampling-time logprobs (from the server) equal the step-1
     checkpoint's logprobs on the same tokens, and differ from the untrained model's."""
+    from cave.training.config import parse_config
+    from cave.training.trainer import Trainer, read_metrics
+
     from cave.llm.hf import score_responses
     from tests.training.test_rollout import TEAM
     from tests.training.test_trainer import length_parity  # noqa: F401  (registers the reward)
-    from cave.training.config import parse_config
-    from cave.training.trainer import Trainer, read_metrics
 
     python = vllm_python()
     model_dir = save_tiny_llama(tmp_path / "tiny", smollm2_tokenizer())

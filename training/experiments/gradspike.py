@@ -51,12 +51,12 @@ from typing import Any
 
 import numpy as np
 import torch
-
-from cave.trajectory import Step, Trajectory
 from cave.training.advantages import advantage_stats, compute_advantages
 from cave.training.loss import FORMAT_PENALTY, LossConfig
 from cave.training.policy import AgentPolicies, OptimizerConfig
 from cave.training.samples import build_samples, sample_columns
+
+from cave.trajectory import Step, Trajectory
 
 # Vocabulary: control tokens, then 8 digits. A call's output is valid when it is one of the tokens its role may say.
 PAD, BOS, QMARK, HINT, WRONG, SEARCH, ANSWER, ROUTER, ANSWERER, SOLVER, FIXER = range(11)
@@ -791,7 +791,9 @@ def _x(v: float | None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m cave.training.experiments.gradspike", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m cave.training.experiments.gradspike", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--quick", action="store_true", help=f"short run for CI: {QUICK}")
     p.add_argument("--task", choices=sorted(TASKS), default=Config.task)
     p.add_argument("--seeds", type=int, nargs="+")

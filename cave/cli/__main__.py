@@ -1,0 +1,3 @@
+from cave.cli import main
+
+raise SystemExit(main())

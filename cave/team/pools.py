@@ -1,0 +1,60 @@
+"""Pools of episodes: ``LocalPool`` (this event loop); ``cave.team.ray_pool.RayTeamPool`` has the same API."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cave.team.results import TeamResult
+
+if TYPE_CHECKING:
+    from cave.team.team import Team
+
+
+def _per_episode(value: Any, n: int) -> list[Any]:
+    if value is None or isinstance(value, Mapping):
+        return [value] * n
+    value = list(value)
+    if len(value) != n:
+        raise ValueError(f"got {len(value)} per-episode values for {n} tasks; give one per task")
+    return value
+
+
+class LocalPool:
+    """Episodes of one team on this event loop, at most ``max_episodes`` at once (None: no bound).
+
+    The same API as ``cave.team_ray.RayTeamPool``, so rollouts can switch between them.
+    """
+
+    def __init__(self, team: Team, *, max_episodes: int | None = None) -> None:
+        self.team = team
+        self.max_episodes = max_episodes
+
+    async def arun(self, task: str, *, seed: int | None = None, inputs: Mapping[str, Any] | None = None) -> TeamResult:
+        return await self.team.arun(task, seed=seed, inputs=inputs)
+
+    async def arun_many(
+        self,
+        tasks: Sequence[str],
+        *,
+        seeds: Sequence[int | None] | None = None,
+        inputs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> list[TeamResult]:
+        n = len(tasks)
+        seed_list, input_list = _per_episode(seeds, n), _per_episode(inputs, n)
+        sem = asyncio.Semaphore(self.max_episodes) if self.max_episodes else None
+
+        async def one(i: int) -> TeamResult:
+            if sem is None:
+                return await self.team.arun(tasks[i], seed=seed_list[i], inputs=input_list[i])
+            async with sem:
+                return await self.team.arun(tasks[i], seed=seed_list[i], inputs=input_list[i])
+
+        return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+    def run_many(self, tasks: Sequence[str], **kwargs: Any) -> list[TeamResult]:
+        return asyncio.run(self.arun_many(tasks, **kwargs))
+
+    def close(self) -> None:
+        pass
