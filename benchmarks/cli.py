@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cave.cli.common import Command
+from cave.command import Command
 from cave.llm.base import LLM, create_backend
 from cave.registry import Registry
 

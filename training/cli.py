@@ -14,7 +14,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from cave.cli.common import Command
+from cave.command import Command
 
 EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 

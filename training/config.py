@@ -1,6 +1,6 @@
 """The `cave train` config (pydantic): team, per-agent models and optimizers, estimator, sizes, output.
 
-Every mistake is reported as ``FILE: FIELD: what is wrong; the fix`` before any model loads::
+Every mistake is reported as ``FILE:LINE: FIELD: what is wrong`` + the fix, before any model loads::
 
     team: team.yaml                    # or an inline TeamSpec (roles, pattern, ...)
     models:
@@ -33,21 +33,22 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from cave import config as config_files
+from cave.config import ConfigFile, ConfigModel
 from cave.team import TeamError, TeamSpec
 
 
-class ConfigError(ValueError):
-    """A bad train config: ``str()`` lists each problem as FILE: FIELD: message."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(problems))
+class ConfigError(config_files.ConfigError, ValueError):
+    """A bad train config: ``str()`` lists each problem as FILE:LINE: FIELD: message, then the fix."""
 
 
-class DeepSpeedSettings(BaseModel):
+# Where these come from, for the error that names a missing package (plugin trackers bring their own).
+_TRACKER_PACKAGES = {"tensorboard": "pip install tensorboard", "wandb": "pip install wandb"}
+
+
+class DeepSpeedSettings(ConfigModel):
     """Update this model through DeepSpeed (``deepspeed.initialize``) instead of a plain torch AdamW."""
 
     model_config = ConfigDict(extra="forbid")
@@ -58,22 +59,29 @@ class DeepSpeedSettings(BaseModel):
     offload_optimizer: bool = Field(False, description="keep optimizer states in CPU memory (ZeRO >= 1)")
 
 
-class RolloutSettings(BaseModel):
+class RolloutSettings(ConfigModel):
     """How this model samples during rollouts; the engine always serves the current policy weights."""
 
     model_config = ConfigDict(extra="forbid")
 
-    engine: Literal["auto", "transformers", "vllm", "vllm_server"] = Field(
+    engine: str = Field(
         "auto",
         description="auto: vllm where vLLM and a CUDA GPU are at hand, else transformers; transformers: the live "
         "model in-process (CPU or GPU); vllm: an in-process vLLM engine (GPU); vllm_server: a vLLM "
-        "OpenAI-compatible server, reached at `url` or started with `python`",
+        "OpenAI-compatible server, reached at `url` or started with `python`; or any registered engine",
     )
     url: str | None = Field(None, description="vllm_server: the server's base URL (http://127.0.0.1:8000)")
     python: str | None = Field(None, description="vllm_server: start a server with this Python (a vLLM venv)")
     sleep: bool = Field(True, description="vllm: sleep the engine during updates so engines and trainers share GPUs")
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vllm: this engine's share of the GPU")
     engine_args: dict[str, Any] = Field(default_factory=dict, description="vllm: extra engine/server arguments")
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, v: str) -> str:
+        from cave.training.engines import ENGINES
+
+        return v if v == "auto" else ENGINES.check(v)
 
     @model_validator(mode="after")
     def _where(self) -> RolloutSettings:
@@ -96,7 +104,7 @@ class RolloutSettings(BaseModel):
         return "vllm" if vllm_available()[0] else "transformers"
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     source: str = Field("smollm2", description="an embedded model name (smollm2, qwen) or an HF-format directory")
@@ -115,7 +123,7 @@ class ModelConfig(BaseModel):
         return v
 
 
-class AgentConfig(BaseModel):
+class AgentConfig(ConfigModel):
     """One role's policy: which model it acts with and how that model's optimizer steps."""
 
     model_config = ConfigDict(extra="forbid")
@@ -131,7 +139,7 @@ class AgentConfig(BaseModel):
         return (self.lr, self.steps_per_iteration, self.grad_clip, self.weight_decay, self.micro_batch_size)
 
 
-class LossSettings(BaseModel):
+class LossSettings(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     clip_low: float = Field(0.2, ge=0)
@@ -141,7 +149,7 @@ class LossSettings(BaseModel):
     entropy_coef: float = Field(0.0, ge=0)
 
 
-class RaySettings(BaseModel):
+class RaySettings(ConfigModel):
     """Rollout workers and one learner per distinct model as Ray actors (one machine or a cluster)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -155,7 +163,7 @@ class RaySettings(BaseModel):
     gpus_per_learner: float = Field(0.0, ge=0)
 
 
-class DataConfig(BaseModel):
+class DataConfig(ConfigModel):
     """The prompts: a JSONL file and/or inline examples; each example has the question and the reward's reference."""
 
     model_config = ConfigDict(extra="forbid")
@@ -190,7 +198,7 @@ class DataConfig(BaseModel):
         return out[: self.limit] if self.limit else out
 
 
-class TrainConfig(BaseModel):
+class TrainConfig(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     team: TeamSpec = Field(description="the team to train: an inline TeamSpec or a team file path")
@@ -221,7 +229,7 @@ class TrainConfig(BaseModel):
     )
     max_episodes: int | None = Field(None, ge=1, description="team runs at once during rollout (None: all)")
     ray: RaySettings | None = Field(None, description="run rollouts and updates in Ray actors (None: this process)")
-    tracking: list[Literal["tensorboard", "wandb"]] = Field(
+    tracking: list[str] = Field(
         default_factory=list, description="trackers besides metrics.jsonl (tensorboard: RUN_DIR/tensorboard)"
     )
     wandb_project: str = Field("cave", description="the wandb project")
@@ -238,9 +246,12 @@ class TrainConfig(BaseModel):
     @field_validator("tracking")
     @classmethod
     def _trackers_installed(cls, v: list[str]) -> list[str]:
-        hints = {"tensorboard": "pip install tensorboard", "wandb": "pip install wandb"}
+        from cave.training.tracking import TRACKERS
+
         for name in v:
-            need(name, f"{hints[name]} (or the `track` extra), or remove it from tracking")
+            TRACKERS.check(name)
+            if name in _TRACKER_PACKAGES:
+                need(name, f"{_TRACKER_PACKAGES[name]} (or the `track` extra), or remove it from tracking")
         return v
 
     @field_validator("reward")
@@ -248,18 +259,14 @@ class TrainConfig(BaseModel):
     def _known_reward(cls, v: str) -> str:
         from cave.training.rewards import REWARDS
 
-        if v not in REWARDS:
-            raise ValueError(f"unknown reward {v!r}; known: {', '.join(sorted(REWARDS))}")
-        return v
+        return REWARDS.check(v)
 
     @field_validator("estimator")
     @classmethod
     def _known_estimator(cls, v: str) -> str:
         from cave.training.advantages import ESTIMATORS
 
-        if v not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {v!r}; known: {', '.join(sorted(ESTIMATORS))}")
-        return v
+        return ESTIMATORS.check(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> TrainConfig:
@@ -295,44 +302,43 @@ def need(module: str, install: str) -> None:
         raise ValueError(f"{module} is not installed; {install}")
 
 
-def _explain(err: dict[str, Any], file: str) -> str:
-    loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        msg = "unknown field; check the spelling (see training/config.py for the fields)"
-    elif err["type"] == "missing":
-        msg = "required; add it"
-    elif "; " not in msg:
-        msg = f"{msg}; got {err.get('input')!r}"
-    return f"{file}: {loc}: {msg}"
-
-
 def parse_config(data: Any, *, base_dir: str | Path = ".", file: str = "<config>") -> TrainConfig:
     """Validate a config mapping; paths in it are relative to ``base_dir``."""
-    if not isinstance(data, dict):
+    return _validate(ConfigFile(file, data), base_dir)
+
+
+def _validate(cfg: ConfigFile, base_dir: str | Path) -> TrainConfig:
+    if not isinstance(cfg.data, dict):
         raise ConfigError(
-            [f"{file}: a train config must be a mapping with team:, data:, ... (got {type(data).__name__})"]
+            [f"{cfg.name}:1: a train config must be a mapping with team:, data:, ... (got {type(cfg.data).__name__})"]
         )
     try:
-        return TrainConfig.model_validate(data, context={"base_dir": str(Path(base_dir).resolve())})
+        return TrainConfig.model_validate(cfg.data, context={"base_dir": str(Path(base_dir).resolve())})
     except ValidationError as e:
-        raise ConfigError([_explain(err, file) for err in e.errors()]) from None
+        raise ConfigError([config_files.explain(err, cfg, TrainConfig, nested=_NESTED) for err in e.errors()]) from None
     except TeamError as e:
-        raise ConfigError([f"{file}: team: {p}" for p in e.problems]) from None
+        raise ConfigError([f"{cfg.where('team')}: team: {p}" for p in e.problems]) from None
 
 
 def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     """Read and validate a YAML train config; ``overrides`` replace top-level fields (e.g. ``steps=3``)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError([f"{path}: config file not found; give the path of a train YAML (see training/configs/)"])
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as e:
-        raise ConfigError([f"{path}: not valid YAML: {e}"]) from None
-    if isinstance(data, dict):
-        data.update({k: v for k, v in overrides.items() if v is not None})
-    cfg = parse_config(data, base_dir=path.resolve().parent, file=str(path))
+    file = config_files.read_config(path, what="train config", example="see training/configs/", error=ConfigError)
+    if isinstance(file.data, dict):
+        file.data.update({k: v for k, v in overrides.items() if v is not None})
+    cfg = _validate(file, path.resolve().parent)
     if not Path(cfg.output_dir).is_absolute():
         cfg.output_dir = str(path.resolve().parent / cfg.output_dir)
     return cfg
+
+
+# field name -> the model of its entries, for the known fields listed with an unknown-field error
+_NESTED: dict[str, type[ConfigModel]] = {
+    "models": ModelConfig,
+    "deepspeed": DeepSpeedSettings,
+    "rollout": RolloutSettings,
+    "agents": AgentConfig,
+    "data": DataConfig,
+    "loss": LossSettings,
+    "ray": RaySettings,
+}

@@ -156,7 +156,7 @@ def ray_vs_local(n: int, workers: int) -> tuple[float, float, float] | str:
         import ray
     except ImportError:
         return "ray not installed (pip install 'cave[scale]')"
-    from cave.team_ray import RayTeamPool
+    from cave.team.ray_pool import RayTeamPool
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     tasks = ["What is 21 * 2?"] * n

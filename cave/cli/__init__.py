@@ -42,9 +42,9 @@ GROUP = "cave.commands"
 
 
 def _core() -> list[Command]:
-    from cave.cli import run, runs
+    from cave.cli import run, runs, skills
 
-    return [run.COMMAND, runs.SCHEMA, runs.RUNS, runs.SKILLS]
+    return [run.COMMAND, runs.SCHEMA, runs.RUNS, skills.COMMAND]
 
 
 def commands() -> Registry[Command]:

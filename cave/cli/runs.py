@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cave.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_OK, Command
+from cave.cli.common import EXIT_BAD_INPUT, EXIT_OK, Command
 from cave.cli.common import err as _err
 from cave.cli.common import usage as _usage
 
@@ -35,21 +35,8 @@ def configure_runs(runs: argparse.ArgumentParser) -> None:
     runs.set_defaults(func=lambda a: _usage(runs))
 
 
-def configure_skills(skills: argparse.ArgumentParser) -> None:
-    skills_sub = skills.add_subparsers(dest="skills_command", metavar="ACTION")
-    sl = skills_sub.add_parser("list", help="skills found in PATHs, entry points and the bundled folder")
-    sl.add_argument("paths", nargs="*", metavar="PATH")
-    sl.set_defaults(func=cmd_skills_list)
-    ss = skills_sub.add_parser("show", help="one skill's fields, files and instructions")
-    ss.add_argument("name")
-    ss.add_argument("paths", nargs="*", metavar="PATH")
-    ss.set_defaults(func=cmd_skills_show)
-    skills.set_defaults(func=lambda a: _usage(skills))
-
-
 SCHEMA = Command("schema", "print the JSON Schema of task files", configure_schema)
 RUNS = Command("runs", "stored runs: list, show", configure_runs)
-SKILLS = Command("skills", "Agent Skills: list or show", configure_skills)
 
 
 # -- cave schema ---------------------------------------------------------------------------------
@@ -177,27 +164,3 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
         )
     console.print(table)
     return EXIT_OK
-
-
-# -- cave skills ---------------------------------------------------------------------------------
-def _skills_module() -> Any:
-    try:
-        from cave import skills
-    except ImportError as e:
-        _err(f"error: Agent Skills are not available in this installation (cave.skills: {e})")
-        return None
-    return skills
-
-
-def cmd_skills_list(args: argparse.Namespace) -> int:
-    skills = _skills_module()
-    if skills is None:
-        return EXIT_FAILED
-    return int(skills.cmd_list(args.paths or None) or 0)
-
-
-def cmd_skills_show(args: argparse.Namespace) -> int:
-    skills = _skills_module()
-    if skills is None:
-        return EXIT_FAILED
-    return int(skills.cmd_show(args.name, args.paths or None) or 0)

@@ -24,7 +24,7 @@ def _per_episode(value: Any, n: int) -> list[Any]:
 class LocalPool:
     """Episodes of one team on this event loop, at most ``max_episodes`` at once (None: no bound).
 
-    The same API as ``cave.team_ray.RayTeamPool``, so rollouts can switch between them.
+    The same API as ``cave.team.ray_pool.RayTeamPool``, so rollouts can switch between them.
     """
 
     def __init__(self, team: Team, *, max_episodes: int | None = None) -> None:

@@ -23,7 +23,9 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cave.team import Team, TeamResult, _per_episode
+from cave.team.pools import _per_episode
+from cave.team.results import TeamResult
+from cave.team.team import Team
 
 DEFAULT_INIT = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
 

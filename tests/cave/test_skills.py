@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from cave.runtimes.inprocess import InProcessRuntime
 
 from cave import skills as sk
+from cave.cli import skills as skills_cli
 from cave.skills import Problem, SkillError, SkillSet, parse_skill
 
 BUNDLED = ["dataframe-analysis", "report", "sql"]
@@ -813,24 +814,24 @@ quick = write_report("Quick", ["Two tables.", ("By symbol", by_symbol.head(3)), 
 # -- the CLI commands --------------------------------------------------------------------------------
 def test_cmd_list(capsys, monkeypatch, tmp_path):
     monkeypatch.setenv("COLUMNS", "200")
-    assert sk.cmd_list(None) == 0
+    assert skills_cli.cmd_list(None) == 0
     out = capsys.readouterr().out
     for name in BUNDLED:
         assert name in out
     assert "profile" in out and "bundled" in out
     make_skill(tmp_path, "oops", "name: Oops\ndescription: d")
-    assert sk.cmd_list([str(tmp_path)]) == 1
+    assert skills_cli.cmd_list([str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "Problems" in out and "must use only lowercase" in out
 
 
 def test_cmd_show(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    assert sk.cmd_show("sql", None) == 0
+    assert skills_cli.cmd_show("sql", None) == 0
     out = capsys.readouterr().out
     assert "read-only" in out and "scripts/schema_markdown.py" in out and "Workflow" in out
     assert "exports.py: LIMITS, WriteRefused" in out
-    assert sk.cmd_show("nope", None) == 1
+    assert skills_cli.cmd_show("nope", None) == 1
     assert "no skill named 'nope'" in capsys.readouterr().out
 
 

@@ -10,10 +10,9 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="the Ray pool needs the [scale] extra (ray[default])")
 
-from cave.team_ray import RayTeamPool  # noqa: E402
-
 from cave.llm.base import Scripted  # noqa: E402
 from cave.team import LocalPool, Team  # noqa: E402
+from cave.team.ray_pool import RayTeamPool  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

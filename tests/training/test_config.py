@@ -53,22 +53,25 @@ def test_defaults_give_every_role_the_base_model():
     [
         (
             {"estimator": "drmass"},
-            "train.yaml: estimator: unknown estimator 'drmass'; known: drmas, grpo, pooled_calls",
+            "train.yaml:1: estimator: unknown advantage estimator 'drmass'\n  fix: did you mean 'drmas'? known advantage estimators: drmas, grpo, pooled_calls",
         ),
-        ({"reward": "judge"}, "train.yaml: reward: unknown reward 'judge'; known:"),
-        ({"group_size": 0}, "train.yaml: group_size: Input should be greater than or equal to 1"),
-        ({"agents": {"critic": {}}}, "agents.critic: no such role in the team (roles: solver, verifier); rename it"),
+        ({"reward": "judge"}, "train.yaml:1: reward: unknown reward 'judge'\n  fix: known rewards:"),
+        ({"group_size": 0}, "train.yaml:1: group_size: Input should be greater than or equal to 1"),
+        (
+            {"agents": {"critic": {}}},
+            "agents.critic: no such role in the team (roles: solver, verifier)\n  fix: rename it",
+        ),
         ({"agents": {"solver": {"model": "big"}}}, "agents.solver.model: 'big' is not a key of `models` (base)"),
         (
             {"agents": {"solver": {"lr": 1e-5}, "verifier": {"lr": 1e-6}}},
             "shares model 'base' with solver but has different optimizer settings",
         ),
-        ({"data": {}}, "data: no examples; give data.path (a JSONL file) or data.prompts (a list)"),
+        ({"data": {}}, "data: no examples\n  fix: give data.path (a JSONL file) or data.prompts (a list)"),
         ({"data": {"path": "nope.jsonl"}}, "data.path: data file not found:"),
-        ({"stepz": 3}, "train.yaml: stepz: unknown field; check the spelling"),
+        ({"stepz": 3}, "train.yaml:1: stepz: unknown field `stepz`\n  fix: did you mean `steps`?"),
         ({"agents": {"solver": {"lr": 0}}}, "agents.solver.lr: Input should be greater than 0"),
         ({"team__pattern": {"name": "lop"}}, "did you mean 'loop'?"),
-        ({"device": "tpu"}, "device: Input should be 'auto', 'cpu' or 'cuda'"),
+        ({"device": "tpu"}, "device: invalid value 'tpu'\n  fix: Input should be 'auto', 'cpu' or 'cuda'"),
     ],
 )
 def test_errors_name_the_field_and_the_fix(changes, expected):
@@ -76,12 +79,12 @@ def test_errors_name_the_field_and_the_fix(changes, expected):
 
 
 def test_missing_sections_and_bad_files(tmp_path):
-    with pytest.raises(ConfigError, match="data: required; add it"):
+    with pytest.raises(ConfigError, match="data: required field is missing\n  fix: add `data: ...`"):
         parse_config({"team": BASE["team"]}, file="t.yaml")
-    with pytest.raises(ConfigError, match="config file not found"):
+    with pytest.raises(ConfigError, match="no such train config"):
         load_config(tmp_path / "none.yaml")
     (tmp_path / "x.yaml").write_text("team: [unclosed")
-    with pytest.raises(ConfigError, match="not valid YAML"):
+    with pytest.raises(ConfigError, match="YAML syntax error"):
         load_config(tmp_path / "x.yaml")
     (tmp_path / "d.jsonl").write_text('{"question": "a", "answer": 1}\nnot json\n')
     data = {**BASE, "data": {"path": "d.jsonl"}}
@@ -89,6 +92,20 @@ def test_missing_sections_and_bad_files(tmp_path):
     cfg = load_config(tmp_path / "c.yaml")
     with pytest.raises(ConfigError, match=r"d.jsonl:2: data: not valid JSON"):
         cfg.data.examples()
+
+
+def test_errors_in_a_file_carry_its_line_numbers(tmp_path):
+    text = yaml.safe_dump(BASE, sort_keys=False) + "steps: 0\nestimator: grpoo\n"
+    (tmp_path / "c.yaml").write_text(text)
+    lines = text.splitlines()
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path / "c.yaml")
+    msg = str(e.value)
+    assert f"c.yaml:{lines.index('steps: 0') + 1}: steps: Input should be greater than or equal to 1" in msg
+    assert f"c.yaml:{lines.index('estimator: grpoo') + 1}: estimator: unknown advantage estimator 'grpoo'" in msg
+    (tmp_path / "dup.yaml").write_text(text.replace("steps: 0", "steps: 2\nsteps: 3"))
+    with pytest.raises(ConfigError, match=r"dup.yaml:\d+: steps: duplicate key `steps`"):
+        load_config(tmp_path / "dup.yaml")
 
 
 def test_team_file_path_is_relative_to_the_config(tmp_path):
@@ -110,12 +127,15 @@ def test_team_file_path_is_relative_to_the_config(tmp_path):
         ),
         (
             {"models": {"base": {"rollout": {"engine": "vllm", "url": "http://127.0.0.1:8000"}}}},
-            "url/python are for engine vllm_server, not vllm; remove them or change engine",
+            "url/python are for engine vllm_server, not vllm\n  fix: remove them or change engine",
         ),
-        ({"models": {"base": {"rollout": {"engine": "sglang"}}}}, "models.base.rollout.engine: Input should be"),
-        ({"models": {"base": {"deepspeed": {"zero_stage": 4}}}}, "models.base.deepspeed.zero_stage: Input should be"),
+        (
+            {"models": {"base": {"rollout": {"engine": "sglang"}}}},
+            "models.base.rollout.engine: unknown rollout engine 'sglang'\n  fix: known rollout engines: transformers, vllm, vllm_server",
+        ),
+        ({"models": {"base": {"deepspeed": {"zero_stage": 4}}}}, "models.base.deepspeed.zero_stage: invalid value 4"),
         ({"ray": {"rollout_workers": 0}}, "ray.rollout_workers: Input should be greater than or equal to 1"),
-        ({"tracking": ["mlflow"]}, "tracking.0: Input should be 'tensorboard' or 'wandb'"),
+        ({"tracking": ["mlflow"]}, "tracking: unknown tracker 'mlflow'\n  fix: known trackers: tensorboard, wandb"),
     ],
 )
 def test_scale_out_settings_name_the_field_and_the_fix(changes, expected):
@@ -128,12 +148,15 @@ def test_a_missing_optional_package_is_reported_before_any_model_loads(monkeypat
     real = importlib.util.find_spec
     missing = {"deepspeed", "ray", "wandb", "vllm"}
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in missing else real(name, *a))
-    assert "models.base.deepspeed: deepspeed is not installed; DS_BUILD_OPS=0 pip install deepspeed==0.19.8" in bad(
-        models={"base": {"deepspeed": {"zero_stage": 2}}}
+    assert (
+        "models.base.deepspeed: deepspeed is not installed\n  fix: DS_BUILD_OPS=0 pip install deepspeed==0.19.8"
+        in bad(models={"base": {"deepspeed": {"zero_stage": 2}}})
     )
-    assert "ray: ray is not installed; pip install 'cave[ray]'" in bad(ray={"rollout_workers": 2})
-    assert "tracking: wandb is not installed; pip install wandb (or the `track` extra)" in bad(tracking=["wandb"])
-    assert "models.base.rollout: vllm is not installed; pip install 'cave[gpu]' on a CUDA machine" in bad(
+    assert "ray: ray is not installed\n  fix: pip install 'cave[ray]'" in bad(ray={"rollout_workers": 2})
+    assert "tracking: wandb is not installed\n  fix: pip install wandb (or the `track` extra)" in bad(
+        tracking=["wandb"]
+    )
+    assert "models.base.rollout: vllm is not installed\n  fix: pip install 'cave[gpu]' on a CUDA machine" in bad(
         models={"base": {"rollout": {"engine": "vllm"}}}
     )
 

@@ -9,23 +9,14 @@ import torch
 from cave.training.loss import LossConfig, ppo_loss
 from cave.training.policy import AgentPolicies, OptimizerConfig, forward_logprobs
 from cave.training.samples import Sample, collate
-from transformers import LlamaConfig, LlamaForCausalLM
 
 VOCAB = 64
 
 
 def tiny_llama(seed=0):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=128,
-    )
-    return LlamaForCausalLM(cfg)
+    from tests.conftest import tiny_llama as build
+
+    return build(VOCAB, hidden=64, intermediate=256, positions=128, tie=False, seed=seed)
 
 
 def make_samples(n, roles=("solver", "verifier"), seed=0, with_logprobs=False):

@@ -6,7 +6,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-import torch
 from cave.training.rollout import arollout, episode_seeds, pick_examples, policy_team, trainable_trajectories
 from cave.training.samples import build_samples
 
@@ -38,20 +37,9 @@ def smollm2_tokenizer():
 
 def tiny_llama(vocab: int, seed: int = 0):
     """A 2-layer Llama with a real vocabulary (~3M parameters): fast, and its tokens decode to text."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tests.conftest import tiny_llama as build
 
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=2048,
-        tie_word_embeddings=True,
-    )
-    return LlamaForCausalLM(cfg).eval()
+    return build(vocab, seed=seed).eval()
 
 
 def save_tiny(path: Path) -> Path:

@@ -50,13 +50,10 @@ def vllm_python() -> str:
 
 def save_tiny_llama(path: Path, tok, seed: int = 0) -> Path:
     """2 layers, head size 32 (the smallest vLLM's CPU attention supports), SmolLM2's vocabulary and template."""
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from tests.conftest import tiny_llama
 
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=2048,
-                      tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)  # fmt: skip
-    model = LlamaForCausalLM(cfg)
+    model = tiny_llama(len(tok), hidden=64, intermediate=128, heads=2, kv_heads=1, seed=seed,
+                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)  # fmt: skip
     model.generation_config.eos_token_id = tok.eos_token_id
     model.save_pretrained(path)
     tok.save_pretrained(path)

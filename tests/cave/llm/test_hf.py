@@ -31,7 +31,9 @@ def tiny() -> tuple[Any, Any]:
     """(model, tokenizer): a 2-layer random Llama and a byte-level BPE tokenizer with a ChatML template."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
+
+    from tests.conftest import tiny_llama
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -44,19 +46,8 @@ def tiny() -> tuple[Any, Any]:
     bpe.train_from_iterator(CORPUS * 20, trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     tokenizer.chat_template = CHATML
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
+    model = tiny_llama(len(tokenizer), kv_heads=2, positions=256, tie=False,
+                       eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)  # fmt: skip
     with torch.no_grad():  # spread the logits so sampling is far from uniform but not deterministic
         model.lm_head.weight.mul_(20)
     return model, tokenizer

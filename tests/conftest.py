@@ -1,0 +1,49 @@
+"""Shared test builders. Tests import them (``from tests.conftest import tiny_llama``) or take the fixtures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def tiny_llama(
+    vocab: int,
+    *,
+    hidden: int = 32,
+    intermediate: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 4,
+    positions: int = 2048,
+    tie: bool = True,
+    seed: int = 0,
+    **config: Any,
+) -> Any:
+    """A randomly initialized Llama small enough for unit tests (a few ms a step); ``config``: more LlamaConfig fields.
+
+    The one builder the test suites share: the policy, rollout, engine and backend tests each need a real HF model
+    with a chosen vocabulary, not a mock.
+    """
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=positions,
+        tie_word_embeddings=tie,
+        **config,
+    )
+    return LlamaForCausalLM(cfg)
+
+
+@pytest.fixture
+def make_tiny_llama():
+    """The ``tiny_llama`` builder as a fixture."""
+    return tiny_llama
