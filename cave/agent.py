@@ -32,7 +32,28 @@ from typing import Any, Protocol
 from cave import prompts
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, create_runtime
-from cave.trajectory import Step, Trajectory
+from cave.trajectory import RunStatus, Step, Trajectory
+
+__all__ = [
+    "Agent",
+    "Cell",
+    "CodeStarted",
+    "Compacted",
+    "Event",
+    "FINAL_VAR",
+    "FinalAnswer",
+    "Observation",
+    "RunError",
+    "RunFinished",
+    "RunResult",
+    "RunStarted",
+    "Skills",
+    "StepFinished",
+    "StepStarted",
+    "TextChunk",
+    "final_answer",
+    "resume_messages",
+]
 
 
 # -- the final_answer signal -------------------------------------------------------------------
@@ -138,7 +159,7 @@ class Skills(Protocol):
 @dataclass
 class RunResult:
     answer: Any
-    status: str
+    status: RunStatus
     trajectory: Trajectory
 
     @property
@@ -155,6 +176,16 @@ class RunResult:
 
 
 @dataclass
+class Cell:
+    """One code block run in the runtime."""
+
+    execution: Execution
+    final: bool  # final_answer was called
+    value: Any  # what final_answer was called with (the live object)
+    notes: list[str]  # what guard_code changed before it ran (e.g. a reassigned input that was skipped)
+
+
+@dataclass
 class _Generation:
     text: str = ""
     usage: Usage = field(default_factory=Usage)
@@ -167,10 +198,34 @@ class _Generation:
 class Agent:
     """A code-as-action agent: an LLM backend plus a persistent runtime.
 
-    ``model``: an LLM instance or a registered backend name ("local", the embedded default;
-    "openai", "transformers", "vllm", "scripted"); ``model_options`` go to the backend.
-    ``runtime``: a Runtime or a registered name ("inprocess", "kernel"). The runtime persists
-    across ``run`` calls, so a second run sees what the first one left behind.
+    The runtime persists across ``run`` calls, so a second run sees what the first one left behind.
+
+    Args:
+        model: an LLM instance, or a registered backend name: "local" (the embedded default), "openai",
+            "transformers", "vllm", "scripted" (see ``cave.llm.BACKENDS``).
+        runtime: a Runtime, or a registered name: "inprocess" (zero-copy, trusted code), "kernel", "process",
+            "sandbox" (see ``cave.runtimes.RUNTIMES`` and docs/threat-model.md).
+        max_steps: most LLM calls in one ``run``; then the run ends with status ``max_steps``.
+        max_tokens: most tokens in one reply.
+        temperature: sampling temperature (0: greedy).
+        seed: sampling seed; each step derives its own from it, so a run is reproducible.
+        stop: stop sequences, e.g. ``["\n```\n"]`` to end a reply after its first code block.
+        timeout: seconds per code block in the runtime (None: the runtime's own default).
+        skills: Agent Skills to offer (a SkillSet, or names/folders): their descriptions go in the prompt and
+            ``activate_skill(name)`` loads one.
+        instructions: extra text appended to the system prompt.
+        prompt_budget: tokens the description of the runtime's variables may take in the prompt (default: a
+            quarter of the context window, between 256 and 1500).
+        observation_limit: characters of a block's output shown to the model (head and tail are kept).
+        max_continuations: times a reply cut by ``max_tokens`` inside a code block is continued.
+        retry_temperature: when the model repeats a failing block, that reply is sampled again once at this
+            temperature (None: never).
+        compact_at: fraction of the context window at which old observations are elided, then summarized.
+        keep_recent: exchanges kept verbatim when the conversation is compacted.
+        stream: stream tokens from the backend (events carry them as TextChunk).
+        role: the name written on each step (a team's role name).
+        model_options: keyword arguments for the backend when ``model`` is a name.
+        runtime_options: keyword arguments for the runtime when ``runtime`` is a name.
     """
 
     def __init__(
@@ -349,23 +404,24 @@ class Agent:
         skipped = 0
         for b, code in enumerate(blocks):
             yield CodeStarted(index, b, code)
-            ex, is_final, value, notes = await self._execute(code)
+            cell = await self._execute(code)
+            ex = cell.execution
             executions.append(ex)
-            record = {"code": code, "execution": _execution_dict(ex), "final": is_final}
-            if notes:
-                record["notes"] = notes
+            record = {"code": code, "execution": ex.to_dict(), "final": cell.final}
+            if cell.notes:
+                record["notes"] = cell.notes
             records.append(record)
-            text = prompts.format_execution(ex, limit=self.observation_limit, notes=notes)
+            text = prompts.format_execution(ex, limit=self.observation_limit, notes=cell.notes)
             formatted.append(text)
-            yield Observation(index, b, ex, text, is_final)
-            if is_final:
-                traj.status, traj.final_answer = "success", value
+            yield Observation(index, b, ex, text, cell.final)
+            if cell.final:
+                traj.status, traj.final_answer = "success", cell.value
                 break
             if not ex.ok:
                 skipped = len(blocks) - b - 1
                 break
         step.code = "\n\n".join(blocks)
-        step.execution = _merge(executions)
+        step.execution = Execution.merge(executions)
         step.meta["blocks"] = records
         step.observation = prompts.observation_message(formatted, skipped)
         previous = _last_action(traj)
@@ -427,8 +483,8 @@ class Agent:
                 yield TextDelta(completion.text)
             yield completion
 
-    async def _execute(self, code: str) -> tuple[Execution, bool, Any, list[str]]:
-        """Run one block. Returns (execution, final_answer called?, the final value, guard notes)."""
+    async def _execute(self, code: str) -> Cell:
+        """Run one block of the model's code (after guard_code) in the runtime."""
         t0 = time.perf_counter()
         guarded, notes = prompts.guard_code(code, self._protected())
         try:
@@ -441,7 +497,7 @@ class Agent:
                 ex.error = None
                 value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
         self._restore_final_answer()
-        return ex, is_final, value, notes
+        return Cell(ex, is_final, value, notes)
 
     def _protected(self) -> list[str]:
         return [name for name, reg in self.runtime.registered.items() if reg.kind == "variable"]
@@ -578,38 +634,6 @@ def _strip_reopened_fence(text: str) -> str:
         nl = stripped.find("\n")
         return stripped[nl + 1 :] if nl != -1 else ""
     return text
-
-
-def _execution_dict(ex: Execution) -> dict[str, Any]:
-    """``Execution.to_dict`` without dataclasses.asdict's deep copy (this runs every block)."""
-    err = ex.error
-    return {
-        "stdout": ex.stdout,
-        "stderr": ex.stderr,
-        "result": ex.result,
-        "error": None
-        if err is None
-        else {"type": err.type, "message": err.message, "traceback": err.traceback, "lineno": err.lineno},
-        "duration": ex.duration,
-        "timed_out": ex.timed_out,
-        "recovery": ex.recovery,
-    }
-
-
-def _merge(executions: list[Execution]) -> Execution | None:
-    if not executions:
-        return None
-    if len(executions) == 1:
-        return executions[0]
-    return Execution(
-        stdout="".join(e.stdout for e in executions),
-        stderr="".join(e.stderr for e in executions),
-        result=executions[-1].result,
-        error=next((e.error for e in executions if e.error is not None), None),
-        duration=sum(e.duration for e in executions),
-        timed_out=any(e.timed_out for e in executions),
-        recovery=next((e.recovery for e in executions if e.recovery), None),
-    )
 
 
 def _answer_note(traj: Trajectory) -> str:

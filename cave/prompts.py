@@ -15,6 +15,26 @@ from collections.abc import Callable, Iterable
 
 from cave.runtimes.base import Execution, VariableInfo
 
+__all__ = [
+    "CONTINUE_PROMPT",
+    "CountFn",
+    "INSTRUCTIONS",
+    "LOOP_NAMES",
+    "MAX_STEPS_PROMPT",
+    "REPEAT_NOTE",
+    "SUMMARY_PROMPT",
+    "error_hint",
+    "estimate_tokens",
+    "extract_code",
+    "format_execution",
+    "guard_code",
+    "observation_message",
+    "render_system_prompt",
+    "trim_traceback",
+    "truncate_middle",
+    "unclosed_code",
+]
+
 # Names the agent loop injects for itself; they are described in the instructions, not listed as state.
 LOOP_NAMES = frozenset({"final_answer", "_final_answer", "FinalAnswer"})
 

@@ -28,7 +28,24 @@ from cave.llm.base import LLM, Scripted, create_backend
 from cave.runtimes.base import Runtime as BaseRuntime
 from cave.runtimes.base import create_runtime
 from cave.task import Task, TaskError, load_task, resolve_inputs
-from cave.trajectory import Trajectory, _jsonable
+from cave.trajectory import Trajectory, jsonable
+
+__all__ = [
+    "Runtime",
+    "SavedOutput",
+    "TaskOutcome",
+    "aresume",
+    "arun_task",
+    "build_agent",
+    "build_backend",
+    "build_runtime",
+    "build_skills",
+    "resume",
+    "run_task",
+    "save_outputs",
+    "summarize",
+    "write_value",
+]
 
 
 class _RuntimeMeta(ABCMeta):
@@ -210,7 +227,7 @@ def _to_json(value: Any) -> Any:
         return {str(k): _to_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [_to_json(v) for v in value]
-    return value if isinstance(value, str | int | float | bool | type(None)) else _jsonable(value)
+    return value if isinstance(value, str | int | float | bool | type(None)) else jsonable(value)
 
 
 # -- running a task end to end -------------------------------------------------------------------

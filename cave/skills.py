@@ -40,6 +40,35 @@ from typing import Any, Literal
 
 import yaml
 
+__all__ = [
+    "API_NAMES",
+    "ENTRY_POINT_GROUP",
+    "EXPORTS_FILE",
+    "EXPORTS_METADATA_KEY",
+    "MAX_COMPATIBILITY_LENGTH",
+    "MAX_DESCRIPTION_LENGTH",
+    "MAX_NAME_LENGTH",
+    "Problem",
+    "RESOURCE_DIRS",
+    "SKILL_FILE",
+    "STANDARD_FIELDS",
+    "Severity",
+    "Skill",
+    "SkillCatalog",
+    "SkillError",
+    "SkillRef",
+    "SkillSet",
+    "SkillText",
+    "bundled_root",
+    "discover",
+    "parse_allowed_tools",
+    "parse_skill",
+    "safe_path",
+    "split_front_matter",
+    "static_exports",
+    "validate_name",
+]
+
 SKILL_FILE = "SKILL.md"
 ENTRY_POINT_GROUP = "cave.skills"
 EXPORTS_FILE = "exports.py"

@@ -47,7 +47,9 @@ from sqlalchemy import (
 from cave.agent import Compacted, RunError, RunFinished, RunStarted, StepFinished
 from cave.llm.base import Usage
 from cave.runtimes.base import Execution
-from cave.trajectory import Step, Trajectory, _jsonable
+from cave.trajectory import Step, Trajectory, jsonable
+
+__all__ = ["Store", "default_db_path"]
 
 metadata = MetaData()
 
@@ -157,9 +159,7 @@ _JSONL_FIELDS = (
 def _execution_json(ex: Execution | None) -> dict[str, Any] | None:
     if ex is None:
         return None
-    from cave.agent import _execution_dict
-
-    return _execution_dict(ex)
+    return ex.to_dict()
 
 
 def default_db_path() -> Path:
@@ -375,7 +375,7 @@ class Store:
                     status=traj.status,
                     finished_at=traj.finished_at or time.time(),
                     updated_at=time.time(),
-                    final_answer=json.dumps(_jsonable(traj.final_answer)),
+                    final_answer=json.dumps(jsonable(traj.final_answer)),
                     error=traj.error,
                     meta=_dumps(traj.meta),
                 )
@@ -469,7 +469,7 @@ class Store:
                     ),
                     finish_reason=s.finish_reason or "stop",
                     code=s.code,
-                    execution=_merged(exs),
+                    execution=Execution.merge(exs),
                     observation=s.observation or "",
                     started_at=s.started_at or 0.0,
                     duration=s.duration or 0.0,
@@ -501,12 +501,6 @@ class Store:
         path = self.run_dir(run_id) / "summary.json"
         path.write_text(json.dumps(summary, indent=2, default=repr) + "\n", encoding="utf-8")
         return path
-
-
-def _merged(exs: list[Execution]) -> Execution | None:
-    from cave.agent import _merge
-
-    return _merge(exs)
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -30,6 +30,25 @@ from cave.config import ConfigError, ConfigFile, ConfigModel, explain, parse_yam
 from cave.llm.base import BACKENDS
 from cave.runtimes.base import RUNTIMES
 
+__all__ = [
+    "FILE_FORMATS",
+    "InputSpec",
+    "ModelSpec",
+    "OutputSpec",
+    "RuntimeSpec",
+    "Task",
+    "TaskError",
+    "TaskSpec",
+    "explain_error",
+    "import_callable",
+    "json_schema",
+    "load_task",
+    "open_engine",
+    "parse_task",
+    "read_table",
+    "resolve_inputs",
+]
+
 FILE_FORMATS = {
     ".csv": "csv",
     ".tsv": "csv",

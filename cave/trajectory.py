@@ -10,10 +10,12 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from cave.llm.base import Usage
 from cave.runtimes.base import Execution
+
+__all__ = ["ANSWERED", "RunStatus", "Step", "Trajectory", "jsonable", "new_id"]
 
 
 def new_id() -> str:
@@ -59,14 +61,20 @@ class Step:
         return cls(**d)
 
 
+RunStatus = Literal["running", "success", "no_code", "max_steps", "error", "interrupted"]
+"""How a run ended: ``success`` (final_answer was called; the answer is the live object), ``no_code`` (it ended on
+a reply without code, whose text is the answer), ``max_steps``, ``error`` (a backend or runtime failure),
+``interrupted`` (Ctrl-C or a killed process); ``running`` while it runs."""
+
+ANSWERED: tuple[RunStatus, ...] = ("success", "no_code")  # the statuses that carry an answer
+
+
 @dataclass
 class Trajectory:
     run_id: str = field(default_factory=new_id)
     task: str = ""
     steps: list[Step] = field(default_factory=list)
-    # "running" | "success" (final answer given) | "no_code" (ended on a reply without code)
-    # | "max_steps" | "error" | "interrupted"
-    status: str = "running"
+    status: RunStatus = "running"
     final_answer: Any = None
     error: str | None = None
     reward: float | None = None
@@ -91,7 +99,7 @@ class Trajectory:
             "task": self.task,
             "steps": [s.to_dict() for s in self.steps],
             "status": self.status,
-            "final_answer": _jsonable(self.final_answer),
+            "final_answer": jsonable(self.final_answer),
             "error": self.error,
             "reward": self.reward,
             "team_run_id": self.team_run_id,
@@ -109,12 +117,12 @@ class Trajectory:
         return cls(**d)
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     """A JSON-friendly stand-in for a final answer (DataFrames become a short repr)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     return repr(value)[:2000]

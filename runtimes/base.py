@@ -54,7 +54,36 @@ class Execution:
         return self.error is None and not self.timed_out
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """A JSON-ready dict (written for every code block: no dataclasses.asdict deep copy)."""
+        err = self.error
+        return {
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "result": self.result,
+            "error": None
+            if err is None
+            else {"type": err.type, "message": err.message, "traceback": err.traceback, "lineno": err.lineno},
+            "duration": self.duration,
+            "timed_out": self.timed_out,
+            "recovery": self.recovery,
+        }
+
+    @staticmethod
+    def merge(executions: list[Execution]) -> Execution | None:
+        """The blocks of one step as one Execution: outputs joined, the first error, durations summed."""
+        if not executions:
+            return None
+        if len(executions) == 1:
+            return executions[0]
+        return Execution(
+            stdout="".join(e.stdout for e in executions),
+            stderr="".join(e.stderr for e in executions),
+            result=executions[-1].result,
+            error=next((e.error for e in executions if e.error is not None), None),
+            duration=sum(e.duration for e in executions),
+            timed_out=any(e.timed_out for e in executions),
+            recovery=next((e.recovery for e in executions if e.recovery), None),
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Execution:

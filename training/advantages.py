@@ -28,6 +28,18 @@ import numpy as np
 
 from cave.registry import Registry
 
+__all__ = [
+    "EPS",
+    "ESTIMATORS",
+    "Estimator",
+    "advantage_stats",
+    "compute_advantages",
+    "drmas",
+    "group_normalize",
+    "grpo",
+    "pooled_calls",
+]
+
 EPS = 1e-6
 
 

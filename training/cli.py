@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 from cave.command import Command
 
+__all__ = ["COMMAND", "cmd_export", "cmd_plot", "cmd_run", "configure", "train_main"]
+
 EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 
 

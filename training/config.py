@@ -39,6 +39,21 @@ from cave import config as config_files
 from cave.config import ConfigFile, ConfigModel
 from cave.team import TeamError, TeamSpec
 
+__all__ = [
+    "AgentConfig",
+    "ConfigError",
+    "DataConfig",
+    "DeepSpeedSettings",
+    "LossSettings",
+    "ModelConfig",
+    "RaySettings",
+    "RolloutSettings",
+    "TrainConfig",
+    "load_config",
+    "need",
+    "parse_config",
+]
+
 
 class ConfigError(config_files.ConfigError, ValueError):
     """A bad train config: ``str()`` lists each problem as FILE:LINE: FIELD: message, then the fix."""

@@ -31,6 +31,16 @@ from typing import Any
 
 import torch
 
+__all__ = [
+    "BUCKET",
+    "DeepSpeedConfig",
+    "DeepSpeedUpdate",
+    "INSTALL_HINT",
+    "deepspeed_config",
+    "import_deepspeed",
+    "init_distributed",
+]
+
 INSTALL_HINT = "DS_BUILD_OPS=0 pip install deepspeed==0.19.8 (or the `scale` extra: pip install -e '.[scale]')"
 
 

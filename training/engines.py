@@ -51,6 +51,25 @@ from cave.llm.vllm import WEIGHT_SYNC_EXTENSION as WORKER_EXTENSION
 from cave.llm.vllm import WEIGHT_SYNC_METHOD
 from cave.registry import Registry
 
+__all__ = [
+    "ENGINES",
+    "PolicyEngine",
+    "REPO_ROOT",
+    "TransformersEngine",
+    "VLLMInProcessEngine",
+    "VLLMServer",
+    "VLLMServerEngine",
+    "build_engine",
+    "check_names",
+    "checkpoint_names",
+    "default_vllm_python",
+    "free_port",
+    "launch_vllm_server",
+    "model_dir",
+    "register_engine",
+    "trainable_weights",
+]
+
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent  # on the server's PYTHONPATH, for cave.training.vllm_worker

@@ -14,6 +14,18 @@ from dataclasses import dataclass, field
 
 import torch
 
+__all__ = [
+    "FORMAT_PENALTY",
+    "LossConfig",
+    "LossOutput",
+    "entropy_from_logits",
+    "format_penalized_score",
+    "kl_k3",
+    "masked_mean",
+    "ppo_loss",
+    "token_logprobs",
+]
+
 # Invalid-format penalty per call, by task family (Dr. MAS reference runs).
 FORMAT_PENALTY = {"math": 0.1, "search": 0.01}
 

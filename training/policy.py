@@ -30,6 +30,18 @@ from cave.training.deepspeed_update import DeepSpeedConfig
 from cave.training.loss import LossConfig, entropy_from_logits, ppo_loss, token_logprobs
 from cave.training.samples import Batch, Sample, collate
 
+__all__ = [
+    "AgentPolicies",
+    "ModelSlot",
+    "OptimizerConfig",
+    "StepError",
+    "TorchUpdate",
+    "UpdateResult",
+    "adamw",
+    "forward_logprobs",
+    "prompt_groups",
+]
+
 
 @dataclass(frozen=True)
 class OptimizerConfig:

@@ -55,6 +55,8 @@ from cave.training.workers import (
     run_rollout,
 )
 
+__all__ = ["Learner", "RayWorkerError", "RayWorkers", "RolloutWorker", "shares", "used_models"]
+
 
 class RayWorkerError(RuntimeError):
     """Work inside a Ray actor failed; the message carries the actor's traceback and what to do."""

@@ -17,6 +17,8 @@ from typing import Any
 
 from cave.registry import Registry
 
+__all__ = ["REWARDS", "RewardFn", "answered", "math_sympy", "sympy_equal"]
+
 RewardFn = Callable[[Any, Mapping[str, Any]], float]
 REWARDS: Registry[RewardFn] = Registry("reward")
 register_reward = REWARDS.register  # @register_reward("name"): ``reward: name`` in train configs

@@ -20,6 +20,19 @@ from cave.llm.base import LLM, Completion, Message, Usage
 from cave.team import LocalPool, Team, TeamResult, TeamSpec, derive_seed
 from cave.trajectory import Trajectory
 
+__all__ = [
+    "BatchedPolicyLLM",
+    "Episode",
+    "POLICY_KEY",
+    "Rollout",
+    "arollout",
+    "episode_seeds",
+    "pick_examples",
+    "policy_team",
+    "rollout",
+    "trainable_trajectories",
+]
+
 POLICY_KEY = "policy_{}"  # the backend key of the live model named {} in the team built for rollouts
 
 

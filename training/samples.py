@@ -18,6 +18,8 @@ from cave.training.loss import format_penalized_score
 
 from cave.trajectory import Trajectory
 
+__all__ = ["Batch", "Sample", "build_samples", "collate", "sample_columns"]
+
 
 @dataclass
 class Sample:

@@ -17,6 +17,8 @@ from typing import Any
 
 from cave.registry import Registry
 
+__all__ = ["TRACKERS", "TensorBoard", "Trackers", "WandB", "scalars"]
+
 TRACKERS: Registry[Callable[[Any, Path], Any]] = Registry("tracker")
 register_tracker = TRACKERS.register  # @register_tracker("name") on a factory (cfg, run_dir) -> tracker
 

@@ -27,6 +27,26 @@ import numpy as np
 from cave.training.config import TrainConfig
 from cave.training.workers import load_model, resolve_device  # noqa: F401  (re-exported: benchmarks, notebooks)
 
+__all__ = [
+    "CHECKPOINTS",
+    "FINAL",
+    "METRICS",
+    "PLOT_GROUPS",
+    "Trainer",
+    "TrainingStopped",
+    "append_jsonl",
+    "export_checkpoint",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "plot_run",
+    "progress",
+    "read_metrics",
+    "save_checkpoint",
+    "status_line",
+    "step_metrics",
+    "trim_metrics",
+]
+
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 FINAL = "final"  # save_pretrained folders of the trained models, one per model name

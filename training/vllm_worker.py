@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+__all__ = ["METHOD", "QUIET_LOGGERS", "WeightSync"]
+
 METHOD = "cave_load_weights"
 # vLLM's layerwise reload warns about every layer a partial update leaves out ("Failed to load weights")
 QUIET_LOGGERS = ("vllm.model_executor.model_loader.reload.layerwise", "vllm.model_executor.model_loader.reload.inplace")

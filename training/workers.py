@@ -26,6 +26,24 @@ from typing import Any
 from cave.training.config import TrainConfig
 from cave.training.engines import model_dir
 
+__all__ = [
+    "LocalWorkers",
+    "build_engines",
+    "build_policies",
+    "build_team",
+    "export_model",
+    "export_trained",
+    "init_torch",
+    "load_model",
+    "load_models",
+    "make_workers",
+    "model_weights",
+    "optimizer_config",
+    "resolve_device",
+    "run_rollout",
+    "server_launch",
+]
+
 
 def make_workers(cfg: TrainConfig) -> Any:
     """The workers a config asks for: Ray actors when ``cfg.ray`` is set, else this process."""

@@ -17,6 +17,8 @@ from cave.cli.common import err as _err
 from cave.cli.display import TeamDisplay
 from cave.cli.display import display_for as _display
 
+__all__ = ["COMMAND", "cmd_bench", "cmd_run", "cmd_train", "configure", "positive_int", "team_main"]
+
 
 def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("task", nargs="?", help="path to a task.yaml")

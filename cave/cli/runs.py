@@ -12,6 +12,8 @@ from cave.cli.common import EXIT_BAD_INPUT, EXIT_OK, Command
 from cave.cli.common import err as _err
 from cave.cli.common import usage as _usage
 
+__all__ = ["RUNS", "SCHEMA", "cmd_runs_list", "cmd_runs_show", "cmd_schema", "configure_runs", "configure_schema"]
+
 
 def configure_schema(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_schema)

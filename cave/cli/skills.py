@@ -9,6 +9,8 @@ from cave.cli.common import Command, usage
 from cave.skills import RESOURCE_DIRS, Problem, SkillError, SkillSet
 from cave.terminal import safe
 
+__all__ = ["COMMAND", "cmd_list", "cmd_show", "configure"]
+
 
 def configure(skills: argparse.ArgumentParser) -> None:
     skills_sub = skills.add_subparsers(dest="skills_command", metavar="ACTION")

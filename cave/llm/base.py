@@ -18,6 +18,27 @@ from typing import Any
 
 from cave.registry import Registry
 
+__all__ = [
+    "BACKENDS",
+    "Completion",
+    "LLM",
+    "LLMError",
+    "Message",
+    "Reply",
+    "ReplyFn",
+    "Scripted",
+    "StreamItem",
+    "TextDelta",
+    "Usage",
+    "WAKE_INTERVAL_S",
+    "create_backend",
+    "held_back",
+    "iterate_in_thread",
+    "register_backend",
+    "reply_room",
+    "stop_position",
+]
+
 Message = dict[str, Any]  # OpenAI chat format: {"role": "system"|"user"|"assistant"|"tool", "content": str, ...}
 
 

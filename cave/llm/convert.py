@@ -24,6 +24,8 @@ from typing import Any
 from cave.llm import models
 from cave.llm.base import LLMError
 
+__all__ = ["MARKER", "conversion_report", "convert_gguf", "hf_checkpoint", "hf_dir"]
+
 MARKER = "cave-convert.json"  # written last: a directory without it is an unfinished conversion
 
 

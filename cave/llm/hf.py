@@ -40,6 +40,17 @@ from cave.llm.base import (
     stop_position,
 )
 
+__all__ = [
+    "Generation",
+    "INSTALL_HINT",
+    "TransformersLLM",
+    "encode_chat",
+    "generate_batch",
+    "load",
+    "score_responses",
+    "stop_token_ids",
+]
+
 INSTALL_HINT = "the transformers backend needs torch and transformers: pip install 'cave[train]'"
 
 
@@ -413,9 +424,9 @@ class TransformersLLM(LLM):
         async with contextlib.aclosing(iterate_in_thread(self._generate(prompt_ids, options, cancel), cancel)) as items:
             async for item in items:
                 if isinstance(item, Completion) and tools:
-                    from cave.llm.local import _tool_names, parse_tool_calls
+                    from cave.llm.local import parse_tool_calls, tool_names
 
-                    item.text, calls = parse_tool_calls(item.text, _tool_names(tools))
+                    item.text, calls = parse_tool_calls(item.text, tool_names(tools))
                     item.tool_calls = calls or None
                     if calls:
                         item.finish_reason = "tool_calls"

@@ -49,6 +49,19 @@ from cave.llm.base import (
     stop_position,
 )
 
+__all__ = [
+    "INSTALL_HINT",
+    "LocalLLM",
+    "auto_threads",
+    "busy_cpus",
+    "cpu_count",
+    "create_local",
+    "normalize_messages",
+    "parse_tool_calls",
+    "resolve_gguf",
+    "tool_names",
+]
+
 INSTALL_HINT = (
     "llama-cpp-python is not installed: install the [local] extra: pip install 'cave[local]' "
     "(on CPUs with AMX build it portably, see scripts/install.sh: a -march=native build segfaults)"
@@ -156,7 +169,8 @@ def parse_tool_calls(text: str, names: set[str] | None = None) -> tuple[str, lis
     return ("", calls) if calls and len(calls) == len(objs) else (text, [])
 
 
-def _tool_names(tools: list[dict[str, Any]]) -> set[str]:
+def tool_names(tools: list[dict[str, Any]]) -> set[str]:
+    """The function names of OpenAI-style tool schemas."""
     return {(t.get("function") or t).get("name", "") for t in tools if isinstance(t, dict)}
 
 
@@ -275,7 +289,7 @@ class LocalLLM(LLM):
             async with contextlib.aclosing(iterate_in_thread(gen, cancel)) as items:
                 async for item in items:
                     if isinstance(item, Completion) and tools:
-                        text, calls = parse_tool_calls(item.text, _tool_names(tools))
+                        text, calls = parse_tool_calls(item.text, tool_names(tools))
                         item.text, item.tool_calls = text, calls or None
                         if calls:
                             item.finish_reason = "tool_calls"

@@ -25,6 +25,22 @@ from pathlib import Path
 
 from cave.llm.base import LLMError
 
+__all__ = [
+    "ALIASES",
+    "CHUNK",
+    "DEFAULT_MODEL",
+    "EmbeddedModel",
+    "MODELS",
+    "cave_home",
+    "info",
+    "locate_parts",
+    "model_path",
+    "models_dir",
+    "resolve_name",
+    "sha256_file",
+    "verify",
+]
+
 CHUNK = 8 << 20  # bytes per read when hashing / copying
 
 

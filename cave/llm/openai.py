@@ -29,6 +29,8 @@ import httpx
 
 from cave.llm.base import LLM, Completion, LLMError, Message, StreamItem, TextDelta, Usage, register_backend
 
+__all__ = ["OpenAICompatible", "PASSTHROUGH", "RETRY_STATUSES", "backoff", "chat_url", "retry_after"]
+
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 PASSTHROUGH = ("tools", "tool_choice", "parallel_tool_calls", "top_p", "presence_penalty", "frequency_penalty",
                "response_format", "logit_bias", "n", "user", "top_k", "min_p", "repetition_penalty")  # fmt: skip

@@ -36,6 +36,16 @@ from typing import Any
 from cave.llm import models
 from cave.llm.base import LLM, Completion, LLMError, Message, StreamItem, TextDelta, Usage, register_backend
 
+__all__ = [
+    "INSTALL_HINT",
+    "VLLMEngine",
+    "WEIGHT_SYNC_EXTENSION",
+    "WEIGHT_SYNC_METHOD",
+    "save_weights",
+    "vllm_available",
+    "weights_folder",
+]
+
 INSTALL_HINT = (
     "VLLMEngine needs vllm and a CUDA GPU: pip install 'cave[gpu]' on a machine with one. "
     "Without a GPU use backend 'local' (llama.cpp) or 'transformers', or run a vLLM server "

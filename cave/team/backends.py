@@ -10,6 +10,8 @@ from typing import Any
 
 from cave.llm.base import BACKENDS, LLM, Message, StreamItem, create_backend
 
+__all__ = ["BoundedLLM", "make_backend"]
+
 
 class BoundedLLM(LLM):
     """Wraps a backend so at most ``limit`` requests are in flight at once (per event loop).

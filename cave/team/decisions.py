@@ -11,6 +11,19 @@ from typing import Any
 
 from cave.agent import FINAL_VAR, FinalAnswer
 
+__all__ = [
+    "ANSWER_PREVIEW",
+    "PUBLISHED_VAR",
+    "Route",
+    "Verdict",
+    "make_route",
+    "parse_route",
+    "parse_verdict",
+    "publish",
+    "summarize",
+    "verdict",
+]
+
 PUBLISHED_VAR = "_cave_published"  # name -> (sequence number, description), kept in the role's runtime
 ANSWER_PREVIEW = 1500  # characters of another role's answer shown in a message
 

@@ -29,6 +29,8 @@ from cave.team.results import (
 )
 from cave.trajectory import Step, Trajectory, new_id
 
+__all__ = ["Slot", "TeamRun", "derive_seed", "inject_into", "private_copy", "retrieve_from"]
+
 if TYPE_CHECKING:
     from cave.team.team import Team
 
@@ -127,7 +129,7 @@ class TeamRun:
 
     async def retrieve(self, role: str, name: str) -> Any:
         """A variable from ``role``'s runtime (the live object in-process, a copy from a kernel)."""
-        return await _retrieve(await self.runtime(role), name)
+        return await retrieve_from(await self.runtime(role), name)
 
     async def call(self, role: str, text: str, *, fresh: bool = False, sender: str = "user") -> RoleResult:
         """One turn of ``role`` on ``text``. Never raises for the role's own failure: see ``RoleResult.status``."""
@@ -249,7 +251,7 @@ class TeamRun:
                 rt.inject_function(value, name=name)
             else:
                 private = value if self.team.spec.share_inputs or not _in_process(rt) else private_copy(value)
-                await _inject(rt, name, private, None)
+                await inject_into(rt, name, private, None)
         if spec.mode == "shared":
             self._shared = rt
         self.runtimes[role] = rt
@@ -327,21 +329,21 @@ class TeamRun:
         spec = self.team.role(role)
         names: list[str] = []
         try:
-            registry = await _retrieve(rt, PUBLISHED_VAR)
+            registry = await retrieve_from(rt, PUBLISHED_VAR)
         except KeyError:
             registry = {}
         for name, (seq, description) in dict(registry).items():
             if self._seen.get((id(rt), name)) == seq:
                 continue
             self._seen[(id(rt), name)] = seq
-            self.publish(name, await _retrieve(rt, name), description, owner=role, runtime=rt)
+            self.publish(name, await retrieve_from(rt, name), description, owner=role, runtime=rt)
             names.append(name)
         missing = []
         for name, description in spec.output.publishes.items():
             if name in names:
                 continue
             try:
-                self.publish(name, await _retrieve(rt, name), description, owner=role, runtime=rt)
+                self.publish(name, await retrieve_from(rt, name), description, owner=role, runtime=rt)
                 names.append(name)
             except KeyError:
                 missing.append(name)
@@ -349,7 +351,7 @@ class TeamRun:
             # One declared output, not left in the session, but final_answer(value) was called: the
             # value is the result the contract asks for. Bind it under the declared name and hand it on.
             name = missing.pop()
-            await _inject(rt, name, result.answer, spec.output.publishes[name])
+            await inject_into(rt, name, result.answer, spec.output.publishes[name])
             self.publish(name, result.answer, spec.output.publishes[name], owner=role, runtime=rt)
             names.append(name)
             self.trajectory.meta.setdefault("outputs_from_answer", []).append(
@@ -383,7 +385,7 @@ class TeamRun:
                 continue
             t0 = time.perf_counter()
             note = f"handed over by {slot.owner}" + (f": {slot.description}" if slot.description else "")
-            await _inject(rt, slot.name, slot.value, note)
+            await inject_into(rt, slot.name, slot.value, note)
             self._delivered[key] = slot.version
             self.emit(Handoff(slot.name, slot.owner, role, time.perf_counter() - t0))
 
@@ -412,14 +414,16 @@ def _in_process(rt: Runtime) -> bool:
     return getattr(rt, "name", "") == "inprocess"
 
 
-async def _retrieve(rt: Runtime, name: str) -> Any:
+async def retrieve_from(rt: Runtime, name: str) -> Any:
+    """``rt.retrieve(name)`` without blocking the event loop (a kernel's async verb, or a worker thread)."""
     if _in_process(rt):
         return rt.retrieve(name)
     aretrieve = getattr(rt, "aretrieve", None)  # the kernel runtime's async verbs never block the loop
     return await aretrieve(name) if aretrieve else await asyncio.to_thread(rt.retrieve, name)
 
 
-async def _inject(rt: Runtime, name: str, value: Any, description: str | None) -> None:
+async def inject_into(rt: Runtime, name: str, value: Any, description: str | None) -> None:
+    """``rt.inject(...)`` without blocking the event loop."""
     if _in_process(rt):
         rt.inject(name, value, description)
         return

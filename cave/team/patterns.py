@@ -14,7 +14,25 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from cave.registry import Registry, did_you_mean
 from cave.team.decisions import Route, Verdict, summarize
 from cave.team.errors import TeamError
-from cave.team.results import RoleResult
+from cave.team.results import RoleResult, TeamStatus
+
+__all__ = [
+    "Custom",
+    "CustomOptions",
+    "FINISH",
+    "Loop",
+    "LoopOptions",
+    "Outcome",
+    "PATTERNS",
+    "Pattern",
+    "PatternOptions",
+    "Result",
+    "Router",
+    "RouterOptions",
+    "Sequential",
+    "SequentialOptions",
+    "register_pattern",
+]
 
 if TYPE_CHECKING:
     from cave.team.episode import TeamRun
@@ -37,7 +55,7 @@ class Outcome:
     """What a pattern (or a custom ``run``) ends with. A custom run may also return a bare answer."""
 
     answer: Any = None
-    status: str = "success"  # "success" | "max_rounds" | "max_hops" | "error" | "timeout"
+    status: TeamStatus = "success"
     error: str | None = None
 
 

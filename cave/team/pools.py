@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from cave.team.results import TeamResult
 
+__all__ = ["LocalPool", "per_episode"]
+
 if TYPE_CHECKING:
     from cave.team.team import Team
 
 
-def _per_episode(value: Any, n: int) -> list[Any]:
+def per_episode(value: Any, n: int) -> list[Any]:
+    """One value per episode: a single value (or mapping) repeated, or a sequence of exactly ``n``."""
     if value is None or isinstance(value, Mapping):
         return [value] * n
     value = list(value)
@@ -42,7 +45,7 @@ class LocalPool:
         inputs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[TeamResult]:
         n = len(tasks)
-        seed_list, input_list = _per_episode(seeds, n), _per_episode(inputs, n)
+        seed_list, input_list = per_episode(seeds, n), per_episode(inputs, n)
         sem = asyncio.Semaphore(self.max_episodes) if self.max_episodes else None
 
         async def one(i: int) -> TeamResult:

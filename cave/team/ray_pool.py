@@ -23,9 +23,11 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cave.team.pools import _per_episode
+from cave.team.pools import per_episode
 from cave.team.results import TeamResult
 from cave.team.team import Team
+
+__all__ = ["DEFAULT_INIT", "RayTeamPool", "TeamWorker", "team_factory"]
 
 DEFAULT_INIT = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
 
@@ -124,7 +126,7 @@ class RayTeamPool:
         inputs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
     ) -> list[TeamResult]:
         n = len(tasks)
-        seed_list, input_list = _per_episode(seeds, n), _per_episode(inputs, n)
+        seed_list, input_list = per_episode(seeds, n), per_episode(inputs, n)
         return list(
             await asyncio.gather(*(self.arun(tasks[i], seed=seed_list[i], inputs=input_list[i]) for i in range(n)))
         )

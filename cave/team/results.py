@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from cave.runtimes.base import Runtime
 from cave.team.decisions import Route, Verdict, summarize
-from cave.trajectory import Step, Trajectory
+from cave.trajectory import RunStatus, Step, Trajectory
+
+__all__ = [
+    "Handoff",
+    "RoleEvent",
+    "RoleFinished",
+    "RoleResult",
+    "RoleStarted",
+    "RoleStatus",
+    "TeamEvent",
+    "TeamFinished",
+    "TeamResult",
+    "TeamStarted",
+    "TeamStatus",
+]
+
+RoleStatus = RunStatus | Literal["timeout"]  # a role's turn: its agent's run status, or its turn timed out
+TeamStatus = Literal["success", "max_rounds", "max_hops", "error", "timeout"]  # how an episode ended
 
 
 @dataclass
@@ -18,7 +35,7 @@ class RoleResult:
     role: str
     call: int  # 1-based turn number of this role in the episode
     answer: Any
-    status: str  # the agent's status ("success", "no_code", "max_steps", "error"), or "timeout"
+    status: RoleStatus
     error: str | None = None
     steps: list[Step] = field(default_factory=list)  # this turn's steps as stored in the team trajectory
     verdict: Verdict | None = None
@@ -49,7 +66,7 @@ class RoleResult:
 @dataclass
 class TeamResult:
     answer: Any
-    status: str
+    status: TeamStatus
     trajectory: Trajectory
     slots: dict[str, Any] = field(default_factory=dict)  # published objects: the live objects when in-process
     runtimes: dict[str, Runtime] | None = None  # kept only with keep_runtimes=True; close() them

@@ -13,6 +13,8 @@ from cave.team.errors import TeamError
 from cave.team.files import explain, read_yaml
 from cave.team.specs import ROLE_NAME, RoleSpec
 
+__all__ = ["bundled_agents_dir", "find_role_file", "known_roles", "load_role", "resolve_role", "role_search_dirs"]
+
 
 # -- finding role files ------------------------------------------------------------------------
 def bundled_agents_dir() -> Path:

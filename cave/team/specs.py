@@ -13,6 +13,18 @@ from cave.registry import did_you_mean
 from cave.runtimes.base import RUNTIMES
 from cave.team.patterns import PATTERNS
 
+__all__ = [
+    "BackendSpec",
+    "OutputContract",
+    "PatternSpec",
+    "ROLE_NAME",
+    "RoleRuntimeSpec",
+    "RoleSpec",
+    "SamplingSpec",
+    "TeamRuntimeSpec",
+    "TeamSpec",
+]
+
 ROLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
 

@@ -13,11 +13,13 @@ from pydantic import ValidationError
 from cave.agent import StepFinished
 from cave.llm.base import LLM
 from cave.team.decisions import summarize
-from cave.team.episode import _retrieve
+from cave.team.episode import retrieve_from
 from cave.team.errors import TeamError
 from cave.team.files import read_yaml, validate_team
 from cave.team.results import RoleEvent, TeamEvent, TeamFinished, TeamResult, TeamStarted
 from cave.team.team import Team
+
+__all__ = ["TeamOutcome", "TeamTask", "arun_team_task", "is_team_task", "load_team_task"]
 
 
 @dataclass
@@ -197,7 +199,7 @@ async def _find_output(result: TeamResult, var: str) -> Any:
             continue
         seen.add(id(rt))
         try:
-            return await _retrieve(rt, var)
+            return await retrieve_from(rt, var)
         except KeyError:
             continue
     raise KeyError(f"no role left a variable named {var!r} and nothing was published under that name")

@@ -20,6 +20,8 @@ from cave.team.pools import LocalPool
 from cave.team.results import TeamEvent, TeamResult
 from cave.team.specs import BackendSpec, RoleSpec, TeamSpec
 
+__all__ = ["Team"]
+
 
 class Team:
     """A validated team: its roles, pattern and backends. ``arun`` runs one episode; many may run at once."""

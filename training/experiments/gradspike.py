@@ -58,6 +58,34 @@ from cave.training.samples import build_samples, sample_columns
 
 from cave.trajectory import Step, Trajectory
 
+__all__ = [
+    "Config",
+    "DIGITS",
+    "Episode",
+    "QUICK",
+    "STAT_KEYS",
+    "TASKS",
+    "ToyTask",
+    "VOCAB_SIZE",
+    "grad_norm_stats",
+    "last_logits",
+    "main",
+    "plot",
+    "print_table",
+    "repair_rollout",
+    "repair_warm_example",
+    "replot",
+    "run",
+    "run_one",
+    "sample_next",
+    "search_rollout",
+    "search_warm_example",
+    "summarize",
+    "summarize_probe",
+    "tiny_policy",
+    "warm_start",
+]
+
 # Vocabulary: control tokens, then 8 digits. A call's output is valid when it is one of the tokens its role may say.
 PAD, BOS, QMARK, HINT, WRONG, SEARCH, ANSWER, ROUTER, ANSWERER, SOLVER, FIXER = range(11)
 DIGIT0, N_DIGITS = 11, 8
