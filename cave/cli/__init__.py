@@ -28,7 +28,6 @@ from cave.cli.common import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_
 from cave.registry import Registry
 
 __all__ = [
-    "COMMANDS",
     "EXIT_BAD_INPUT",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
