@@ -76,7 +76,7 @@ def build_runtime(task: Task) -> BaseRuntime:
             options[key] = getattr(spec, key)
     try:
         runtime = create_runtime(spec.kind, **options)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:  # an option this runtime does not take, or cannot honour
         raise TaskError(
             [f"{task.where('runtime')}: runtime: {e}\n  fix: remove the options runtime {spec.kind!r} does not take"]
         ) from None

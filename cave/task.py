@@ -109,15 +109,31 @@ class ModelSpec(ConfigModel):
         return dict(self.model_extra or {})
 
 
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a cell may run a week; a bigger number is a typo, not a plan
+MAX_MEMORY_MB = 1 << 20  # 1 TiB
+MAX_CPU_S = 10**7
+# pandas reader options that allocate or skip by count: a huge value hangs the host before any model loads
+_COUNT_OPTIONS = ("skiprows", "nrows", "skipfooter", "header", "chunksize")
+MAX_COUNT_OPTION = 10**8
+
+
 class RuntimeSpec(ConfigModel):
     """Where the agent's code runs."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: str = Field("inprocess", description="inprocess (fast, trusted code) or kernel (own process, killable)")
-    timeout: float = Field(60.0, gt=0, description="seconds per code cell")
-    memory_limit_mb: int | None = Field(None, gt=0, description="kernel only: address-space limit")
-    cpu_time_limit_s: int | None = Field(None, gt=0, description="kernel only: CPU-seconds limit")
+    kind: str = Field(
+        "inprocess",
+        description="inprocess (fast, trusted code), kernel (own process, killable), process (kernel + resource "
+        "limits; not a security boundary), sandbox (process + jail, for untrusted code): see docs/threat-model.md",
+    )
+    timeout: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, description="seconds per code cell")
+    memory_limit_mb: int | None = Field(
+        None, gt=0, le=MAX_MEMORY_MB, description="kernel, process and sandbox: the kernel's memory limit"
+    )
+    cpu_time_limit_s: int | None = Field(
+        None, gt=0, le=MAX_CPU_S, description="kernel, process and sandbox: CPU-seconds limit"
+    )
     options: dict[str, Any] = Field(default_factory=dict, description="more keyword arguments for the runtime")
 
     @model_validator(mode="before")
@@ -145,6 +161,20 @@ class InputSpec(ConfigModel):
     format: Literal["auto", "csv", "parquet", "json"] = Field("auto", description="file format; auto = by extension")
     read_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for the pandas reader")
     description: str | None = Field(None, description="shown to the model next to the name")
+
+    @field_validator("read_options")
+    @classmethod
+    def _bounded_counts(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for key in _COUNT_OPTIONS:
+            n = v.get(key)
+            if n is None or isinstance(n, list):
+                continue
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_COUNT_OPTION:
+                raise ValueError(
+                    f"read_options.{key} is {n!r}; give a whole number between 0 and {MAX_COUNT_OPTION:,} "
+                    "(or a list of row numbers)"
+                )
+        return v
 
     @model_validator(mode="after")
     def _exactly_one(self) -> InputSpec:
@@ -338,11 +368,17 @@ def resolve_inputs(task: Task) -> dict[str, tuple[Any, str | None]]:
             out[name] = (_load_input(spec, task.base_dir), spec.description)
         except Exception as e:  # report every input that fails, not only the first
             problems.append(
-                f"{task.where('inputs', name)}: inputs.{name}: {type(e).__name__}: {e}\n  fix: {_input_fix(spec)}"
+                f"{task.where('inputs', name)}: inputs.{name}: {type(e).__name__}: {_first_line(e)}\n"
+                f"  fix: {_input_fix(spec)}"
             )
     if problems:
         raise TaskError(problems)
     return out
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def _input_fix(spec: InputSpec) -> str:
@@ -385,13 +421,24 @@ def read_table(path: Path, fmt: str = "auto", options: dict[str, Any] | None = N
 
 
 def open_engine(url: str, base: Path) -> Any:
-    from sqlalchemy import create_engine
+    """An Engine for ``url``, connected once now: a wrong password, a missing driver or a file that is not a
+    database fails here, at validation, instead of in the agent's first query (engines connect lazily)."""
+    from sqlalchemy import create_engine, inspect
     from sqlalchemy.engine import make_url
 
     u = make_url(url)
     if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
-        u = u.set(database=str((base / u.database).resolve()))
-    return create_engine(u)
+        path = (base / u.database).resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no database file at {path}")
+        u = u.set(database=str(path))
+    engine = create_engine(u)
+    try:
+        inspect(engine).get_table_names()  # reads the catalog: a garbage file is "not a database" here
+    except Exception:
+        engine.dispose()
+        raise
+    return engine
 
 
 def import_callable(path: str, base: Path) -> Any:

@@ -52,7 +52,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if bool(args.task) == bool(args.resume):
         _err("cave run: give a task file (cave run examples/sales/task.yaml) or --resume RUN_ID, not both")
         return EXIT_BAD_INPUT
-    store = Store(args.db)
+    try:
+        store = Store(args.db)
+    except Exception as e:  # a directory, an unwritable place, a file that is not a database
+        _err(f"error: --db {args.db}: cannot open the run database ({type(e).__name__}: {str(e).splitlines()[0]})")
+        _err("  fix: give the path of a SQLite file cave may create or write (or leave --db out)")
+        return EXIT_BAD_INPUT
     try:
         if args.resume:
             return _resume(args, store)

@@ -204,7 +204,14 @@ class Scripted(LLM):
         context_window: int = 8192,
         stream_chunk: int = 16,
     ) -> None:
-        self.replies = replies if replies is not None else []
+        if isinstance(replies, str | bytes) or not (
+            replies is None or callable(replies) or isinstance(replies, list | tuple)
+        ):
+            raise TypeError(
+                f"replies must be a list of replies (or a function of the messages), not {type(replies).__name__}; "
+                'write replies: ["```python\\nfinal_answer(1)\\n```"]'
+            )
+        self.replies = list(replies) if isinstance(replies, tuple) else (replies if replies is not None else [])
         self.repeat_last = repeat_last
         self.context_window = context_window
         self.stream_chunk = stream_chunk

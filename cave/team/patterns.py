@@ -9,8 +9,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
+from cave.config import ConfigModel
 from cave.registry import Registry, did_you_mean
 from cave.team.decisions import Route, Verdict, summarize
 from cave.team.errors import TeamError
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from cave.team.team import Team
 
 
-class PatternOptions(BaseModel):
+class PatternOptions(ConfigModel):
     """Options every pattern has."""
 
     model_config = ConfigDict(extra="forbid")

@@ -6,8 +6,9 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from cave.config import ConfigModel
 from cave.llm.base import BACKENDS
 from cave.registry import did_you_mean
 from cave.runtimes.base import RUNTIMES
@@ -28,7 +29,7 @@ __all__ = [
 ROLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
 
-class SamplingSpec(BaseModel):
+class SamplingSpec(ConfigModel):
     """Sampling parameters of one role (unset: the team's defaults)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -38,7 +39,7 @@ class SamplingSpec(BaseModel):
     seed: int | None = Field(None, description="a fixed seed for this role (default: derived from the episode seed)")
 
 
-class RoleRuntimeSpec(BaseModel):
+class RoleRuntimeSpec(ConfigModel):
     """Where the role's code runs: its own runtime, or the runtime shared by the roles that say 'shared'."""
 
     model_config = ConfigDict(extra="forbid")
@@ -61,7 +62,7 @@ class RoleRuntimeSpec(BaseModel):
         return v if v is None else RUNTIMES.check(v)
 
 
-class OutputContract(BaseModel):
+class OutputContract(ConfigModel):
     """What a role must produce: how its turn ends, and which runtime variables it hands on."""
 
     model_config = ConfigDict(extra="forbid")
@@ -91,7 +92,7 @@ class OutputContract(BaseModel):
         return v
 
 
-class RoleSpec(BaseModel):
+class RoleSpec(ConfigModel):
     """One role: a file in agents/ (``agents/solver.yaml``) or an inline mapping in a team."""
 
     model_config = ConfigDict(extra="forbid")
@@ -129,7 +130,7 @@ class RoleSpec(BaseModel):
         return self
 
 
-class BackendSpec(BaseModel):
+class BackendSpec(ConfigModel):
     """A backend instance of the team: keys other than these are the backend's options (e.g. ``model``)."""
 
     model_config = ConfigDict(extra="allow")
@@ -152,7 +153,7 @@ class BackendSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
-class TeamRuntimeSpec(BaseModel):
+class TeamRuntimeSpec(ConfigModel):
     """The default runtime of the team's roles (each role gets its own, per episode, unless it says 'shared')."""
 
     model_config = ConfigDict(extra="forbid")
@@ -172,7 +173,7 @@ class TeamRuntimeSpec(BaseModel):
         return RUNTIMES.check(v)
 
 
-class PatternSpec(BaseModel):
+class PatternSpec(ConfigModel):
     """A routing pattern by name, with its options (checked against the pattern's own options model)."""
 
     model_config = ConfigDict(extra="allow")
@@ -194,7 +195,7 @@ class PatternSpec(BaseModel):
         return dict(self.model_extra or {})
 
 
-class TeamSpec(BaseModel):
+class TeamSpec(ConfigModel):
     """A team: roles, how they take turns, and which backends and runtimes they use.
 
     Embed it in a task file as ``team: TeamSpec | None`` (validate with ``context={"base_dir": ...}``

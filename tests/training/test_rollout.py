@@ -151,5 +151,5 @@ def test_math_sympy_reward_reads_the_answer_object():
     assert math_sympy(SimpleNamespace(answer=None), {"answer": 1}) == 0.0
     with pytest.raises(KeyError, match="needs one"):
         math_sympy(SimpleNamespace(answer=1), {"question": "?"})
-    with pytest.raises(KeyError, match="unknown reward 'judge'; known:"):
+    with pytest.raises(KeyError, match="unknown reward 'judge'; known rewards:"):
         get_reward("judge")
