@@ -23,7 +23,7 @@ Engines (``build_engine(kind, ...)``; add one with ``@register_engine("name")``)
     A vLLM OpenAI-compatible server at any URL, reached with cave's ``openai`` backend. Weight sync
     writes a safetensors file into a folder both sides can read and calls the dev-mode
     ``/collective_rpc`` endpoint (the server runs with ``VLLM_SERVER_DEV_MODE=1`` and
-    ``--worker-extension-cls cave.training.vllm_worker.WeightSync``), then ``/reset_prefix_cache``.
+    ``--worker-extension-cls cave.llm.vllm_worker.WeightSync``), then ``/reset_prefix_cache``.
     ``launch_vllm_server`` starts such a server as a subprocess.
 
 The parameter names are the HF checkpoint's (``model.layers.3.self_attn.q_proj.weight``). vLLM fuses
@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -54,7 +55,8 @@ from cave.registry import Registry
 __all__ = [
     "ENGINES",
     "PolicyEngine",
-    "REPO_ROOT",
+    "SERVER_EXTENSION",
+    "worker_extension_dir",
     "TransformersEngine",
     "VLLMInProcessEngine",
     "VLLMServer",
@@ -72,7 +74,24 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-REPO_ROOT = Path(__file__).resolve().parent.parent  # on the server's PYTHONPATH, for cave.training.vllm_worker
+SERVER_EXTENSION = "cave_vllm_worker.WeightSync"  # the weight-sync extension, as a vLLM server imports it
+
+
+def worker_extension_dir() -> Path:
+    """A new folder holding cave/llm/vllm_worker.py as ``cave_vllm_worker.py``, for a vLLM server's PYTHONPATH.
+
+    The server runs in vLLM's own venv, which need not have cave installed; the module imports nothing from cave,
+    and only it is exposed (putting cave's own folders on the path would shadow vLLM's modules).
+    """
+    from cave.llm import vllm_worker
+
+    folder = Path(tempfile.mkdtemp(prefix="cave-vllm-ext-"))
+    shutil.copyfile(vllm_worker.__file__, folder / "cave_vllm_worker.py")
+    return folder
+
+
+def _has_weight_sync(extension: object) -> bool:
+    return any(name in str(extension) for name in (WORKER_EXTENSION, SERVER_EXTENSION))
 
 
 @runtime_checkable
@@ -390,7 +409,7 @@ def launch_vllm_server(
     """Start ``python -m vllm.entrypoints.openai.api_server`` for ``model_dir`` with the weight-sync extension.
 
     Dev mode is on (``/collective_rpc``, ``/sleep``, ``/reset_prefix_cache``, ``/server_info``), this
-    repository is on the server's PYTHONPATH (for ``cave.training.vllm_worker``), and the call returns once
+    weight-sync extension is on the server's PYTHONPATH (``worker_extension_dir``), and the call returns once
     ``/health`` answers, or raises RuntimeError with the log's tail after ``timeout`` seconds or when the
     server exits. ``kv_cache_bytes`` sets the KV cache size outright: on CPU vLLM otherwise reserves a
     fraction of ALL memory and refuses to start when less is free. ``logprobs_mode="processed_logprobs"``
@@ -401,7 +420,7 @@ def launch_vllm_server(
     url = f"http://{host}:{port}"
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir), "--host", host,
            "--port", str(port), "--served-model-name", served_model_name,
-           "--worker-extension-cls", WORKER_EXTENSION]  # fmt: skip
+           "--worker-extension-cls", SERVER_EXTENSION]  # fmt: skip
     if dtype:
         cmd += ["--dtype", dtype]
     if max_model_len:
@@ -414,7 +433,9 @@ def launch_vllm_server(
         cmd += ["--logprobs-mode", logprobs_mode]
     cmd += list(extra_args)
     full_env = {**os.environ, **(env or {}), "VLLM_SERVER_DEV_MODE": "1"}
-    full_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), full_env.get("PYTHONPATH", "")) if p)
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(worker_extension_dir()), full_env.get("PYTHONPATH", "")) if p
+    )
     if log_path is None:
         fd, name = tempfile.mkstemp(prefix=f"vllm-server-{port}-", suffix=".log")
         os.close(fd)
@@ -551,7 +572,7 @@ class VLLMServerEngine:
         if not isinstance(cfg, dict):  # an older server sends the config as a string
             text = str(cfg)
             return {"dev_mode": True, "enable_sleep_mode": "enable_sleep_mode=True" in text,
-                    "worker_extension_cls": WORKER_EXTENSION if WORKER_EXTENSION in text else "",
+                    "worker_extension_cls": SERVER_EXTENSION if _has_weight_sync(text) else "",
                     "device": "cpu" if "device_config=cpu" in text else ""}  # fmt: skip
         model_cfg = cfg.get("model_config") or {}
         return {
@@ -587,10 +608,11 @@ class VLLMServerEngine:
 
         if not self.info.get("dev_mode"):
             raise RuntimeError(f"{self.url} is not in dev mode: start the server with VLLM_SERVER_DEV_MODE=1 "
-                               f"(and --worker-extension-cls {WORKER_EXTENSION}) to sync weights")  # fmt: skip
-        if WORKER_EXTENSION not in str(self.info.get("worker_extension_cls")):
+                               f"(and --worker-extension-cls {SERVER_EXTENSION}) to sync weights")  # fmt: skip
+        if not _has_weight_sync(self.info.get("worker_extension_cls")):
             raise RuntimeError(f"the server at {self.url} has no weight-sync extension: start it with "
-                               f"--worker-extension-cls {WORKER_EXTENSION} and this repository on its PYTHONPATH")  # fmt: skip
+                               f"--worker-extension-cls {SERVER_EXTENSION} and cave.training.engines."
+                               "worker_extension_dir() on its PYTHONPATH")  # fmt: skip
         t0 = time.perf_counter()
         if isinstance(named_tensors, str | os.PathLike):
             path, written = Path(named_tensors), False

@@ -13,7 +13,7 @@ them under the sampling distribution, as the transformers backend reports them.
 
 For RL rollouts the engine can take new policy weights while it runs (``weight_sync=True``, then
 ``load_weights``: written to a safetensors file that every worker loads through the
-``cave.training.vllm_worker.WeightSync`` extension, then the prefix cache is reset) and give its GPU
+``cave.llm.vllm_worker.WeightSync`` extension, then the prefix cache is reset) and give its GPU
 memory back between rollouts (``enable_sleep_mode=True``, ``sleep()`` / ``wake_up()``).
 
 vLLM's ``AsyncLLM`` belongs to the event loop it was made on; callers (the trainer, sync wrappers)
@@ -51,7 +51,7 @@ INSTALL_HINT = (
     "Without a GPU use backend 'local' (llama.cpp) or 'transformers', or run a vLLM server "
     "(python -m vllm.entrypoints.openai.api_server --model DIR) and use backend 'openai'"
 )
-WEIGHT_SYNC_EXTENSION = "cave.training.vllm_worker.WeightSync"  # the worker extension that loads weight files
+WEIGHT_SYNC_EXTENSION = "cave.llm.vllm_worker.WeightSync"  # the worker extension that loads weight files
 WEIGHT_SYNC_METHOD = "cave_load_weights"  # its collective_rpc method
 
 
@@ -131,7 +131,7 @@ class VLLMEngine(LLM):
 
     ``model``: an HF-format directory (or an embedded model name, converted once with
     ``cave.llm.convert``). Extra keyword arguments go to ``vllm.AsyncEngineArgs``.
-    ``weight_sync``: load the ``cave.training.vllm_worker.WeightSync`` worker extension, so that
+    ``weight_sync``: load the ``cave.llm.vllm_worker.WeightSync`` worker extension, so that
     ``load_weights`` can push new policy weights into the running engine.
     ``enable_sleep_mode``: allow ``sleep()`` / ``wake_up()`` (CUDA only; vLLM refuses it on CPU).
     ``weights_dir``: where ``load_weights`` writes its files (default ``/dev/shm`` or the temp folder).
@@ -322,7 +322,7 @@ class VLLMEngine(LLM):
         """Load new weights (HF names, full or partial state dict; or a safetensors file) into the running model.
 
         The tensors are written to a safetensors file in ``weights_dir``, every worker loads it in place
-        (``cave.training.vllm_worker.WeightSync``), then the prefix cache is reset. A sleeping engine's weights
+        (``cave.llm.vllm_worker.WeightSync``), then the prefix cache is reset. A sleeping engine's weights
         are woken first (its KV cache stays asleep until ``wake_up``). Returns the first worker's report.
         """
         if not self.weight_sync:

@@ -109,8 +109,8 @@ def test_core_install_without_the_kernel_extra():
     code = (
         "import sys\n"
         "sys.modules['jupyter_client'] = None\n"  # as if the [kernel] extra were not installed
-        "import runtimes\n"
-        "assert sorted(runtimes.RUNTIMES) == ['inprocess', 'kernel']\n"
+        "import cave.runtimes\n"
+        "assert {'inprocess', 'kernel'} <= set(cave.runtimes.RUNTIMES)\n"
         "assert cave.runtimes.create_runtime('inprocess').execute('1 + 1').result == '2'\n"
         "try:\n    cave.runtimes.create_runtime('kernel')\nexcept ImportError as e:\n    print(e)\n"
     )

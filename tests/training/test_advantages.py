@@ -173,7 +173,7 @@ def test_bad_inputs_name_the_problem():
 def test_registry():
     assert {"grpo", "drmas", "pooled_calls"} <= set(ESTIMATORS)
     assert get_estimator("drmas") is drmas
-    with pytest.raises(KeyError, match="known: .*drmas.*grpo"):
+    with pytest.raises(KeyError, match="known advantage estimators: .*drmas.*grpo"):
         get_estimator("nope")
 
     @register_estimator("test_raw")

@@ -112,7 +112,7 @@ def test_unknown_names_and_wrong_shapes_are_refused_clearly(tok):
 
 def test_registry_builds_by_name_and_refuses_unknown_engines(tok):
     assert {"transformers", "vllm", "vllm_server"} <= set(ENGINES)
-    with pytest.raises(KeyError, match="unknown rollout engine 'sglang'; known engines: transformers, vllm"):
+    with pytest.raises(KeyError, match="unknown rollout engine 'sglang'; known rollout engines: transformers, vllm"):
         build_engine("sglang", "dir")
 
     @register_engine("echo-test")
@@ -199,8 +199,22 @@ def test_doctests():
 
 
 def test_the_worker_extension_is_what_the_engines_call():
-    from cave.training import vllm_worker
+    from cave.llm import vllm_worker
 
-    assert engines.WORKER_EXTENSION == "cave.training.vllm_worker.WeightSync"
+    assert engines.WORKER_EXTENSION == "cave.llm.vllm_worker.WeightSync"
     assert callable(getattr(vllm_worker.WeightSync, engines.WEIGHT_SYNC_METHOD))
     assert vllm_worker.METHOD == engines.WEIGHT_SYNC_METHOD
+
+
+def test_a_server_gets_the_worker_extension_and_nothing_else_of_cave():
+    """A vLLM server runs in vLLM's own venv: its PYTHONPATH gets one folder with the extension module only."""
+    import ast
+
+    folder = engines.worker_extension_dir()
+    assert sorted(p.name for p in folder.iterdir()) == ["cave_vllm_worker.py"]
+    assert engines.SERVER_EXTENSION == "cave_vllm_worker.WeightSync"
+    tree = ast.parse((folder / "cave_vllm_worker.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m == "cave" or m.startswith("cave.") for m in imported)
+    assert engines._has_weight_sync(engines.SERVER_EXTENSION) and engines._has_weight_sync(engines.WORKER_EXTENSION)

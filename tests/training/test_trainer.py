@@ -152,7 +152,7 @@ def test_cli_reports_bad_input_before_loading_a_model(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump({"team": TEAM, "data": {"prompts": []}, "estimator": "x"}))
     assert train_main([str(tmp_path / "bad.yaml")]) == 2
     err = capsys.readouterr().err
-    assert "bad config" in err and "estimator: unknown estimator 'x'" in err
+    assert "bad config" in err and "estimator: unknown advantage estimator 'x'" in err
     good = yaml.safe_load(CI_CONFIG.read_text())
     (tmp_path / "good.yaml").write_text(yaml.safe_dump(good))
     assert train_main([str(tmp_path / "good.yaml"), "--resume", str(tmp_path / "norun")]) == 2

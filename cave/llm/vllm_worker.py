@@ -1,9 +1,11 @@
 """A vLLM worker extension that loads new policy weights from a safetensors file (runs INSIDE vLLM).
 
-Start the server with it (PYTHONPATH must reach this repository)::
+In-process engines (``cave.llm.vllm``) name it ``cave.llm.vllm_worker.WeightSync``. A server runs in vLLM's own
+venv, which need not have cave: ``cave.training.engines.start_vllm_server`` copies this file into a folder of its
+own as ``cave_vllm_worker.py`` and puts that folder (and nothing else of cave's) on the server's PYTHONPATH::
 
-    VLLM_SERVER_DEV_MODE=1 PYTHONPATH=/path/to/cave python -m vllm.entrypoints.openai.api_server \\
-        --model DIR --worker-extension-cls cave.training.vllm_worker.WeightSync
+    VLLM_SERVER_DEV_MODE=1 PYTHONPATH=$(python -c "from cave.training.engines import worker_extension_dir as d; print(d())") \\
+        python -m vllm.entrypoints.openai.api_server --model DIR --worker-extension-cls cave_vllm_worker.WeightSync
 
 and call it through the dev-mode endpoint (what ``cave.training.engines.VLLMServerEngine`` does)::
 
@@ -49,7 +51,7 @@ def _quiet(names: tuple[str, ...]) -> Iterator[None]:
 
 
 class WeightSync:
-    """Mixed into vLLM's worker class by ``--worker-extension-cls cave.training.vllm_worker.WeightSync``."""
+    """Mixed into vLLM's worker class by ``--worker-extension-cls cave.llm.vllm_worker.WeightSync``."""
 
     def cave_load_weights(self, path: str, names: list[str] | str | None = None) -> dict[str, Any]:
         """Load the tensors of the safetensors file ``path`` into this worker's model, in place.
