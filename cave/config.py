@@ -32,10 +32,18 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, ClassVar, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "ConfigError",
@@ -45,6 +53,7 @@ __all__ = [
     "parse_yaml",
     "problem",
     "read_config",
+    "registered",
     "unknown_field_fix",
     "validate",
 ]
@@ -291,9 +300,19 @@ def line_map(node: Any, prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], i
 
 # -- validating ----------------------------------------------------------------------------------------------
 class ConfigModel(BaseModel):
-    """Base of config schemas: unknown fields are errors, numbers are finite, ``true`` is not a number."""
+    """Base of config schemas: unknown fields are errors, numbers are finite, ``true`` is not a number.
+
+    ``shorthand`` names the field a bare string stands for: with ``shorthand = "kind"``, ``runtime: kernel``
+    means ``runtime: {kind: kernel}``.
+    """
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    shorthand: ClassVar[str | None] = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_shorthand(cls, data: Any) -> Any:
+        return {cls.shorthand: data} if cls.shorthand and isinstance(data, str) else data
 
     @field_validator("*", mode="before")
     @classmethod
@@ -302,6 +321,15 @@ class ConfigModel(BaseModel):
             if _wants_number_not_bool(cls.model_fields[info.field_name].annotation):
                 raise ValueError(f"{str(v).lower()} is a boolean, not a number; give a number")
         return v
+
+
+def registered(registry: Any) -> Any:
+    """A ``str`` field type whose value must be a name in ``registry`` (a cave.registry.Registry): the error lists
+    the known names and the closest one.
+
+        kind: registered(RUNTIMES) = "inprocess"
+    """
+    return Annotated[str, AfterValidator(registry.check)]
 
 
 def _wants_number_not_bool(annotation: Any) -> bool:

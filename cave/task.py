@@ -26,9 +26,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from cave.config import ConfigError, ConfigFile, ConfigModel, explain, parse_yaml, problem, read_config, validate
+from cave.config import (
+    ConfigError,
+    ConfigFile,
+    ConfigModel,
+    explain,
+    parse_yaml,
+    problem,
+    read_config,
+    registered,
+    validate,
+)
 from cave.llm.base import BACKENDS
 from cave.runtimes.base import RUNTIMES
+
+BackendName = registered(BACKENDS)  # a registered LLM backend
+RuntimeName = registered(RUNTIMES)  # a registered runtime
 
 __all__ = [
     "FILE_FORMATS",
@@ -86,23 +99,16 @@ class ModelSpec(ConfigModel):
     (e.g. ``model``, ``base_url``, ``api_key`` for openai; ``path`` for local; ``replies`` for scripted)."""
 
     model_config = ConfigDict(extra="allow")
+    shorthand = "backend"
 
-    backend: str = Field("local", description="one of: " + ", ".join(BACKENDS.names()) + " (or a registered name)")
+    backend: BackendName = Field(
+        "local", description="one of: " + ", ".join(BACKENDS.names()) + " (or a registered name)"
+    )
     max_tokens: int = Field(768, ge=16, le=32768, description="most tokens per reply")
     temperature: float = Field(0.0, ge=0.0, le=2.0)
     stop: list[str] | None = Field(
         None, description="stop sequences, e.g. ['```\\n\\n'] to end a reply after its code block"
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return {"backend": data} if isinstance(data, str) else data
-
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, v: str) -> str:
-        return BACKENDS.check(v)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -122,7 +128,9 @@ class RuntimeSpec(ConfigModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: str = Field(
+    shorthand = "kind"
+
+    kind: RuntimeName = Field(
         "inprocess",
         description="inprocess (fast, trusted code), kernel (own process, killable), process (kernel + resource "
         "limits; not a security boundary), sandbox (process + jail, for untrusted code): see docs/threat-model.md",
@@ -135,16 +143,6 @@ class RuntimeSpec(ConfigModel):
         None, gt=0, le=MAX_CPU_S, description="kernel, process and sandbox: CPU-seconds limit"
     )
     options: dict[str, Any] = Field(default_factory=dict, description="more keyword arguments for the runtime")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return {"kind": data} if isinstance(data, str) else data
-
-    @field_validator("kind")
-    @classmethod
-    def _known_runtime(cls, v: str) -> str:
-        return RUNTIMES.check(v)
 
 
 class InputSpec(ConfigModel):

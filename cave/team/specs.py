@@ -8,10 +8,10 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from cave.config import ConfigModel
+from cave.config import ConfigModel, registered
 from cave.llm.base import BACKENDS
 from cave.registry import did_you_mean
-from cave.runtimes.base import RUNTIMES
+from cave.task import BackendName, RuntimeName
 from cave.team.patterns import PATTERNS
 
 __all__ = [
@@ -45,7 +45,7 @@ class RoleRuntimeSpec(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: Literal["own", "shared"] = "own"
-    kind: str | None = Field(None, description="inprocess or kernel (default: the team's runtime kind)")
+    kind: RuntimeName | None = Field(None, description="a runtime name (default: the team's runtime kind)")
     timeout: float | None = Field(None, gt=0, description="seconds per code cell (default: the team's)")
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -55,11 +55,6 @@ class RoleRuntimeSpec(ConfigModel):
         if isinstance(data, str):
             return {"mode": data} if data in ("own", "shared") else {"kind": data}
         return data
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, v: str | None) -> str | None:
-        return v if v is None else RUNTIMES.check(v)
 
 
 class OutputContract(ConfigModel):
@@ -77,11 +72,7 @@ class OutputContract(ConfigModel):
         description="runtime variables handed to the next roles after each turn: name -> description",
     )
     description: str | None = Field(None, description="told to the model: what the answer must be")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return {"kind": data} if isinstance(data, str) else data
+    shorthand = "kind"
 
     @field_validator("publishes")
     @classmethod
@@ -135,18 +126,10 @@ class BackendSpec(ConfigModel):
 
     model_config = ConfigDict(extra="allow")
 
-    backend: str = Field("local", description="a registered backend: " + ", ".join(BACKENDS.names()))
+    shorthand = "backend"
+
+    backend: BackendName = Field("local", description="a registered backend: " + ", ".join(BACKENDS.names()))
     max_in_flight: int | None = Field(None, ge=1, description="bound on concurrent requests to this backend")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return {"backend": data} if isinstance(data, str) else data
-
-    @field_validator("backend")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        return BACKENDS.check(v)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -158,19 +141,11 @@ class TeamRuntimeSpec(ConfigModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: str = Field("inprocess", description="inprocess (fast, trusted code) or kernel (own process, killable)")
+    shorthand = "kind"
+
+    kind: RuntimeName = Field("inprocess", description="inprocess (fast, trusted code), kernel, process or sandbox")
     timeout: float = Field(60.0, gt=0, description="seconds per code cell")
     options: dict[str, Any] = Field(default_factory=dict)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return {"kind": data} if isinstance(data, str) else data
-
-    @field_validator("kind")
-    @classmethod
-    def _known_kind(cls, v: str) -> str:
-        return RUNTIMES.check(v)
 
 
 class PatternSpec(ConfigModel):
@@ -178,17 +153,11 @@ class PatternSpec(ConfigModel):
 
     model_config = ConfigDict(extra="allow")
 
-    name: str = Field("sequential", description="sequential, loop, router, custom, or a registered pattern")
+    shorthand = "name"
 
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, data: Any) -> Any:
-        return {"name": data} if isinstance(data, str) else data
-
-    @field_validator("name")
-    @classmethod
-    def _known(cls, v: str) -> str:
-        return PATTERNS.check(v)
+    name: registered(PATTERNS) = Field(
+        "sequential", description="sequential, loop, router, custom, or a registered pattern"
+    )
 
     @property
     def options(self) -> dict[str, Any]:
