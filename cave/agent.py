@@ -30,6 +30,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cave import prompts
+from cave.events import (
+    CodeStarted,
+    Compacted,
+    Event,
+    Observation,
+    RunError,
+    RunFinished,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    TextChunk,
+)
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, create_runtime
 from cave.trajectory import RunStatus, Step, Trajectory
@@ -78,74 +90,6 @@ def final_answer(value: Any) -> None:
 
 def _is_final_error(error: ExecError | None) -> bool:
     return error is not None and error.type.rsplit(".", 1)[-1] == "FinalAnswer"
-
-
-# -- events --------------------------------------------------------------------------------------
-@dataclass(slots=True)
-class RunStarted:
-    trajectory: Trajectory
-    resumed: bool = False
-
-
-@dataclass(slots=True)
-class StepStarted:
-    index: int
-    max_steps: int
-
-
-@dataclass(slots=True)
-class TextChunk:
-    """Streamed reply text (for live display)."""
-
-    index: int
-    text: str
-
-
-@dataclass(slots=True)
-class CodeStarted:
-    index: int
-    block: int
-    code: str
-
-
-@dataclass(slots=True)
-class Observation:
-    index: int
-    block: int
-    execution: Execution
-    text: str  # what the model is shown for this block
-    final: bool = False
-
-
-@dataclass(slots=True)
-class StepFinished:
-    step: Step
-
-
-@dataclass(slots=True)
-class Compacted:
-    """Old context was shrunk: ``how`` is "elide" (observations replaced by markers) or "summary"."""
-
-    how: str
-    tokens_before: int
-    tokens_after: int
-    step: Step | None = None  # the summarizing LLM call, when how == "summary"
-
-
-@dataclass(slots=True)
-class RunError:
-    message: str
-    exception: BaseException | None = None
-
-
-@dataclass(slots=True)
-class RunFinished:
-    trajectory: Trajectory
-
-
-Event = (
-    RunStarted | StepStarted | TextChunk | CodeStarted | Observation | StepFinished | Compacted | RunError | RunFinished
-)
 
 
 class Skills(Protocol):
