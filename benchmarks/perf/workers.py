@@ -57,7 +57,7 @@ def variants(python: str | None) -> list[tuple[str, dict[str, Any], str]]:
 def vllm_python() -> str | None:
     import subprocess
 
-    from cave.training.engines import default_vllm_python
+    from cave.training.vllm_server import default_vllm_python
 
     python = default_vllm_python()
     ok = Path(python).exists() and not subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode

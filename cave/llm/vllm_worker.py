@@ -4,10 +4,10 @@ In-process engines (``cave.llm.vllm``) name it ``cave.llm.vllm_worker.WeightSync
 venv, which need not have cave: ``cave.training.engines.start_vllm_server`` copies this file into a folder of its
 own as ``cave_vllm_worker.py`` and puts that folder (and nothing else of cave's) on the server's PYTHONPATH::
 
-    VLLM_SERVER_DEV_MODE=1 PYTHONPATH=$(python -c "from cave.training.engines import worker_extension_dir as d; print(d())") \\
+    VLLM_SERVER_DEV_MODE=1 PYTHONPATH=$(python -c "from cave.training.vllm_server import worker_extension_dir as d; print(d())") \\
         python -m vllm.entrypoints.openai.api_server --model DIR --worker-extension-cls cave_vllm_worker.WeightSync
 
-and call it through the dev-mode endpoint (what ``cave.training.engines.VLLMServerEngine`` does)::
+and call it through the dev-mode endpoint (what ``cave.training.vllm_server.VLLMServerEngine`` does)::
 
     POST /collective_rpc {"method": "cave_load_weights", "args": ["/shared/weights.safetensors"]}
     POST /reset_prefix_cache      # cached KV blocks were computed with the old weights

@@ -12,16 +12,16 @@ import sys
 
 import pytest
 import torch
-from cave.training import engines
+from cave.training import engines, vllm_server
 from cave.training.engines import (
     ENGINES,
     PolicyEngine,
     build_engine,
     check_names,
-    launch_vllm_server,
     register_engine,
     trainable_weights,
 )
+from cave.training.vllm_server import launch_vllm_server
 
 from tests.training.test_rollout import smollm2_tokenizer, tiny_llama
 
@@ -152,7 +152,7 @@ def test_inprocess_vllm_refuses_clearly_without_vllm_or_cuda(tok):
 
 
 def test_vllm_server_engine_errors_name_the_problem(tmp_path):
-    from cave.training.engines import free_port
+    from cave.training.vllm_server import free_port
 
     port = free_port()
     with pytest.raises(RuntimeError, match=f"the vLLM server at http://127.0.0.1:{port} does not answer"):
@@ -199,22 +199,24 @@ def test_doctests():
 
 
 def test_the_worker_extension_is_what_the_engines_call():
-    from cave.llm import vllm_worker
+    from cave.llm import vllm, vllm_worker
 
-    assert engines.WORKER_EXTENSION == "cave.llm.vllm_worker.WeightSync"
-    assert callable(getattr(vllm_worker.WeightSync, engines.WEIGHT_SYNC_METHOD))
-    assert vllm_worker.METHOD == engines.WEIGHT_SYNC_METHOD
+    assert vllm.WEIGHT_SYNC_EXTENSION == "cave.llm.vllm_worker.WeightSync"
+    assert callable(getattr(vllm_worker.WeightSync, vllm.WEIGHT_SYNC_METHOD))
+    assert vllm_worker.METHOD == vllm.WEIGHT_SYNC_METHOD
 
 
 def test_a_server_gets_the_worker_extension_and_nothing_else_of_cave():
     """A vLLM server runs in vLLM's own venv: its PYTHONPATH gets one folder with the extension module only."""
     import ast
 
-    folder = engines.worker_extension_dir()
+    folder = vllm_server.worker_extension_dir()
     assert sorted(p.name for p in folder.iterdir()) == ["cave_vllm_worker.py"]
-    assert engines.SERVER_EXTENSION == "cave_vllm_worker.WeightSync"
+    assert vllm_server.SERVER_EXTENSION == "cave_vllm_worker.WeightSync"
     tree = ast.parse((folder / "cave_vllm_worker.py").read_text())
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not any(m == "cave" or m.startswith("cave.") for m in imported)
-    assert engines._has_weight_sync(engines.SERVER_EXTENSION) and engines._has_weight_sync(engines.WORKER_EXTENSION)
+    assert vllm_server.has_weight_sync(vllm_server.SERVER_EXTENSION) and vllm_server.has_weight_sync(
+        "cave.llm.vllm_worker.WeightSync"
+    )

@@ -32,7 +32,7 @@ SERVER = {"dtype": "float32", "max_model_len": 2048, "kv_cache_bytes": 256 << 20
 
 
 def vllm_python() -> str:
-    from cave.training.engines import default_vllm_python
+    from cave.training.vllm_server import default_vllm_python
 
     python = default_vllm_python()
     why = ""
