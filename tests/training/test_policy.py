@@ -6,8 +6,9 @@ import math
 import numpy as np
 import pytest
 import torch
+from cave.training.forward import forward_logprobs
 from cave.training.loss import LossConfig, ppo_loss
-from cave.training.policy import AgentPolicies, OptimizerConfig, forward_logprobs
+from cave.training.policy import AgentPolicies, OptimizerConfig
 from cave.training.samples import Sample, collate
 
 VOCAB = 64
