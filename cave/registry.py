@@ -156,6 +156,8 @@ def _where(entry: object) -> str:
 def _same_definition(old: object, new: object) -> bool:
     """The same function or class defined again: a module reloaded, or run as ``python -m pkg.mod`` while its
     package imports it too (``__main__.f`` and ``pkg.mod.f``). Not a conflict between two plugins."""
+    if not (hasattr(old, "__qualname__") and hasattr(new, "__qualname__")):
+        return False  # two instances (values, not definitions): only the very same object is no conflict
     if _where(old) == _where(new):
         return True
     same_name = getattr(old, "__qualname__", object()) == getattr(new, "__qualname__", None)

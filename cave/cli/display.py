@@ -22,6 +22,7 @@ from cave.team.results import (
     TeamResult,
     TeamStarted,
 )
+from cave.terminal import safe
 
 __all__ = ["JsonDisplay", "QuietDisplay", "RichDisplay", "TeamDisplay", "display_for"]
 
@@ -68,7 +69,15 @@ def _answer_text(answer: Any, limit: int = 4000) -> str:
     from cave.prompts import truncate_middle
 
     text = answer if isinstance(answer, str) else repr(answer)
-    return truncate_middle(text, limit)
+    return safe(truncate_middle(text, limit))
+
+
+def shown(text: object) -> str:
+    """Text from a model, a kernel or a file, ready for a rich markup string: control characters escaped (no
+    terminal escape sequences) and rich markup escaped (a ``[red]`` in an answer is text, not style)."""
+    from rich.markup import escape
+
+    return escape(safe(text))
 
 
 class RichDisplay:
@@ -88,7 +97,9 @@ class RichDisplay:
         self.phase = "starting"
         if agent is not None:
             model = getattr(agent.llm, "model_name", None) or getattr(agent.llm, "name", type(agent.llm).__name__)
-            self.console.print(f"[bold]cave[/bold] {title}  [dim]model={model} runtime={agent.runtime.name}[/dim]")
+            self.console.print(
+                f"[bold]cave[/bold] {shown(title)}  [dim]model={shown(model)} runtime={shown(agent.runtime.name)}[/dim]"
+            )
 
     # live progress line (only on a terminal: logs and pipes get the step panels only)
     def _status(self) -> Any:
@@ -99,7 +110,7 @@ class RichDisplay:
         line = f" step {self.step_index + 1}/{self.max_steps} · {self.phase} · {self.tokens} tokens · {time.time() - self.t0:.0f}s"
         group = [Spinner("dots", text=Text(line, style="cyan"))]
         if tail and self.phase == "generating":
-            group.append(Text("\n".join("  " + t for t in tail), style="dim"))
+            group.append(Text(safe("\n".join("  " + t for t in tail)), style="dim"))
         from rich.console import Group
 
         return Group(*group)
@@ -144,7 +155,7 @@ class RichDisplay:
                 f"[yellow]context compacted ({ev.how}): {ev.tokens_before} -> {ev.tokens_after} tokens[/yellow]"
             )
         elif isinstance(ev, a.RunError):
-            self._print(f"[red]error: {ev.message}[/red]")
+            self._print(f"[red]error: {shown(ev.message)}[/red]")
 
     def _print(self, renderable: Any) -> None:
         self.console.print(renderable)
@@ -160,15 +171,15 @@ class RichDisplay:
         parts: list[Any] = []
         prose = _prose(step.completion)
         if prose:
-            parts.append(Text(truncate_middle(prose, 600), style="italic"))
+            parts.append(Text(safe(truncate_middle(prose, 600)), style="italic"))
         if step.code:
             parts.append(
-                Syntax(truncate_middle(step.code, 3000), "python", theme="ansi_dark", background_color="default")
+                Syntax(safe(truncate_middle(step.code, 3000)), "python", theme="ansi_dark", background_color="default")
             )
         if step.observation:
             obs = step.observation.removeprefix("Observation:\n")
             style = "red" if step.execution is not None and not step.execution.ok else "green"
-            parts.append(Text(truncate_middle(obs, 1200), style=style))
+            parts.append(Text(safe(truncate_middle(obs, 1200)), style=style))
         u = step.usage
         cached = f" (cached {u.cached_tokens})" if u.cached_tokens else ""
         subtitle = f"{u.prompt_tokens}{cached} + {u.completion_tokens} tokens · llm {step.llm_duration:.1f}s · total {step.duration:.1f}s"
@@ -186,6 +197,7 @@ class RichDisplay:
     def finish(self, outcome: Any) -> None:
         from rich.panel import Panel
         from rich.table import Table
+        from rich.text import Text
 
         self.close()
         r = outcome.result
@@ -194,18 +206,18 @@ class RichDisplay:
         table.add_column(style="bold")
         table.add_column(overflow="fold")
         table.add_row("status", f"[{color}]{r.status}[/{color}]")
-        table.add_row("answer", _answer_text(r.answer, 1500))
+        table.add_row("answer", Text(_answer_text(r.answer, 1500)))
         if r.trajectory.error:
-            table.add_row("error", r.trajectory.error)
+            table.add_row("error", Text(safe(r.trajectory.error)))
         for o in outcome.outputs:
-            table.add_row(f"output {o.name}", o.path or f"[red]{o.error}[/red]")
+            table.add_row(f"output {o.name}", Text(safe(o.path)) if o.path else Text(safe(o.error), style="red"))
         u = r.usage
         table.add_row(
             "tokens", f"{u.prompt_tokens} prompt ({u.cached_tokens} cached) + {u.completion_tokens} completion"
         )
         table.add_row("steps", str(len(r.trajectory.steps)))
         if outcome.run_dir:
-            table.add_row("run dir", str(outcome.run_dir))
+            table.add_row("run dir", Text(str(outcome.run_dir)))
         table.add_row("run id", r.run_id)
         self.console.print(Panel(table, title="result", title_align="left", border_style=color))
 
@@ -229,12 +241,12 @@ class TeamDisplay:
 
         self.console = console or Console()
         self._colors: dict[str, str] = {}
+        self._steps: dict[str, int] = {}
 
     def color(self, role: str) -> str:
         return self._colors.setdefault(role, ROLE_COLORS[len(self._colors) % len(ROLE_COLORS)])
 
     def __call__(self, ev: TeamEvent) -> None:
-        from rich.markup import escape
         from rich.syntax import Syntax
 
         c = self.console
@@ -243,24 +255,29 @@ class TeamDisplay:
         elif isinstance(ev, RoleStarted):
             col = self.color(ev.role)
             first = ev.task.strip().splitlines()[0] if ev.task.strip() else ""
-            c.print(f"[bold {col}]▶ {ev.role}[/] turn {ev.call}: [dim]{escape(first[:100])}[/]")
+            c.print(f"[bold {col}]▶ {ev.role}[/] turn {ev.call}: [dim]{shown(first[:100])}[/]")
         elif isinstance(ev, RoleEvent) and isinstance(ev.event, StepFinished):
             step, col = ev.event.step, self.color(ev.role)
-            head = f"[{col}]{ev.role}[/] step {step.index} ({step.kind}, {step.usage.total_tokens} tok, {step.duration:.2f}s)"
+            self._steps[ev.role] = n = self._steps.get(ev.role, 0) + 1  # numbered per role, from 1
+            head = f"[{col}]{ev.role}[/] step {n} ({step.kind}, {step.usage.total_tokens} tok, {step.duration:.2f}s)"
             c.print(head)
             if step.code:
-                c.print(Syntax(step.code, "python", theme="ansi_dark", line_numbers=False))
+                c.print(Syntax(safe(step.code), "python", theme="ansi_dark", line_numbers=False, word_wrap=True))
             elif step.completion:
-                c.print(f"  [dim]{escape(step.completion.strip()[:300])}[/]")
+                c.print(f"  [dim]{shown(step.completion.strip()[:300])}[/]")
             if step.observation:
-                c.print(f"  [dim]{escape(step.observation.strip()[:400])}[/]")
+                c.print(f"  [dim]{shown(step.observation.strip()[:400])}[/]")
         elif isinstance(ev, Handoff):
             c.print(f"  [bold]⇢ {ev.slot}[/]: {ev.source} → {ev.target} ({ev.seconds * 1000:.1f} ms)")
         elif isinstance(ev, RoleFinished):
             r, col = ev.result, self.color(ev.result.role)
             decided = r.verdict or r.route
-            extra = f" → {decided}" if decided else (f" [red]({r.decision_error})[/]" if r.decision_error else "")
-            c.print(f"[{col}]■ {r.role}[/] turn {r.call}: {r.status}{escape(extra)}")
+            extra = (
+                f" → {shown(decided)}"
+                if decided
+                else (f" [red]({shown(r.decision_error)})[/]" if r.decision_error else "")
+            )
+            c.print(f"[{col}]■ {r.role}[/] turn {r.call}: {r.status}{extra}")
         elif isinstance(ev, TeamFinished):
             self.summary(ev.result)
 
@@ -283,5 +300,6 @@ class TeamDisplay:
             )
         self.console.print(t)
         self.console.print(
-            f"answer: {summarize(result.answer, 500)}" + (f"\n[red]error: {traj.error}[/]" if traj.error else "")
+            f"answer: {shown(summarize(result.answer, 500))}"
+            + (f"\n[red]error: {shown(traj.error)}[/]" if traj.error else "")
         )

@@ -573,7 +573,8 @@ def test_team_main_shows_each_roles_steps(tmp_path):
     out = console.export_text()
     assert "▶ analyst turn 1" in out and "▶ reviewer turn 1" in out
     assert "⇢ by_region: analyst → reviewer" in out
-    assert "analyst step 0" in out and "reviewer step 1 (verdict" in out
+    assert "analyst step 1" in out and "reviewer step 1 (verdict" in out  # numbered per role, from 1
+    assert "[red]" not in out and "[/]" not in out  # markup is styling, never shown as text
     assert "team run" in out and "success" in out
 
 
