@@ -452,7 +452,7 @@ class SandboxRuntime(ProcessRuntime):
         env: dict[str, str] | None = None,
         *,
         ro_paths: list[str] | tuple[str, ...] = (),
-        packages: tuple[str, ...] = ("runtimes", "cave"),
+        packages: tuple[str, ...] = ("cave",),
         tmp_size_mb: int = 256,
         seccomp: bool = True,
         trust: bool = False,
@@ -470,7 +470,7 @@ class SandboxRuntime(ProcessRuntime):
         for p in self.ro_paths:
             if not os.path.exists(p):
                 raise ValueError(f"ro_paths: {p} does not exist")
-        self.package_dirs = [_package_dir(name) for name in packages]
+        self.package_dirs = [d for name in packages for d in _package_dirs(name)]
         self.tmp_size_mb = tmp_size_mb
         self.seccomp = seccomp
         super().__init__(
@@ -517,7 +517,7 @@ class SandboxRuntime(ProcessRuntime):
                 f"{e}. The sandbox shows the code only the Python environment and the packages "
                 f"{', '.join(os.path.basename(p) for p in self.package_dirs)}: objects that refer to other "
                 "modules by import need them shown, e.g. SandboxRuntime(ro_paths=[folder], "
-                "env={'PYTHONPATH': folder}), or packages=('runtimes', 'cave', 'mypkg')"
+                "env={'PYTHONPATH': folder}), or packages=('cave', 'mypkg')"
             ) from None
 
     def _write_identity_files(self) -> None:
@@ -628,6 +628,20 @@ def _package_dir(name: str) -> str:
     if spec is None or not spec.submodule_search_locations:
         raise ValueError(f"packages: {name!r} is not an importable package on this machine")
     return os.path.realpath(list(spec.submodule_search_locations)[0])
+
+
+def _package_dirs(name: str) -> list[str]:
+    """The folders of package ``name``: its own, and those of subpackages an editable install maps elsewhere
+    (cave's ``cave.runtimes`` is the repository's runtimes/, its bundled skills are skills/: the kernel in the
+    jail imports them, and ``activate_skill`` reads the skill folders)."""
+    dirs = [_package_dir(name)]
+    for finder in sys.meta_path:
+        mapping = getattr(sys.modules.get(getattr(finder, "__module__", "")), "MAPPING", None)
+        if isinstance(mapping, dict):
+            dirs += [
+                os.path.realpath(p) for sub, p in mapping.items() if sub.startswith(name + ".") and os.path.isdir(p)
+            ]
+    return list(dict.fromkeys(dirs))
 
 
 # -- is the sandbox possible here? --------------------------------------------------------------------
