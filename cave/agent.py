@@ -25,11 +25,12 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cave import prompts
+from cave.checks import CheckSpec, averify, failed_checks_note
 from cave.events import (
     CodeStarted,
     Compacted,
@@ -168,6 +169,9 @@ class Agent:
         keep_recent: exchanges kept verbatim when the conversation is compacted.
         stream: stream tokens from the backend (events carry them as TextChunk).
         role: the name written on each step (a team's role name).
+        checks: what the outputs must look like, by runtime variable (``"answer"``: the final answer), as
+            ``cave.checks.CheckSpec`` or plain mappings. After final_answer they run in the runtime; a failure is
+            fed back and the run goes on; ``success`` then means every check passed (else ``failed_checks``).
         model_options: keyword arguments for the backend when ``model`` is a name.
         runtime_options: keyword arguments for the runtime when ``runtime`` is a name.
     """
@@ -193,6 +197,7 @@ class Agent:
         keep_recent: int = 2,
         stream: bool = True,
         role: str = "agent",
+        checks: Mapping[str, CheckSpec | Mapping[str, Any]] | None = None,
         model_options: dict[str, Any] | None = None,
         runtime_options: dict[str, Any] | None = None,
     ) -> None:
@@ -216,6 +221,9 @@ class Agent:
         self.keep_recent = keep_recent
         self.use_stream = stream
         self.role = role
+        self.checks = {
+            k: v if isinstance(v, CheckSpec) else CheckSpec.model_validate(v) for k, v in (checks or {}).items()
+        }
         self.history: list[Message] = []  # earlier turns (task + answer), for multi-turn runs
         self.retry_temperature = retry_temperature
         self._override: dict[str, Any] = {}  # sampling overrides for the current step
@@ -290,6 +298,9 @@ class Agent:
             if traj.status == "running":
                 async for event in self._summarize_at_limit(traj, messages):
                     yield event
+                if traj.meta.get("failed_checks"):  # the last answer was refused: say so, not just max_steps
+                    traj.status = "failed_checks"
+                    traj.error = "the answer failed the task's checks: " + "; ".join(traj.meta["failed_checks"])
         except (asyncio.CancelledError, KeyboardInterrupt):
             traj.status, traj.error = "interrupted", "interrupted by the user"
             traj.finished_at = time.time()
@@ -335,8 +346,15 @@ class Agent:
         _fill_llm_fields(step, gen, time.time() - t0)
         messages.append({"role": "assistant", "content": gen.text})
 
-        if not blocks:
+        if not blocks and not self.checks:
             traj.status, traj.final_answer = "no_code", gen.text.strip()
+            step.duration = time.time() - t0
+            traj.steps.append(step)
+            yield StepFinished(step)
+            return
+        if not blocks:  # the task checks objects in the runtime: prose cannot be the answer
+            step.observation = prompts.NEED_OBJECTS_NOTE
+            messages.append({"role": "user", "content": step.observation})
             step.duration = time.time() - t0
             traj.steps.append(step)
             yield StepFinished(step)
@@ -356,10 +374,19 @@ class Agent:
                 record["notes"] = cell.notes
             records.append(record)
             text = prompts.format_execution(ex, limit=self.observation_limit, notes=cell.notes)
+            failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
+            if failures:  # not accepted: the agent sees why and goes on
+                text += "\n" + failed_checks_note(failures)
+                record["checks"] = traj.meta["failed_checks"] = failures
             formatted.append(text)
-            yield Observation(index, b, ex, text, cell.final)
+            yield Observation(index, b, ex, text, cell.final and not failures)
+            if cell.final and failures:
+                break
             if cell.final:
                 traj.status, traj.final_answer = "success", cell.value
+                if self.checks:
+                    traj.meta.pop("failed_checks", None)
+                    traj.meta["checks"] = {"passed": sorted(self.checks)}
                 break
             if not ex.ok:
                 skipped = len(blocks) - b - 1
@@ -410,7 +437,8 @@ class Agent:
         last = _last_action(traj)
         if last is None or last.code != "\n\n".join(blocks):
             return False
-        return last.execution is None or not last.execution.ok
+        refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
+        return last.execution is None or not last.execution.ok or refused
 
     async def _call(self, messages: list[Message]) -> AsyncIterator[TextDelta | Completion]:
         """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""

@@ -219,13 +219,15 @@ def _guard_pattern(protected: frozenset[str]) -> re.Pattern[str]:
 
 
 def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]]:
-    r"""Drop two top-level statements that small models write and that would derail a run.
+    r"""Handle three top-level statements that small models write and that would derail a run.
 
-    1. Redefining ``final_answer`` (a ``def`` or an assignment): the session's own is the one that ends the run.
-    2. Overwriting a given variable with made-up literal data, e.g. ``sales = pd.DataFrame({...})``:
+    1. Redefining ``final_answer`` with a ``def``: dropped; the session's own is the one that ends the run.
+    2. Assigning ``final_answer = value``: the model means "this is my answer", so the line becomes
+       ``final_answer(value)`` (throwing the answer away left runs without one).
+    3. Overwriting a given variable with made-up literal data, e.g. ``sales = pd.DataFrame({...})``:
        the real object is already there.
 
-    Dropped lines become blank lines (tracebacks keep the model's line numbers); the notes say what was skipped.
+    Dropped lines become blank lines (tracebacks keep the model's line numbers); the notes say what changed.
 
     >>> code, notes = guard_code("def final_answer(x):\n    print(x)\nfinal_answer(1)")
     >>> code.strip(), notes[0].startswith("final_answer is provided")
@@ -240,6 +242,11 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
     []
     >>> guard_code("sales = sales.dropna()", ["sales"])
     ('sales = sales.dropna()', [])
+    >>> code, notes = guard_code("x = 2\nfinal_answer = {'n': x,\n   'ok': True}\nprint(1)")
+    >>> code
+    "x = 2\nfinal_answer({'n': x,\n   'ok': True})\nprint(1)"
+    >>> notes[0].startswith("`final_answer = ...` was taken as your answer")
+    True
     """
     protected = frozenset(protected)
     if not _guard_pattern(protected).search(code):  # the common case costs one regex scan
@@ -251,6 +258,7 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
     except SyntaxError:
         return code, []
     drop: list[tuple[int, int]] = []
+    calls: list[ast.Assign] = []  # `final_answer = value` -> final_answer(value)
     notes: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "final_answer":
@@ -261,7 +269,13 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
             )
         elif isinstance(node, ast.Assign) and node.targets and all(isinstance(t, ast.Name) for t in node.targets):
             names = {t.id for t in node.targets}  # type: ignore[attr-defined]
-            if "final_answer" in names:
+            if names == {"final_answer"} and len(node.targets) == 1:
+                calls.append(node)
+                notes.append(
+                    "`final_answer = ...` was taken as your answer: it ran as final_answer(...). "
+                    "Next time call final_answer(result) directly."
+                )
+            elif "final_answer" in names:
                 drop.append((node.lineno, node.end_lineno or node.lineno))
                 notes.append("final_answer is provided by the session; your assignment to it was skipped.")
             elif (
@@ -276,12 +290,23 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
                 notes.append(
                     f"`{name}` was given to you ready to use; your line replacing it was skipped. Use `{name}` as it is."
                 )
-    if not drop:
+    if not drop and not calls:
         return code, []
     lines = code.splitlines()
     for start, end in drop:
         for i in range(start - 1, end):
             lines[i] = ""
+    for node in calls:  # the value's own text, wrapped in a call, on the lines it had
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        value = node.value
+        head = lines[first][: node.col_offset] + "final_answer("
+        if value.lineno == value.end_lineno:
+            lines[first] = (
+                head + lines[first][value.col_offset : value.end_col_offset] + ")" + lines[first][node.end_col_offset :]
+            )
+        else:
+            lines[first] = head + lines[first][value.col_offset :]
+            lines[last] = lines[last][: value.end_col_offset] + ")" + lines[last][node.end_col_offset :]
     return "\n".join(lines), list(dict.fromkeys(notes))
 
 
@@ -437,6 +462,10 @@ def observation_message(formatted_blocks: list[str], skipped: int = 0) -> str:
     return "Observation:\n" + "\n".join(parts)
 
 
+NEED_OBJECTS_NOTE = (
+    "That reply had no code. This task checks the objects you leave in the runtime: write Python that builds "
+    "them and call final_answer(result) in a ```python block."
+)
 REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the error above and change the code."
 CONTINUE_PROMPT = (
     "Your reply was cut off by the length limit inside a code block. Continue exactly where it stopped: "

@@ -147,6 +147,7 @@ def build_agent(task: Task, *, llm: LLM | None = None, runtime: BaseRuntime | No
         timeout=task.spec.runtime.timeout,
         skills=skills,
         instructions=task.spec.instructions,
+        checks=task.spec.checks,
     )
 
 
@@ -304,6 +305,8 @@ def summarize(task: Task, outcome: TaskOutcome) -> dict[str, Any]:
         "ok": outcome.ok,
         "answer": _to_json(r.answer),
         "error": traj.error,
+        "checks": traj.meta.get("checks")
+        or ({"failed": traj.meta["failed_checks"]} if "failed_checks" in traj.meta else None),
         "steps": len(traj.steps),
         "usage": traj.usage.to_dict(),
         "duration_s": round((traj.finished_at or time.time()) - traj.started_at, 3),

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from cave.checks import ANSWER, CheckSpec, describe_check
 from cave.config import (
     ConfigError,
     ConfigFile,
@@ -258,6 +259,11 @@ class TaskSpec(ConfigModel):
         description="skill names to activate at the start (instructions in the prompt, exports in the runtime)",
     )
     outputs: dict[str, OutputSpec] = Field(default_factory=dict, description="runtime variables to retrieve and save")
+    checks: dict[str, CheckSpec] = Field(
+        default_factory=dict,
+        description="what the results must look like, by runtime variable (`answer`: the final answer); checked "
+        "after final_answer, fed back to the agent when they fail; `success` only when every check passes",
+    )
     max_steps: int = Field(8, ge=1, le=200, description="most LLM calls before the run stops with status max_steps")
     seed: int | None = Field(None, description="sampling seed, for reproducible runs")
     instructions: str | None = Field(None, description="extra text appended to the system prompt")
@@ -268,6 +274,15 @@ class TaskSpec(ConfigModel):
         if not v.strip():
             raise ValueError("the task text is empty; say what the agent must do")
         return v.strip()
+
+    @field_validator("checks", mode="before")
+    @classmethod
+    def _check_names(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            for name in v:
+                if str(name) != ANSWER:
+                    _identifier(str(name), "checked variable")
+        return v
 
     @field_validator("inputs", "outputs", mode="before")
     @classmethod
@@ -307,6 +322,9 @@ class Task:
                 lines.append(f"- `{var}`" + (f": {out.description}" if out.description else ""))
             if lines:
                 text += "\n\nBefore calling final_answer, store your results in these variables:\n" + "\n".join(lines)
+        if self.spec.checks:
+            rules = [f"- {describe_check(name, spec)}" for name, spec in self.spec.checks.items()]
+            text += "\n\nYour result is checked before it is accepted:\n" + "\n".join(rules)
         return text
 
 
@@ -342,7 +360,7 @@ def _validate(cfg: ConfigFile) -> Task:
     return Task(spec, cfg.path, cfg.lines)
 
 
-_NESTED.update(model=ModelSpec, runtime=RuntimeSpec, inputs=InputSpec, outputs=OutputSpec)
+_NESTED.update(model=ModelSpec, runtime=RuntimeSpec, inputs=InputSpec, outputs=OutputSpec, checks=CheckSpec)
 
 
 def json_schema() -> dict[str, Any]:

@@ -61,10 +61,11 @@ class Step:
         return cls(**d)
 
 
-RunStatus = Literal["running", "success", "no_code", "max_steps", "error", "interrupted"]
+RunStatus = Literal["running", "success", "no_code", "max_steps", "failed_checks", "error", "interrupted"]
 """How a run ended: ``success`` (final_answer was called; the answer is the live object), ``no_code`` (it ended on
 a reply without code, whose text is the answer), ``max_steps``, ``error`` (a backend or runtime failure),
-``interrupted`` (Ctrl-C or a killed process); ``running`` while it runs."""
+``interrupted`` (Ctrl-C or a killed process), ``failed_checks`` (the answer given last failed the checks the
+task declares: see cave.checks); ``running`` while it runs."""
 
 ANSWERED: tuple[RunStatus, ...] = ("success", "no_code")  # the statuses that carry an answer
 

@@ -470,7 +470,7 @@ class SandboxRuntime(ProcessRuntime):
         for p in self.ro_paths:
             if not os.path.exists(p):
                 raise ValueError(f"ro_paths: {p} does not exist")
-        self.package_dirs = [d for name in packages for d in _package_dirs(name)]
+        self.package_dirs = [d for name in packages for d in package_dirs(name)]
         self.tmp_size_mb = tmp_size_mb
         self.seccomp = seccomp
         super().__init__(
@@ -630,7 +630,7 @@ def _package_dir(name: str) -> str:
     return os.path.realpath(list(spec.submodule_search_locations)[0])
 
 
-def _package_dirs(name: str) -> list[str]:
+def package_dirs(name: str) -> list[str]:
     """The folders of package ``name``: its own, and those of subpackages an editable install maps elsewhere
     (cave's ``cave.runtimes`` is the repository's runtimes/, its bundled skills are skills/: the kernel in the
     jail imports them, and ``activate_skill`` reads the skill folders)."""

@@ -140,13 +140,14 @@ class HostContext:
             sys.path.insert(0, str(self.module_dir))
 
     def _project_entries_the_jail_shows(self) -> set[str]:
-        """Top-level project entries the sandbox shows by design (docs/threat-model.md): the cave and runtimes
-        packages, and the Python environment when it lives inside the project (CI's .venv): the jail needs
-        the interpreter and its packages, read-only."""
-        from cave.runtimes.sandbox import _python_paths
+        """Top-level project entries the sandbox shows by design (docs/threat-model.md): cave's package folders
+        (an editable install maps cave.runtimes to runtimes/, the bundled skills to skills/, ...), and the Python
+        environment when it lives inside the project (CI's .venv): the jail needs the interpreter and its
+        packages, read-only."""
+        from cave.runtimes.sandbox import package_dirs, _python_paths
 
-        shown = {"cave", "runtimes"}
-        for path in map(Path, _python_paths()):
+        shown = set()
+        for path in map(Path, _python_paths() + package_dirs("cave")):
             if path.is_relative_to(self.project_root) and path != self.project_root:
                 shown.add(path.relative_to(self.project_root).parts[0])
         return shown
