@@ -111,9 +111,17 @@ class ModelSpec(ConfigModel):
         None, description="stop sequences, e.g. ['```\\n\\n'] to end a reply after its code block"
     )
 
+    model: str | None = Field(
+        None, description="local: an embedded model (qwen, smollm2) or a .gguf path; openai: the served model's name"
+    )
+    base_url: str | None = Field(None, description="openai: the server's URL, e.g. http://127.0.0.1:8000/v1")
+    api_key: str | None = Field(None, description="openai: the key (default: the OPENAI_API_KEY environment variable)")
+
     @property
     def options(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
+        """Keyword arguments for the backend: the named options that are set, and any others given."""
+        named = {k: getattr(self, k) for k in ("model", "base_url", "api_key") if getattr(self, k) is not None}
+        return {**named, **(self.model_extra or {})}
 
 
 MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a cell may run a week; a bigger number is a typo, not a plan

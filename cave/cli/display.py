@@ -174,7 +174,13 @@ class RichDisplay:
             parts.append(Text(safe(truncate_middle(prose, 600)), style="italic"))
         if step.code:
             parts.append(
-                Syntax(safe(truncate_middle(step.code, 3000)), "python", theme="ansi_dark", background_color="default")
+                Syntax(
+                    safe(truncate_middle(step.code, 3000)),
+                    "python",
+                    theme="ansi_dark",
+                    background_color="default",
+                    word_wrap=True,  # long lines wrap instead of being cut at the terminal's width
+                )
             )
         if step.observation:
             obs = step.observation.removeprefix("Observation:\n")

@@ -111,8 +111,10 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     from rich.panel import Panel
     from rich.syntax import Syntax
     from rich.table import Table
+    from rich.text import Text
 
     from cave.prompts import truncate_middle
+    from cave.terminal import safe
 
     console = Console(highlight=False)
     head = Table.grid(padding=(0, 2))
@@ -120,10 +122,10 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
     head.add_column(overflow="fold")
     head.add_row("run id", run["id"])
     head.add_row("status", _status_markup(run["status"]))
-    head.add_row("task", truncate_middle(run["task"], 600))
-    head.add_row("answer", truncate_middle(str(run["final_answer"]), 800))
+    head.add_row("task", Text(safe(truncate_middle(run["task"], 600))))
+    head.add_row("answer", Text(safe(truncate_middle(str(run["final_answer"]), 800))))
     if run["error"]:
-        head.add_row("error", run["error"])
+        head.add_row("error", Text(safe(run["error"])))
     u = traj.usage
     head.add_row(
         "tokens",
@@ -133,14 +135,13 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
         head.add_row("task file", run["task_path"])
     head.add_row("run dir", run["run_dir"] or "")
     console.print(Panel(head, title="run", title_align="left"))
-    if args.steps:
-        for s in traj.steps:
-            body = [Syntax(s.code, "python", theme="ansi_dark", background_color="default")] if s.code else []
-            from rich.console import Group
-            from rich.text import Text
+    if args.steps:  # in full: long lines wrap, nothing is cut
+        from rich.console import Group
 
-            text = s.observation if s.code else s.completion
-            body.append(Text(text))
+        for s in traj.steps:
+            code = Syntax(safe(s.code), "python", theme="ansi_dark", background_color="default", word_wrap=True)
+            body: list = [code] if s.code else []
+            body.append(Text(safe(s.observation if s.code else s.completion)))
             console.print(
                 Panel(
                     Group(*body),
@@ -161,8 +162,8 @@ def cmd_runs_show(args: argparse.Namespace) -> int:
             s.kind,
             f"{s.usage.prompt_tokens}+{s.usage.completion_tokens}",
             f"{s.duration:.2f}",
-            (code[0][:60] + (" …" if len(code) > 1 else "")) if code else "",
-            (obs[-1][:60] if obs else ""),
+            Text(safe(code[0][:60] + (" …" if len(code) > 1 else ""))) if code else "",
+            Text(safe(obs[-1][:60])) if obs else "",
         )
     console.print(table)
     return EXIT_OK

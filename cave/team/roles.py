@@ -34,11 +34,24 @@ def role_search_dirs(base: Path, extra: Iterable[str] = ()) -> list[Path]:
 
 
 def known_roles(dirs: Iterable[Path]) -> list[str]:
+    """The role names defined in ``dirs``: YAML files that are role definitions (task and team files are not)."""
     names: set[str] = set()
     for d in dirs:
         if d.is_dir():
-            names |= {p.stem for p in d.glob("*.y*ml") if p.suffix in (".yaml", ".yml") and ROLE_NAME.match(p.stem)}
+            names |= {
+                p.stem
+                for p in d.glob("*.y*ml")
+                if p.suffix in (".yaml", ".yml") and ROLE_NAME.match(p.stem) and _is_role_file(p)
+            }
     return sorted(names)
+
+
+def _is_role_file(path: Path) -> bool:
+    try:
+        data = read_yaml(path, "role file").data
+    except TeamError:
+        return False
+    return isinstance(data, dict) and ("system" in data or "prompt_file" in data) and not {"task", "team"} & set(data)
 
 
 def find_role_file(name: str, dirs: Sequence[Path]) -> Path:

@@ -204,3 +204,12 @@ def test_run_on_the_kernel_runtime(task, tmp_path, capsys):
     assert summary["answer"] == [{"region": "N", "units": 4}, {"region": "S", "units": 2}]
     saved = pd.read_csv(summary["outputs"]["by_region"])
     assert list(saved.units) == [4, 2]
+
+
+def test_schema_documents_backend_options_and_limits(capsys):
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    model = schema["$defs"]["ModelSpec"]["properties"]
+    assert {"model", "base_url", "api_key"} <= set(model)
+    memory = schema["$defs"]["RuntimeSpec"]["properties"]["memory_limit_mb"]["description"]
+    assert "process" in memory and "sandbox" in memory

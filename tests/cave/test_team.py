@@ -658,3 +658,15 @@ def test_role_skills_are_installed_in_that_roles_runtime_only():
     assert [c["answer"] for c in result.trajectory.meta["calls"]] == ["True", "False"]
     assert "dataframe-analysis" in with_skill.calls[0][0]["content"]  # listed in a's system prompt
     assert "dataframe-analysis" not in without.calls[0][0]["content"]
+
+
+def test_unknown_role_lists_role_files_only(tmp_path):
+    from cave.team import find_role_file
+
+    (tmp_path / "helper.yaml").write_text("name: helper\nsystem: help\n")
+    (tmp_path / "team_task.yaml").write_text("task: x\nteam: {roles: [helper], pattern: sequential}\n")
+    (tmp_path / "broken.yaml").write_text("a: [\n")
+    with pytest.raises(KeyError) as e:
+        find_role_file("helpr", [tmp_path])
+    msg = str(e.value)
+    assert "did you mean 'helper'" in msg and "team_task" not in msg and "broken" not in msg
