@@ -194,10 +194,7 @@ class Runtime(ABC):
     # -- helpers for implementations (which set ``self.timeout`` and ``self._closed``) --------
     def _timeout(self, timeout: float | None) -> float | None:
         """The timeout a call runs under: its own, else the runtime's default."""
-        timeout = getattr(self, "timeout", None) if timeout is None else timeout
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be a positive number of seconds (or None for the default), got {timeout}")
-        return timeout
+        return check_timeout(getattr(self, "timeout", None) if timeout is None else timeout)
 
     def _check_open(self) -> None:
         if getattr(self, "_closed", False):
@@ -236,6 +233,32 @@ def register_runtime(name: str) -> Callable[[type[Runtime]], type[Runtime]]:
 def create_runtime(name: str, **options: Any) -> Runtime:
     """Instantiate a registered runtime by name."""
     return RUNTIMES.get(name)(**options)
+
+
+MAX_TIMEOUT_S = 7 * 24 * 3600.0  # a week: past that a number is a mistake (and timers overflow on inf)
+
+
+def check_timeout(timeout: float | None, what: str = "timeout") -> float | None:
+    """``timeout`` if it is None or a finite number of seconds in (0, a week]; a ValueError that says so otherwise.
+
+    Checked at every entry (constructors and calls): an infinite timeout once killed the process-wide watchdog
+    thread of the in-process runtimes (OverflowError), and no timeout worked after it.
+
+    >>> check_timeout(2.5)
+    2.5
+    >>> check_timeout(float("inf"))
+    Traceback (most recent call last):
+    ...
+    ValueError: timeout must be a finite number of seconds in (0, 604800], or None for the default; got inf
+    """
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT_S:
+        raise ValueError(
+            f"{what} must be a finite number of seconds in (0, {MAX_TIMEOUT_S:g}], or None for the default; "
+            f"got {timeout!r}"
+        )
+    return float(timeout)
 
 
 def missing_name_error(name: str, available: list[str]) -> KeyError:

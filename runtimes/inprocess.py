@@ -51,6 +51,7 @@ from cave.runtimes.base import (
     Registration,
     Runtime,
     VariableInfo,
+    check_timeout,
     missing_name_error,
     register_runtime,
 )
@@ -202,7 +203,9 @@ class _Watchdog:
                     continue
                 delay = self._heap[0][0] - time.monotonic()
                 if delay > 0:
-                    self._cv.wait(delay)
+                    # capped: a wait of inf (or of years) raises OverflowError, which would end this thread and
+                    # with it every in-process timeout; a long wait wakes up, sees the deadline, waits again
+                    self._cv.wait(min(delay, 3600.0))
                     continue
                 _, _, alarm = heapq.heappop(self._heap)
                 _set_async_exc(alarm.thread_id, alarm.exc)
@@ -580,7 +583,7 @@ class InProcessRuntime(Runtime):
                 f"InProcessRuntime cannot apply {', '.join(unsupported)}: code runs inside this process. "
                 "Use the kernel runtime (runtime: kernel / KernelRuntime) for limits, a working directory or env."
             )
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         self._runner = CellRunner(fresh_namespace(), max_output_chars)
         self._closed = False
 

@@ -75,6 +75,7 @@ from cave.runtimes.base import (
     RuntimeError_,
     TransferError,
     VariableInfo,
+    check_timeout,
     missing_name_error,
     register_runtime,
 )
@@ -86,6 +87,7 @@ T = TypeVar("T")
 KERNEL_EXTRA_HINT = "install the kernel extra: pip install 'cave[kernel]' (jupyter-client, ipykernel, pyarrow, psutil)"
 _BOOT = "from cave.runtimes.kernel_server import kernel_main; kernel_main()"
 _MID_FRAME_TIMEOUT_S = 60.0  # a frame that started arriving must finish within this
+_MID_FRAME_GRACE_S = 5.0  # ... and at most this long after the call's own deadline
 _LIVENESS_CHECK_S = 0.25  # while waiting for a reply, check this often that the kernel still lives
 _PAYLOAD_NAME = re.compile(r"[0-9a-f]{16}\.(bin|arrow|npy)")  # what transfer.new_path makes, nothing else
 
@@ -285,13 +287,13 @@ class KernelRuntime(Runtime):
                 raise ValueError(f"{label} must be a positive number or None, got {value!r}")
         if memory_limit_mb is not None and memory_limit_mb < 200:
             raise ValueError(f"memory_limit_mb={memory_limit_mb} is too small: an idle kernel needs ~150 MB")
-        self.timeout = timeout
+        self.timeout = check_timeout(timeout)
         self.memory_limit_mb = memory_limit_mb
         self.cpu_time_limit_s = cpu_time_limit_s
         self.env = dict(env or {})
-        self.interrupt_grace_s = interrupt_grace_s
-        self.start_timeout_s = start_timeout_s
-        self.transfer_timeout_s = transfer_timeout_s
+        self.interrupt_grace_s = check_timeout(interrupt_grace_s, "interrupt_grace_s")
+        self.start_timeout_s = check_timeout(start_timeout_s, "start_timeout_s")
+        self.transfer_timeout_s = check_timeout(transfer_timeout_s, "transfer_timeout_s")
         self.max_output_chars = max_output_chars
         self.trust = trust
         self.inherit_env = inherit_env
@@ -481,7 +483,7 @@ class KernelRuntime(Runtime):
                 if reply is not None:
                     return self._execution(reply[0], t0)
                 kernel.signal(signal.SIGINT)  # past the timeout: interrupt, then wait a grace period
-                reply = await self._arecv(kernel, self.interrupt_grace_s)
+                reply = await self._areply(kernel, self._next_id, self.interrupt_grace_s)
             finally:
                 self._in_cell = False
         except KernelDied as e:
@@ -509,8 +511,11 @@ class KernelRuntime(Runtime):
         )
 
     def _execution(self, reply: dict[str, Any], t0: float) -> Execution:
-        if not reply.get("ok"):
-            raise RuntimeError_(f"the kernel could not run the cell: {reply.get('error')}")
+        if not reply.get("ok"):  # an agent's cell never makes execute() raise, whatever the kernel replies
+            message = f"the kernel could not run the cell: {str(reply.get('error'))[:2000]}"
+            return Execution(
+                error=ExecError("KernelError", message, f"KernelError: {message}\n"), duration=time.perf_counter() - t0
+            )
         try:
             execution = _checked_execution(reply["execution"])
         except (KeyError, TypeError, ValueError) as e:
@@ -559,7 +564,7 @@ class KernelRuntime(Runtime):
             reply = await self._aexchange(kernel, message, attachment, timeout)
             if reply is None:
                 kernel.signal(signal.SIGINT)
-                reply = await self._arecv(kernel, self.interrupt_grace_s)
+                reply = await self._areply(kernel, self._next_id, self.interrupt_grace_s)
         except KernelDied as e:
             if isinstance(e, KernelProtocolError):
                 kernel.kill()
@@ -586,15 +591,26 @@ class KernelRuntime(Runtime):
             await loop.sock_sendall(kernel.sock, transfer.pack(message, attachment))
         except OSError as e:
             raise KernelDied(str(e)) from e
+        return await self._areply(kernel, message["id"], timeout)
+
+    async def _areply(
+        self, kernel: _Kernel, request_id: int, timeout: float | None
+    ) -> tuple[dict[str, Any], bytes] | None:
+        """The reply to ``request_id``, or None after ``timeout``. One deadline for the whole wait: frames that are
+        not the reply (a late reply to an interrupted request, or a cell forging frames on the channel) are skipped
+        without giving the kernel more time."""
+        deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            reply = await self._arecv(kernel, timeout)
-            if reply is None or reply[0].get("id") == message["id"]:
+            reply = await self._arecv_until(kernel, deadline)
+            if reply is None or reply[0].get("id") == request_id:
                 return reply
-            # a late reply to an earlier request (interrupted after its grace period): skip it
 
     async def _arecv(self, kernel: _Kernel, timeout: float | None) -> tuple[dict[str, Any], bytes] | None:
         """The next frame, or None if none started arriving within ``timeout``. KernelDied on EOF/exit."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        return await self._arecv_until(kernel, None if timeout is None else time.monotonic() + timeout)
+
+    async def _arecv_until(self, kernel: _Kernel, deadline: float | None) -> tuple[dict[str, Any], bytes] | None:
+        """The next frame, or None if none started arriving before ``deadline`` (monotonic)."""
         header = await self._arecv_exactly(kernel, transfer.HEADER, deadline, allow_timeout=True)
         if header is None:
             return None
@@ -603,7 +619,10 @@ class KernelRuntime(Runtime):
             raise KernelProtocolError(
                 f"a reply frame of {json_len + att_len} bytes (max_frame_bytes={self.max_frame_bytes})"
             )
-        body = await self._arecv_exactly(kernel, json_len + att_len, time.monotonic() + _MID_FRAME_TIMEOUT_S)
+        mid_frame = time.monotonic() + _MID_FRAME_TIMEOUT_S  # a frame that started must finish, within the call's time
+        if deadline is not None:
+            mid_frame = min(mid_frame, max(deadline, time.monotonic()) + _MID_FRAME_GRACE_S)
+        body = await self._arecv_exactly(kernel, json_len + att_len, mid_frame)
         assert body is not None
         try:
             message = json.loads(body[:json_len])
