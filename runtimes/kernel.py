@@ -114,6 +114,13 @@ def _require_kernel_extra() -> None:
         raise ImportError(f"KernelRuntime needs {' and '.join(missing)}: {KERNEL_EXTRA_HINT}")
 
 
+def _cave_root() -> str:
+    """The folder that holds the ``cave`` package: a repository (editable install) or site-packages."""
+    spec = importlib.util.find_spec("cave")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    return os.path.dirname(os.path.abspath(locations[0])) if locations else os.getcwd()
+
+
 def _shm_dir() -> str | None:
     """/dev/shm when it is a usable directory (then transfers never touch a disk)."""
     path = "/dev/shm"
@@ -123,6 +130,53 @@ def _shm_dir() -> str | None:
 # -- the kernel process, as the host sees it ---------------------------------------------------------
 
 
+class KernelLog:
+    """The kernel's stdout and stderr, read by the host through a pipe: whatever the kernel writes, the host keeps
+    the last ``keep`` bytes in memory (for the last words of a crash) and at most ``max_file`` bytes on disk.
+
+    A log file handed to the kernel as its stdout let a cell write until the file-size limit, crash, and do it
+    again after every restart; the kernel never gets a file of the host's now, only the pipe's write end.
+    """
+
+    def __init__(self, path: str, keep: int = 64 << 10, max_file: int = 1 << 20) -> None:
+        self.path, self.keep, self.max_file = path, keep, max_file
+        self._tail = bytearray()
+        self._lock = threading.Lock()
+        self._read_fd, self.write_fd = os.pipe()
+        self._file = open(path, "ab")  # noqa: SIM115 - closed by the pump at EOF
+        self._written = 0
+        self._thread = threading.Thread(target=self._pump, name="cave-kernel-log", daemon=True)
+        self._thread.start()
+
+    def started(self) -> None:
+        """Close the host's copy of the write end (the kernel has its own): EOF comes when the kernel is gone."""
+        with contextlib.suppress(OSError):
+            os.close(self.write_fd)
+
+    def _pump(self) -> None:
+        try:
+            while chunk := os.read(self._read_fd, 65536):
+                with self._lock:
+                    self._tail += chunk
+                    del self._tail[: max(0, len(self._tail) - self.keep)]
+                if self._written < self.max_file:
+                    part = chunk[: self.max_file - self._written]
+                    self._file.write(part)
+                    self._file.flush()
+                    self._written += len(part)
+                    if self._written >= self.max_file:
+                        self._file.write(b"\n[cave: log cut at max_file bytes; the kernel wrote more]\n")
+        except OSError:
+            pass
+        finally:
+            os.close(self._read_fd)
+            self._file.close()
+
+    def tail(self, limit: int = 4000) -> str:
+        with self._lock:
+            return bytes(self._tail[-limit:]).decode(errors="replace")
+
+
 @dataclass
 class _Kernel:
     manager: Any  # jupyter_client.KernelManager
@@ -130,7 +184,7 @@ class _Kernel:
     sock: socket.socket
     pid: int
     pgid: int | None
-    log_path: str
+    log: KernelLog
     started_in: float  # seconds from launch to the control channel's hello
     # The kernel's own pid when a wrapper (a sandbox launcher) started it: signals other than SIGKILL go
     # there, since the wrapper may not pass them on. Found from the control socket's peer credentials.
@@ -153,14 +207,8 @@ class _Kernel:
 
     def log_tail(self, limit: int = 4000) -> str:
         """The end of the kernel's stderr, cut to what helps: the fatal error and the agent's frames."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - limit))
-                text = f.read().decode(errors="replace")
-        except OSError:
-            return ""
-        return _last_words(text)
+        self.log._thread.join(0.5)  # the pipe drains when the kernel is gone
+        return _last_words(self.log.tail(limit))
 
     def signal(self, signum: int) -> None:
         try:
@@ -302,8 +350,8 @@ class KernelRuntime(Runtime):
         self._ctl_dir = tempfile.mkdtemp(prefix="cave-k-")  # short path: Unix socket names are limited
         # The kernel's side of the channel (zmq sockets, connection file, control socket) lives in a
         # subfolder; the logs stay in the parent, which a sandboxed kernel never sees.
-        self._chan_dir = os.path.join(self._ctl_dir, "chan")
-        os.mkdir(self._chan_dir, 0o700)
+        self._chan_dir = ""
+        self._new_chan_dir()
         base = transfer_dir or _shm_dir() or self._ctl_dir  # /dev/shm: large payloads never touch a disk
         os.makedirs(base, exist_ok=True)
         self._transfer_dir = tempfile.mkdtemp(prefix="cave-x-", dir=base)
@@ -696,26 +744,41 @@ class KernelRuntime(Runtime):
             return transfer.encode(value, self._transfer_dir)
         return await asyncio.to_thread(transfer.encode, value, self._transfer_dir)  # may be big: off the loop
 
+    def _new_chan_dir(self) -> None:
+        """A fresh folder for the next kernel's channel, the previous one removed: whatever a kernel left there
+        (sockets under the names the host will bind, files, changed permissions) cannot stop the next kernel."""
+        old, self._chan_dir = self._chan_dir, tempfile.mkdtemp(prefix="chan-", dir=self._ctl_dir)
+        if old:
+            with contextlib.suppress(OSError):
+                os.chmod(old, 0o700)
+            shutil.rmtree(old, ignore_errors=True)
+
     def _spawn(self) -> _Kernel:
         """Launch a kernel and wait for its hello on the control channel (blocking)."""
         self._spawned += 1
+        if self._spawned > 1:
+            self._new_chan_dir()
         sock_path = os.path.join(self._chan_dir, f"ctl{self._spawned}.sock")
         log_path = os.path.join(self._ctl_dir, f"kernel{self._spawned}.log")
         token = secrets.token_hex(16)
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        log = KernelLog(log_path)
         try:
             listener.bind(sock_path)
             listener.listen(1)
             t0 = time.perf_counter()
             manager = _make_manager(self._chan_dir, self._kernel_argv())
-            with open(log_path, "ab") as log:
+            try:
                 manager.start_kernel(
-                    env=self._kernel_env(sock_path, token, log_path), cwd=self.workdir, stdout=log, stderr=log
-                )
+                    env=self._kernel_env(sock_path, token, log_path), cwd=self.workdir, stdout=log.write_fd,
+                    stderr=log.write_fd,
+                )  # fmt: skip
+            finally:
+                log.started()
             process = manager.provisioner.process
             pid = process.pid
             pgid = manager.provisioner.pgid
-            conn = self._accept(listener, process, log_path, t0)
+            conn = self._accept(listener, process, log, t0)
         except BaseException:
             if "process" in locals():
                 with contextlib.suppress(Exception):
@@ -735,7 +798,7 @@ class KernelRuntime(Runtime):
                 os.killpg(pgid, signal.SIGKILL) if pgid else process.kill()
             raise
         conn.setblocking(False)
-        kernel = _Kernel(manager, process, conn, pid, pgid, log_path, time.perf_counter() - t0)
+        kernel = _Kernel(manager, process, conn, pid, pgid, log, time.perf_counter() - t0)
         peer_pid = _peer_pid(conn)
         if peer_pid not in (None, pid):  # started through a wrapper: interrupts go to the kernel itself
             kernel.signal_pid = peer_pid
@@ -746,7 +809,7 @@ class KernelRuntime(Runtime):
         wrap it, e.g. in a sandbox launcher, as long as the kernel still reaches the control socket."""
         return [sys.executable, "-c", _BOOT, "-f", "{connection_file}"]
 
-    def _accept(self, listener: socket.socket, process: Any, log_path: str, t0: float) -> socket.socket:
+    def _accept(self, listener: socket.socket, process: Any, log: KernelLog, t0: float) -> socket.socket:
         listener.settimeout(0.05)
         while True:
             try:
@@ -755,8 +818,8 @@ class KernelRuntime(Runtime):
             except TimeoutError:
                 pass
             if process.poll() is not None:
-                with open(log_path, "rb") as f:
-                    tail = f.read()[-3000:].decode(errors="replace")
+                log._thread.join(1.0)
+                tail = log.tail(3000)
                 raise RuntimeError_(f"the kernel exited during start (exit code {process.returncode}):\n{tail}")
             if time.perf_counter() - t0 > self.start_timeout_s:
                 raise RuntimeError_(
@@ -771,7 +834,7 @@ class KernelRuntime(Runtime):
             else {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
         )
         env.update(self.env)
-        paths = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # where `runtimes` lives
+        paths = [_cave_root()]  # where the `cave` package lives (its folder's parent, never the folder itself)
         if self.inherit_sys_path:
             paths += [os.path.abspath(p or os.getcwd()) for p in sys.path]
         if env.get("PYTHONPATH"):
@@ -780,7 +843,7 @@ class KernelRuntime(Runtime):
         env.update(
             CAVE_CONTROL_SOCKET=sock_path,
             CAVE_CONTROL_TOKEN=token,
-            CAVE_KERNEL_LOG=log_path,
+            CAVE_KERNEL_LOG="/dev/stderr",  # the host's pipe: the kernel never holds a file of the host's
             CAVE_MAX_OUTPUT_CHARS=str(self.max_output_chars),
         )
         env.pop("CAVE_MEMORY_LIMIT_MB", None)

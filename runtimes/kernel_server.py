@@ -48,8 +48,8 @@ def kernel_main() -> None:
 
         limit = int(float(memory_mb) * 1024 * 1024)
         resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-    log = open(os.environ["CAVE_KERNEL_LOG"], "a")  # noqa: SIM115 - open for the process's lifetime
-    faulthandler.enable(log, all_threads=False)  # a segfault leaves a traceback the host can report
+    # stderr is the host's pipe (KernelLog): a segfault leaves a traceback the host can report
+    faulthandler.enable(sys.__stderr__, all_threads=False)
 
     from cave.runtimes.inprocess import _no_input
 

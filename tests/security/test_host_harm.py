@@ -6,6 +6,7 @@ that never ends, a reply that makes the host raise, an in-process timeout that d
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -62,3 +63,33 @@ def test_timeouts_are_validated_at_every_entry(timeout):
     # the process-wide watchdog still works for every in-process runtime afterwards
     ex = rt.execute("while True:\n    pass", timeout=0.3)  # Python code: the in-process timeout stops it
     assert ex.timed_out and ex.duration < 3
+
+
+BRICK = (
+    "import os, socket\nd = os.path.dirname(os.environ['CAVE_CONTROL_SOCKET'])\n"
+    "for i in range(2, 400):\n"
+    "    s = socket.socket(socket.AF_UNIX)\n"
+    "    try:\n        s.bind(os.path.join(d, f'ctl{i}.sock'))\n    except OSError:\n        pass\n"
+    "os.chmod(d, 0o500)\nos._exit(1)"
+)
+
+
+def test_a_kernel_cannot_brick_later_restarts(kernel_rt):
+    """Sockets left under the names the host binds next, a read-only channel folder: the next kernel starts."""
+    ex = kernel_rt.execute(BRICK)
+    assert ex.recovery == "crashed"
+    for _ in range(3):
+        assert kernel_rt.execute("1 + 1").result == "2"
+        kernel_rt.restart()
+
+
+FLOOD_LOG = "import os\nchunk = b'x' * (1 << 20)\nfor _ in range(64):\n    os.write(2, chunk)\nos._exit(1)"
+
+
+def test_the_kernel_cannot_fill_the_hosts_disk_through_its_log(kernel_rt):
+    import glob
+
+    for _ in range(2):  # and again after the restart
+        assert kernel_rt.execute(FLOOD_LOG).recovery == "crashed"
+    logs = glob.glob(os.path.join(kernel_rt._ctl_dir, "kernel*.log"))
+    assert logs and sum(os.path.getsize(p) for p in logs) < 4 << 20  # at most ~1 MiB a kernel, not 64 MiB each
