@@ -324,6 +324,7 @@ class KernelRuntime(Runtime):
         transfer_timeout_s: float = 300.0,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         trust: bool = True,
+        validate_payloads: bool | None = None,
         inherit_env: bool = True,
         inherit_sys_path: bool = True,
         transfer_dir: str | None = None,
@@ -344,6 +345,9 @@ class KernelRuntime(Runtime):
         self.transfer_timeout_s = check_timeout(transfer_timeout_s, "transfer_timeout_s")
         self.max_output_chars = max_output_chars
         self.trust = trust
+        # Arrow payloads checked as hostile input (copied, no compression, known time zones, full validation):
+        # always for an untrusted kernel; process mode turns it on for trusted-but-buggy code too.
+        self.validate_payloads = (not trust) if validate_payloads is None else validate_payloads
         self.inherit_env = inherit_env
         self.inherit_sys_path = inherit_sys_path
 
@@ -468,9 +472,11 @@ class KernelRuntime(Runtime):
         if not isinstance(payload, dict):
             raise TransferError(f"the kernel sent a malformed reply for {name!r} (no payload)")
         if "path" not in payload:
-            return transfer.decode(payload, attachment, trust=self.trust)
+            return transfer.decode(payload, attachment, trust=self.trust, validate=self.validate_payloads)
         payload = {**payload, "path": self._claim_payload(payload["path"])}
-        return await asyncio.to_thread(transfer.decode, payload, attachment, self.trust)  # big: off the loop
+        return await asyncio.to_thread(  # big: off the loop
+            transfer.decode, payload, attachment, self.trust, self.validate_payloads
+        )
 
     def _claim_payload(self, path: Any) -> str:
         """Move a payload file the kernel named into the host's own folder, after checking it is one.

@@ -126,6 +126,7 @@ class ProcessRuntime(KernelRuntime):
                 raise ValueError(f"{label} must be an int >= 32 (an idle kernel uses ~20 of each), got {value!r}")
         if not isinstance(max_file_mb, int) or max_file_mb < 1:
             raise ValueError(f"max_file_mb must be a positive int, got {max_file_mb!r}")
+        options.setdefault("validate_payloads", True)  # buggy code can write a corrupt Arrow file: check it
         super().__init__(timeout, memory_limit_mb, cpu_time_limit_s, workdir, env, **options)
         self.max_open_files = max_open_files
         self.max_processes = max_processes

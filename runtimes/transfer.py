@@ -31,7 +31,9 @@ import math
 import mmap
 import os
 import pickle
+import re
 import secrets
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -282,11 +284,13 @@ def _is(value: Any, package: str, name: str) -> bool:
 # -- decode ----------------------------------------------------------------------------------------
 
 
-def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True) -> Any:
+def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True, validate: bool | None = None) -> Any:
     """Rebuild an object from ``encode``'s output; deletes the payload file, if any.
 
-    With ``trust=False`` only json, arrow, npy and named recipes are accepted.
+    With ``trust=False`` only json, arrow, npy and named recipes are accepted. ``validate`` (default: ``not
+    trust``) treats an Arrow payload as hostile input: see ``read_arrow``.
     """
+    validate = (not trust) if validate is None else validate
     fmt = meta.get("format")
     path = meta.get("path")
     try:
@@ -298,7 +302,7 @@ def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True) ->
                 raise TransferError(f"unknown recipe builder {meta.get('builder')!r}")
             return builder(*meta.get("args", ()), **meta.get("kwargs", {}))
         if fmt == "arrow":
-            return _read_arrow(_checked_path(path, meta), validate=not trust)
+            return read_arrow(_checked_path(path, meta), validate=validate)
         if fmt == "npy":
             import numpy as np
 
@@ -322,14 +326,125 @@ def _checked_path(path: Any, meta: dict[str, Any]) -> str:
     return path
 
 
-def _read_arrow(path: str, validate: bool) -> Any:
+def read_arrow(path: str, validate: bool) -> Any:
+    """A DataFrame from an Arrow IPC file. Zero-copy (memory-mapped) from a trusted writer; with ``validate`` the
+    file is hostile input and the host:
+
+    - copies the bytes first, so the writer (a kernel that kept an mmap of the file) cannot change offsets
+      between the checks and the use;
+    - refuses compressed buffers: a few kB of zstd can expand to GBs inside the host, and cave's own encoder
+      never compresses;
+    - accepts only time zones that are IANA names or fixed offsets (a name such as ``dateutil/<path>`` made
+      pandas open a file the writer chose), in the schema and in pandas' metadata;
+    - runs Arrow's full validation before pandas touches the data.
+    """
     import pyarrow as pa
 
-    with pa.memory_map(path) as source:
-        table = pa.ipc.open_file(source).read_all()
-    if validate:
-        table.validate(full=True)  # malformed data from an untrusted writer must not reach memory-unsafe code
+    if not validate:
+        with pa.memory_map(path) as source:
+            return pa.ipc.open_file(source).read_all().to_pandas()
+    with open(path, "rb") as f:
+        data = pa.py_buffer(f.read())  # a private copy: nothing outside this process can change it now
+    try:
+        _refuse_compression(data)
+        table = pa.ipc.open_file(data).read_all()
+        _check_time_zones(table.schema)
+        table.validate(full=True)
+    except TransferError:
+        raise
+    except Exception as e:  # malformed IPC: pyarrow's own error, never a crash
+        raise TransferError(f"the kernel's Arrow payload is malformed: {type(e).__name__}: {e}") from None
     return table.to_pandas()
+
+
+_ARROW_MAGIC = b"ARROW1"
+
+
+def _refuse_compression(data: Any) -> None:
+    """TransferError if any record batch of an Arrow IPC file has compressed buffers (read from the message
+    headers, before anything is decompressed)."""
+    import pyarrow as pa
+
+    raw = data.to_pybytes()[:8]
+    if not raw.startswith(_ARROW_MAGIC):
+        raise TransferError("the kernel's payload is not an Arrow IPC file")
+    for message in pa.ipc.MessageReader.open_stream(pa.BufferReader(data.slice(8))):
+        if message.type in ("record batch", "dictionary batch") and _flatbuffer_compressed(
+            message.metadata.to_pybytes(), dictionary=message.type == "dictionary batch"
+        ):
+            raise TransferError(
+                "the kernel's Arrow payload has compressed buffers, which could expand without bound in the host; "
+                "refused (cave's own transfer never compresses: write the frame with the runtime's retrieve)"
+            )
+
+
+def _flatbuffer_compressed(meta: bytes, dictionary: bool) -> bool:
+    """Whether an IPC Message's RecordBatch (or a DictionaryBatch's data) has its ``compression`` field set.
+
+    Message {version: 0, header_type: 1, header: 2, ...}; RecordBatch {length: 0, nodes: 1, buffers: 2,
+    compression: 3}; DictionaryBatch {id: 0, data: 1, isDelta: 2} (Arrow's Message.fbs / Schema.fbs).
+    """
+
+    def u32(pos: int) -> int:
+        return struct.unpack_from("<I", meta, pos)[0]
+
+    def field(table: int, index: int) -> int:
+        """The absolute position of a table's field, or 0 when absent."""
+        vtable = table - struct.unpack_from("<i", meta, table)[0]
+        vlen = struct.unpack_from("<H", meta, vtable)[0]
+        entry = 4 + 2 * index
+        rel = struct.unpack_from("<H", meta, vtable + entry)[0] if entry < vlen else 0
+        return table + rel if rel else 0
+
+    def table_at(table: int, index: int) -> int:
+        pos = field(table, index)
+        return pos + u32(pos) if pos else 0
+
+    try:
+        message = u32(0)
+        batch = table_at(message, 2)
+        if batch and dictionary:
+            batch = table_at(batch, 1)
+        return bool(batch and field(batch, 3))
+    except struct.error:
+        raise TransferError("the kernel's Arrow payload has a malformed message header") from None
+
+
+def _check_time_zones(schema: Any) -> None:
+    import pyarrow as pa
+
+    zones = [f.type.tz for f in schema if pa.types.is_timestamp(f.type) and f.type.tz]
+    pandas_meta = (schema.metadata or {}).get(b"pandas")
+    if pandas_meta:
+        try:
+            columns = json.loads(pandas_meta).get("columns", [])
+            zones += [((c.get("metadata") or {}).get("timezone")) for c in columns if isinstance(c, dict)]
+        except (ValueError, AttributeError):
+            raise TransferError("the kernel's Arrow payload has malformed pandas metadata") from None
+    for tz in zones:
+        if tz is not None and not _known_time_zone(tz):
+            raise TransferError(f"the kernel's Arrow payload names an unknown time zone {str(tz)[:80]!r}; refused")
+
+
+_OFFSET_TZ = re.compile(r"[+-]\d{2}:?\d{2}")
+
+
+def _known_time_zone(tz: Any) -> bool:
+    import zoneinfo
+
+    if not isinstance(tz, str):
+        return False
+    return tz in ("UTC", "utc", "Z") or bool(_OFFSET_TZ.fullmatch(tz)) or tz in _iana_zones(zoneinfo)
+
+
+def _iana_zones(zoneinfo: Any) -> frozenset[str]:
+    global _ZONES
+    if _ZONES is None:
+        _ZONES = frozenset(zoneinfo.available_timezones())
+    return _ZONES
+
+
+_ZONES: frozenset[str] | None = None
 
 
 def _read_pickle(meta: dict[str, Any], attachment: bytes) -> Any:

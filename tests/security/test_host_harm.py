@@ -93,3 +93,46 @@ def test_the_kernel_cannot_fill_the_hosts_disk_through_its_log(kernel_rt):
         assert kernel_rt.execute(FLOOD_LOG).recovery == "crashed"
     logs = glob.glob(os.path.join(kernel_rt._ctl_dir, "kernel*.log"))
     assert logs and sum(os.path.getsize(p) for p in logs) < 4 << 20  # at most ~1 MiB a kernel, not 64 MiB each
+
+
+def _forged_arrow(table_code: str, options: str = "") -> str:
+    return _SERVER + (
+        "import os\nimport pyarrow as pa\n"
+        "def forged(req, _):\n"
+        "    path = os.path.join(req['dir'], '0123456789abcdef.arrow')\n"
+        f"    t = {table_code}\n"
+        f"    opts = pa.ipc.IpcWriteOptions({options})\n"
+        "    with pa.OSFile(path, 'wb') as s, pa.ipc.new_file(s, t.schema, options=opts) as w:\n"
+        "        w.write_table(t)\n"
+        "    return {'ok': True, 'payload': {'format': 'arrow', 'path': path}}, b''\n"
+        "srv._retrieve = forged\nx = 1\n"
+    )
+
+
+HOSTILE_PAYLOADS = {
+    # 3 MB of zeros compress to a few kB: refused before anything is decompressed
+    "compressed": _forged_arrow("pa.table({'a': pa.array([0] * 400_000, pa.int64())})", "compression='zstd'"),
+    # pandas would open() a path the kernel chose to load this "time zone"
+    "tz-path": _forged_arrow("pa.table({'t': pa.array([0], pa.timestamp('ns', tz='dateutil//etc/passwd'))})"),
+}
+
+
+@pytest.mark.parametrize("payload", sorted(HOSTILE_PAYLOADS))
+def test_hostile_arrow_payloads_are_refused_not_loaded(kernel_rt, payload):
+    from cave.runtimes import TransferError
+
+    kernel_rt.execute(HOSTILE_PAYLOADS[payload])
+    with pytest.raises(TransferError, match="refused"):
+        kernel_rt.retrieve("x")
+    kernel_rt.restart()
+    kernel_rt.execute("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})")
+    assert kernel_rt.retrieve("df")["a"].tolist() == [1, 2]  # the ordinary path still works
+
+
+def test_a_corrupt_arrow_file_is_an_error_not_a_crash(tmp_path):
+    from cave.runtimes.transfer import TransferError, read_arrow
+
+    path = tmp_path / "bad.arrow"
+    path.write_bytes(b"ARROW1\x00\x00" + os.urandom(4000))
+    with pytest.raises(TransferError):
+        read_arrow(str(path), validate=True)
