@@ -255,8 +255,32 @@ def _last_words(log: str) -> str:
     return re.sub(r"<cave-\d+-cell-(\d+)>", r"<cell-\1>", "\n".join(lines[-30:])).strip()
 
 
+ZMQ_MAX_MESSAGE = 1 << 20  # bytes the host accepts in one message on a jupyter channel
+ZMQ_QUEUE = 16  # messages the host queues unread per channel
+_ZMQ: Any = None
+
+
+def _zmq_context() -> Any:
+    """cave's own zmq context, shared by its runtimes (a context per runtime would cost I/O threads each).
+
+    jupyter-client keeps a control-channel socket to each kernel that cave never reads; a cell can bind its own
+    socket there and send it anything. Every socket of this context takes at most ZMQ_MAX_MESSAGE bytes a
+    message (larger ones drop the connection) and queues at most ZMQ_QUEUE of them, so a kernel cannot grow
+    the host's memory through the channels. (Not zmq.Context.instance(): those limits are ours, not the app's.)
+    """
+    global _ZMQ
+    if _ZMQ is None:
+        import zmq
+
+        ctx = zmq.Context()
+        ctx.setsockopt(zmq.MAXMSGSIZE, ZMQ_MAX_MESSAGE)
+        ctx.setsockopt(zmq.RCVHWM, ZMQ_QUEUE)
+        ctx.setsockopt(zmq.LINGER, 0)
+        _ZMQ = ctx
+    return _ZMQ
+
+
 def _make_manager(chan_dir: str, argv: list[str]) -> Any:
-    import zmq
     from jupyter_client import KernelManager
     from jupyter_client.kernelspec import KernelSpec
 
@@ -272,8 +296,7 @@ def _make_manager(chan_dir: str, argv: list[str]) -> Any:
                 interrupt_mode="signal",
             )
 
-    # One shared zmq context: a context per manager would cost each runtime its own I/O threads.
-    km = _CaveKernelManager(transport="ipc", ip=os.path.join(chan_dir, "zmq"), context=zmq.Context.instance())
+    km = _CaveKernelManager(transport="ipc", ip=os.path.join(chan_dir, "zmq"), context=_zmq_context())
     km.connection_file = os.path.join(chan_dir, "kernel.json")
     return km
 

@@ -136,3 +136,25 @@ def test_a_corrupt_arrow_file_is_an_error_not_a_crash(tmp_path):
     path.write_bytes(b"ARROW1\x00\x00" + os.urandom(4000))
     with pytest.raises(TransferError):
         read_arrow(str(path), validate=True)
+
+
+def test_the_host_bounds_what_it_takes_from_the_jupyter_channels():
+    """Every socket of cave's zmq context refuses messages over ZMQ_MAX_MESSAGE and queues few."""
+    import zmq
+
+    from cave.runtimes.kernel import ZMQ_MAX_MESSAGE, ZMQ_QUEUE, _zmq_context
+
+    ctx = _zmq_context()
+    pull = ctx.socket(zmq.PULL)
+    try:
+        assert pull.getsockopt(zmq.MAXMSGSIZE) == ZMQ_MAX_MESSAGE and pull.getsockopt(zmq.RCVHWM) == ZMQ_QUEUE
+        port = pull.bind_to_random_port("tcp://127.0.0.1")
+        push = zmq.Context().socket(zmq.PUSH)
+        push.connect(f"tcp://127.0.0.1:{port}")
+        push.send(b"x" * (ZMQ_MAX_MESSAGE + 1))  # too big: the host drops it (and the connection)
+        push.send(b"ok")  # a sender that reconnects gets through with a message of a sane size
+        got = [pull.recv() for _ in range(2) if pull.poll(2000)]
+        assert got and all(len(m) <= ZMQ_MAX_MESSAGE for m in got)
+        push.close(linger=0)
+    finally:
+        pull.close(linger=0)
