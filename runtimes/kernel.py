@@ -190,6 +190,7 @@ class _Kernel:
     # there, since the wrapper may not pass them on. Found from the control socket's peer credentials.
     signal_pid: int | None = None
     cleanup: Any = None  # called after kill(): e.g. a sandbox removing its cgroup
+    token: str = ""  # in the environment of the kernel and of everything it starts: how kill() finds them
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -222,11 +223,13 @@ class _Kernel:
             pass
 
     def kill(self) -> None:
-        """SIGKILL, reap, release jupyter-client's resources. Safe to call twice."""
+        """SIGKILL the kernel and everything it started, reap, release resources. Safe to call twice."""
         with contextlib.suppress(OSError):
             self.sock.close()
         if self.alive():
             self.signal(signal.SIGKILL)
+        family = kill_tagged(self.token) if self.token else set()  # left the group (setsid, double fork)
+        remove_shm_segments({self.pid, self.signal_pid or self.pid, *family})
         with contextlib.suppress(Exception):
             self.process.wait(timeout=5)
         with contextlib.suppress(Exception):
@@ -244,6 +247,76 @@ _MACHINERY = (
     "runtimes/inprocess.py",
     '"<string>"',
 )
+
+
+def kill_tagged(token: str) -> set[int]:
+    """SIGKILL every process of this user whose environment carries ``CAVE_CONTROL_TOKEN=token``: the kernel's
+    descendants, also those that left its process group (``setsid`` and a double fork). Returns their pids.
+    A process that cleared its environment is not found this way: process mode says so (docs/threat-model.md);
+    a pids cgroup, where one can be made, or the sandbox's pid namespace catches those too."""
+    marker = f"CAVE_CONTROL_TOKEN={token}".encode()
+    found: set[int] = set()
+    for _ in range(3):  # a process that forks while we scan is caught on the next pass
+        killed = False
+        for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if marker not in f.read().split(b"\0"):
+                        continue
+                os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                continue
+            found.add(int(entry.name))
+            killed = True
+        if not killed:
+            break
+    return found
+
+
+def remove_shm_segments(pids: set[int]) -> int:
+    """Remove the SysV shared-memory segments created by ``pids`` (they outlive their creator; the memory limit
+    does not count them until attached). Returns how many were removed."""
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            rows = [line.split() for line in f.readlines()[1:]]
+    except OSError:
+        return 0
+    removed = 0
+    for row in rows:
+        try:
+            shmid, cpid = int(row[1]), int(row[4])
+        except (IndexError, ValueError):
+            continue
+        if cpid in pids and _shmctl_remove(shmid):
+            removed += 1
+    return removed
+
+
+def _shmctl_remove(shmid: int) -> bool:
+    import ctypes
+    import ctypes.util
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return libc.shmctl(ctypes.c_int(shmid), ctypes.c_int(0), None) == 0  # IPC_RMID
+
+
+def cap_address_space(pid: int, memory_limit_mb: float) -> int | None:
+    """Set the kernel's RLIMIT_AS to what it has reserved now (measured: an idle ipykernel reserves ~800 MB of
+    address space, mostly untouched thread arenas) plus ``memory_limit_mb``. RLIMIT_DATA alone misses shared
+    mappings (``mmap(-1, n)``) and attached SysV segments; the address space counts everything. Returns the
+    limit in bytes (None where it cannot be set)."""
+    import resource
+
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+        limit = vm + int(memory_limit_mb * 1024 * 1024)
+        resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
+    except (OSError, StopIteration, ValueError, AttributeError):
+        return None
+    return limit
 
 
 def _last_words(log: str) -> str:
@@ -403,6 +476,7 @@ class KernelRuntime(Runtime):
         self._closed = False
         self.max_frame_bytes = 256 << 20  # a reply frame larger than this breaks the protocol (the kernel is restarted)
         self.restarts = 0  # how many times the kernel was restarted (crash, stuck cell, restart())
+        self.address_space_limit: int | None = None  # RLIMIT_AS of the kernel (memory_limit_mb + its idle reservation)
         self.start_seconds: float | None = None  # launch to ready, of the current kernel
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -827,10 +901,14 @@ class KernelRuntime(Runtime):
                 os.killpg(pgid, signal.SIGKILL) if pgid else process.kill()
             raise
         conn.setblocking(False)
-        kernel = _Kernel(manager, process, conn, pid, pgid, log, time.perf_counter() - t0)
+        kernel = _Kernel(manager, process, conn, pid, pgid, log, time.perf_counter() - t0, token=token)
+        with contextlib.suppress(OSError):  # read by the kernel at start; on disk it would hand a sibling the key
+            os.unlink(manager.connection_file)
         peer_pid = _peer_pid(conn)
         if peer_pid not in (None, pid):  # started through a wrapper: interrupts go to the kernel itself
             kernel.signal_pid = peer_pid
+        if self.memory_limit_mb is not None:
+            self.address_space_limit = cap_address_space(kernel.signal_pid or pid, self.memory_limit_mb)
         return kernel
 
     def _kernel_argv(self) -> list[str]:

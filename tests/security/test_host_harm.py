@@ -37,6 +37,17 @@ def kernel_rt(request):
     rt.close()
 
 
+@pytest.fixture(params=["process", "sandbox"])
+def kernel_rt_limited(request):
+    if request.param == "sandbox":
+        from tests.security.attempts import require_sandbox
+
+        require_sandbox()
+    rt = create_runtime(request.param, timeout=30, memory_limit_mb=512)
+    yield rt
+    rt.close()
+
+
 def test_frames_with_a_wrong_id_do_not_extend_the_timeout(kernel_rt):
     t0 = time.monotonic()
     ex = kernel_rt.execute(STRAY_FRAMES, timeout=2)
@@ -160,3 +171,63 @@ def test_the_host_bounds_what_it_takes_from_the_jupyter_channels():
         sender.term()
     finally:
         pull.close(linger=0)
+
+
+def test_memory_limits_count_shared_mappings(kernel_rt_limited):
+    """``mmap(-1, n)`` (a shared mapping) is not counted by RLIMIT_DATA; the address-space cap counts it."""
+    ex = kernel_rt_limited.execute("import mmap\nm = mmap.mmap(-1, 2 << 30)\nm[-1:] = b'x'\nprint('MAPPED')")
+    assert "MAPPED" not in ex.stdout and ex.error is not None
+    assert kernel_rt_limited.execute("1 + 1").result == "2"
+
+
+SHM = (
+    "import ctypes, ctypes.util\nlibc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)\n"
+    "shmid = libc.shmget(0, 1 << 20, 0o1600)\nprint(shmid)"
+)
+
+
+def test_sysv_segments_do_not_outlive_the_runtime():
+    rt = create_runtime("process", timeout=30)
+    try:
+        shmid = int(rt.execute(SHM).stdout.strip())
+    finally:
+        rt.close()
+    ids = [line.split()[1] for line in open("/proc/sysvipc/shm").readlines()[1:]]
+    assert shmid < 0 or str(shmid) not in ids
+
+
+DAEMON = (
+    "import os, time\n"
+    "if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        time.sleep(600)\n    os._exit(0)\n"
+    "time.sleep(0.5)\nprint('spawned')"
+)
+
+
+def test_close_kills_daemons_that_left_the_process_group():
+    import psutil
+
+    rt = create_runtime("process", timeout=30)
+    token = None
+    try:
+        assert "spawned" in rt.execute(DAEMON).stdout
+        token = rt._kernel.token
+    finally:
+        rt.close()
+    time.sleep(0.3)
+    marker = f"CAVE_CONTROL_TOKEN={token}"
+    left = []
+    for p in psutil.process_iter(["environ"]):
+        try:
+            if marker in [f"{k}={v}" for k, v in (p.info["environ"] or {}).items()]:
+                left.append(p.pid)
+        except psutil.Error:
+            continue
+    assert not left, left
+
+
+def test_the_connection_file_is_gone_once_the_kernel_runs(kernel_rt):
+    """Its HMAC key let a cell take over a sibling kernel of the same user."""
+    import glob
+
+    kernel_rt.execute("1")
+    assert not glob.glob(os.path.join(kernel_rt._chan_dir, "*.json"))
