@@ -488,6 +488,19 @@ class SandboxRuntime(ProcessRuntime):
         self.max_frame_bytes = 64 << 20  # replies from an untrusted kernel: small frames, big data via files
         self._write_identity_files()
 
+    def expose(self, paths: list[str] | tuple[str, ...]) -> None:
+        """Show more host folders to the kernel, read-only (e.g. the skill folders a run offers). A running kernel
+        is restarted to see them: registered objects are injected again, variables created by code are gone."""
+        new = [os.path.abspath(p) for p in paths if os.path.exists(p)]
+        new = [
+            p for p in new if p not in self.ro_paths and not any(p.startswith(d + os.sep) for d in self.package_dirs)
+        ]
+        if not new:
+            return
+        self.ro_paths += new
+        if self._kernel is not None:
+            self.restart()
+
     @property
     def limits(self) -> dict[str, Any]:
         limits = super().limits

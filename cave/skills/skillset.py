@@ -104,6 +104,9 @@ class SkillSet:
         """Inject ``activate_skill`` and the level-3 file functions into ``runtime`` (no-op without skills)."""
         if not self.skills:
             return
+        expose = getattr(runtime, "expose", None)  # a sandbox shows the kernel only the host paths it is told
+        if expose is not None:
+            expose([str(s.path) for s in self.skills])
         catalog = self.catalog()
         for api in API_NAMES:
             runtime.inject_function(getattr(catalog, api), name=api)  # the docstring is the description

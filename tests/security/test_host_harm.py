@@ -231,3 +231,23 @@ def test_the_connection_file_is_gone_once_the_kernel_runs(kernel_rt):
 
     kernel_rt.execute("1")
     assert not glob.glob(os.path.join(kernel_rt._chan_dir, "*.json"))
+
+
+def test_skills_work_in_the_sandbox(tmp_path):
+    """The jail shows the bundled skills (cave's folders) and a run's own skill folders, read-only."""
+    from tests.security.attempts import require_sandbox
+
+    require_sandbox()
+    from cave.skills import SkillSet
+
+    folder = tmp_path / "skills" / "greet"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text("---\nname: greet\ndescription: says hello\n---\nSay hello politely.\n")
+    rt = create_runtime("sandbox", timeout=30)
+    try:
+        SkillSet([str(tmp_path / "skills")]).install(rt)
+        ex = rt.execute("print(activate_skill('greet'))\nprint(activate_skill('sql')[:40])")
+        assert ex.error is None and "Say hello politely." in ex.stdout and "Skill 'sql' is active" in ex.stdout
+        assert rt.execute(f"open({str(folder / 'x')!r}, 'w')").error is not None  # read-only
+    finally:
+        rt.close()
