@@ -7,6 +7,8 @@ Runs, on real components (run it from the repository root: it uses the suites in
 - the fault scenarios of tests/reliability/scenarios.py: kernel crashes mid-episode (process and sandbox),
   a misbehaving LLM backend on 127.0.0.1 (500s, slow, garbage, dropped connections, down, flaky), and a
   `cave run` killed with SIGKILL then resumed;
+- the attacks on the host process itself of tests/security/host_harm.py (hang, crash, memory, disk, a
+  bricked runtime), per mode, and the bad task files of tests/reliability/fuzz_tasks.py through ``cave run``;
 - the load test: 32 concurrent sessions on process-mode kernels (``--quick``: 8).
 
 and prints: attempts tried / contained per mode, faults injected / survived, sessions under load /
@@ -23,6 +25,7 @@ import sys
 import tempfile
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -106,6 +109,49 @@ def _faults(quick: bool) -> dict[str, Any]:
     return {"rows": rows}
 
 
+def _host_harm() -> dict[str, Any]:
+    """The attacks on the host process (tests/security/host_harm.py), per mode: tried / survived, by kind."""
+    from cave.runtimes import sandbox_problems
+
+    from tests.security.host_harm import HARMS
+
+    out: dict[str, Any] = {}
+    for mode in ["process"] + ([] if sandbox_problems() else ["sandbox"]):
+        failed = {}
+        for harm in HARMS:
+            try:
+                problem = harm.run(mode)
+            except Exception as e:  # the attack made the host raise: not survived
+                problem = f"{type(e).__name__}: {e}"
+            if problem:
+                failed[harm.id] = problem
+        kinds = sorted({h.kind for h in HARMS})
+        out[mode] = {
+            "tried": len(HARMS),
+            "survived": len(HARMS) - len(failed),
+            "by_kind": {
+                k: f"{sum(1 for h in HARMS if h.kind == k and h.id not in failed)}/"
+                f"{sum(1 for h in HARMS if h.kind == k)}"
+                for k in kinds
+            },  # fmt: skip
+            "not_survived": failed,
+        }
+    return out
+
+
+def _fuzzed_task_files() -> dict[str, Any]:
+    """Bad task files through `cave run` (tests/reliability/fuzz_tasks.py): tried / clean errors."""
+    from tests.reliability.fuzz_tasks import run_all
+
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = run_all(Path(tmp))
+    return {
+        "tried": len(outcomes),
+        "clean": sum(o.clean for o in outcomes),
+        "not_clean": {o.case: f"exit {o.code} in {o.seconds:.1f} s" for o in outcomes if not o.clean},
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cave.benchmarks.reliability", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="8 sessions under load, one kill -9 scenario")
@@ -117,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
 
     t0 = time.perf_counter()
     attempts = _attempts()
+    harm = _host_harm()
+    fuzz = _fuzzed_task_files()
     faults = _faults(args.quick)
     sessions = 8 if args.quick else 32
     load = scenarios.load(sessions)
@@ -134,6 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {mode:8s} tried {a['tried']:3d}  contained {a['contained']:3d}{extra}")
         if a["not_contained"]:
             print(f"           not contained: {', '.join(a['not_contained'])}")
+    print("\nhost-harm attempts (tests/security/host_harm.py): hang, crash, memory, disk, bricked runtime")
+    for mode, h in harm.items():
+        kinds = ", ".join(f"{k} {v}" for k, v in h["by_kind"].items())
+        print(f"  {mode:8s} tried {h['tried']:3d}  survived {h['survived']:3d}  ({kinds})")
+        for hid, why in h["not_survived"].items():
+            print(f"           not survived: {hid}: {why}")
+    print(f"\nfuzzed task files (tests/reliability/fuzz_tasks.py): tried {fuzz['tried']}  clean errors {fuzz['clean']}")
+    for case, why in fuzz["not_clean"].items():
+        print(f"  not clean: {case}: {why}")
     survived = sum(1 for r in rows if r["survived"])
     print(f"\nfaults injected {len(rows)}  survived {survived}")
     for r in rows:
@@ -144,9 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(total {time.perf_counter() - t0:.0f} s)")
     if args.out:
         with open(args.out, "a") as f:
-            f.write(json.dumps({"attempts": attempts, "faults": rows, "load": load, "time": time.time()}) + "\n")
+            row = {"attempts": attempts, "host_harm": harm, "fuzzed_task_files": fuzz, "faults": rows, "load": load}
+            f.write(json.dumps({**row, "time": time.time()}) + "\n")
     sandbox_ok = "sandbox" in attempts and not attempts["sandbox"]["not_contained"]
-    ok = sandbox_ok and survived == len(rows) and load["completed"] == sessions and not leaked and not steps_lost
+    harm_ok = all(h["survived"] == h["tried"] for h in harm.values()) and fuzz["clean"] == fuzz["tried"]
+    ok = sandbox_ok and harm_ok and survived == len(rows) and load["completed"] == sessions and not leaked
+    ok = ok and not steps_lost
     return 0 if ok else 1
 
 
