@@ -20,7 +20,16 @@ from cave.cli.display import display_for as _display
 __all__ = ["COMMAND", "cmd_bench", "cmd_run", "cmd_train", "configure", "positive_int", "team_main"]
 
 
+RUNTIME_MODES = (
+    "where the agent's code runs (the task file's `runtime:`): inprocess (this process, for your own code), "
+    "kernel (its own process: killable), process (a kernel with resource limits: it contains mistakes, it is NOT "
+    "a security boundary: the code can read your files, your environment and the network), sandbox (process "
+    "plus a jail: for code you do not trust). See docs/threat-model.md."
+)
+
+
 def configure(p: argparse.ArgumentParser) -> None:
+    p.epilog = RUNTIME_MODES
     p.add_argument("task", nargs="?", help="path to a task.yaml")
     p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run (a unique prefix of its id is enough)")
     p.add_argument("--db", metavar="PATH", help="trajectory database (default: $CAVE_HOME/cave.db or ./runs/cave.db)")
