@@ -162,6 +162,9 @@ def bench_main(argv: list[str] | None = None) -> int:
 def bench(args: argparse.Namespace, suite: Suite) -> int:
     """Run one suite. Returns the exit code (0 ok, 2 bad arguments or missing packages)."""
     from rich.console import Console
+    from rich.markup import escape
+
+    from cave.terminal import safe
 
     console = Console()
     agents = [a.strip() for a in args.agent.split(",") if a.strip()]
@@ -186,7 +189,8 @@ def bench(args: argparse.Namespace, suite: Suite) -> int:
             mark = "[green]ok[/green]" if ok else "[red]x[/red]"
             where = row.get("category") or row.get("domain") or row.get("size")
             console.print(
-                f"{mark} {row['agent']:4} {where} {row['id']}  tokens={row.get('total_tokens')}  {row.get('error') or ''}"
+                f"{mark} {row['agent']:4} {where} {row['id']}  tokens={row.get('total_tokens')}  "
+                + escape(safe(row.get("error") or ""))
             )
 
     try:

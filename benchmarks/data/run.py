@@ -41,6 +41,7 @@ class DataResult:
     trajectory: Trajectory
     answer: Any = None
     duration: float = 0.0
+    reason: str | None = None  # why it failed, in a line (None when it succeeded)
 
     @property
     def prompt_tokens(self) -> int:
@@ -65,6 +66,7 @@ class DataResult:
             "completion_tokens": u.completion_tokens,
             "total_tokens": u.total_tokens,
             "answer": repr(self.answer)[:200],
+            "error": self.reason,
             "duration": round(self.duration, 3),
         }
 
@@ -180,10 +182,33 @@ async def arun_task(
         ws.close()
     window = int(getattr(llm, "context_window", 0) or 0)
     overflow = traj.status == "context_overflow" or any(window and s.usage.prompt_tokens > window for s in traj.steps)
-    success = not overflow and check(answer, task.reference(size, seed), task.kind)
+    reference = task.reference(size, seed)
+    success = not overflow and check(answer, reference, task.kind)
     traj.reward = 1.0 if success else 0.0
     traj.meta.update({"suite": "data", "agent": agent, "data": {"task": task.id, "size": size, "seed": seed}})
-    return DataResult(task.id, size, agent, success, bool(overflow), traj, answer, time.perf_counter() - t0)
+    reason = None if success else failure_reason(traj, answer, reference, bool(overflow), window)
+    return DataResult(task.id, size, agent, success, bool(overflow), traj, answer, time.perf_counter() - t0, reason)
+
+
+def failure_reason(traj: Trajectory, answer: Any, reference: Any, overflow: bool, window: int) -> str:
+    """Why an entry failed, in one line: what a reader of the table needs next to its `x`.
+
+    >>> failure_reason(Trajectory(status="success"), 41, 42, False, 0)
+    'wrong answer: got 41, expected 42'
+    >>> failure_reason(Trajectory(status="max_steps"), None, 42, False, 0)
+    'no answer: the run ended with status max_steps'
+    """
+    if overflow:
+        biggest = max([s.usage.prompt_tokens for s in traj.steps] + [0])
+        return f"context overflow: a prompt of {biggest} tokens in a window of {window}"
+    if traj.status not in ("success", "no_code"):
+        return f"no answer: the run ended with status {traj.status}" + (f" ({traj.error})" if traj.error else "")
+
+    def short(x: Any) -> str:
+        text = repr(x)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    return f"wrong answer: got {short(answer)}, expected {short(reference)}"
 
 
 def run_task(task: DataTask | str, size: int, agent: str, llm: LLM, **kwargs: Any) -> DataResult:

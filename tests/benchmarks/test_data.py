@@ -90,3 +90,15 @@ def test_cli_writes_entries_and_summary(tmp_path, suite_args, capsys) -> None:
 
 def test_cli_rejects_unknown_agent(tmp_path) -> None:
     assert bench_main(["data", "--scripted", "--agent", "xml", "--out", str(tmp_path)]) == 2
+
+
+def test_a_failed_entry_says_why():
+    from cave.benchmarks.data import TASKS, run_task
+
+    from cave.llm.base import Scripted
+
+    task = next(iter(TASKS))
+    r = run_task(task, 100, "code", Scripted(["```python\nfinal_answer('surely not the answer')\n```"]))
+    assert not r.success and r.record()["error"].startswith("wrong answer: got 'surely not the answer', expected")
+    r = run_task(task, 100, "code", Scripted(["```python\nx = 1\n```"], repeat_last=True), max_steps=2)
+    assert r.record()["error"].startswith("no answer: the run ended with status max_steps")

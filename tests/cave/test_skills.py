@@ -924,3 +924,11 @@ def test_activation_inside_a_kernel(stocks_db):
     finally:
         rt.close()
     assert sa.inspect(engine).get_table_names() == ["prices", "tickers"]
+
+
+def test_sql_skill_names_the_engine_as_the_examples_do():
+    """The examples inject the engine as `db`; the skill's instructions use the same name, not another one."""
+    text = (Path(__file__).resolve().parents[2] / "skills" / "sql" / "SKILL.md").read_text()
+    body = text.split("# SQL (read-only)", 1)[1]
+    assert "schema(db)" in body and "query(\n       db," in body
+    assert "(engine" not in body and "usually `engine`" not in body
