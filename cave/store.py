@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ from cave.llm.base import Usage
 from cave.runtimes.base import Execution
 from cave.trajectory import Step, Trajectory, jsonable
 
-__all__ = ["Store", "default_db_path"]
+__all__ = ["Store", "default_db_path", "owner", "owner_alive"]
 
 metadata = MetaData()
 
@@ -163,8 +164,44 @@ def _execution_json(ex: Execution | None) -> dict[str, Any] | None:
 
 
 def default_db_path() -> Path:
-    home = os.environ.get("CAVE_HOME")
-    return Path(home) / "cave.db" if home else Path("runs") / "cave.db"
+    """The one default store, wherever you run from: ``$CAVE_RUNS/cave.db``, else ``$CAVE_HOME/runs/cave.db``
+    (``~/.cache/cave/runs/cave.db`` when neither is set)."""
+    runs_dir = os.environ.get("CAVE_RUNS")
+    if runs_dir:
+        return Path(runs_dir).expanduser() / "cave.db"
+    from cave.llm.models import cave_home
+
+    return cave_home() / "runs" / "cave.db"
+
+
+def owner() -> dict[str, Any]:
+    """Who runs a run: this process, told apart from a later process that got the same pid."""
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": _process_started(os.getpid())}
+
+
+def owner_alive(who: Any) -> bool | None:
+    """Whether the process that ran a run is still there (None: cannot tell, e.g. another machine)."""
+    if not isinstance(who, dict) or who.get("host") != socket.gethostname() or not isinstance(who.get("pid"), int):
+        return None
+    started = _process_started(who["pid"])
+    if started is None:
+        try:
+            os.kill(who["pid"], 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return who.get("started") is None
+    return started == who.get("started")
+
+
+def _process_started(pid: int) -> float | None:
+    """The process's start time in clock ticks since boot (Linux), None elsewhere or when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return float(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _dumps(value: Any) -> str | None:
@@ -213,6 +250,7 @@ class Store:
         if isinstance(ev, RunStarted):
             if ev.resumed:
                 self.mark(ev.trajectory.run_id, "running", error=None)
+                self.update_meta(ev.trajectory.run_id, owner=owner())  # this process runs it now
             else:
                 self.start_run(ev.trajectory)
         elif isinstance(ev, StepFinished):
@@ -230,7 +268,7 @@ class Store:
         task_path: str | None = None,
         meta: dict[str, Any] | None = None,
     ) -> None:
-        meta = {**self._meta.pop(traj.run_id, {}), **(meta or {}), **traj.meta}
+        meta = {**self._meta.pop(traj.run_id, {}), **(meta or {}), **traj.meta, "owner": owner()}
         run_dir = self.run_dir(traj.run_id)
         with self.engine.begin() as conn:
             conn.execute(
@@ -419,6 +457,10 @@ class Store:
         d = dict(r._mapping)
         d["meta"] = _loads(d["meta"]) or {}
         d["final_answer"] = _loads(d["final_answer"])
+        if d["status"] == "running" and owner_alive(d["meta"].get("owner")) is False:
+            # its process is gone (kill -9, a crash, a power cut): say so, and how to go on
+            d["status"] = "interrupted"
+            d["error"] = f"the process running it is gone; continue with: cave run --resume {d['id']}"
         return d
 
     def load(self, run_id: str) -> Trajectory:

@@ -43,6 +43,21 @@ def tiny_llama(
     return LlamaForCausalLM(cfg)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_run_store(tmp_path_factory):
+    """Tests never write to the user's run store: the default store lives in a temporary folder (the model
+    cache, $CAVE_HOME, is left alone: models are joined and verified once)."""
+    import os
+
+    old = os.environ.get("CAVE_RUNS")
+    os.environ["CAVE_RUNS"] = str(tmp_path_factory.mktemp("cave-runs"))
+    yield
+    if old is None:
+        os.environ.pop("CAVE_RUNS", None)
+    else:
+        os.environ["CAVE_RUNS"] = old
+
+
 @pytest.fixture
 def make_tiny_llama():
     """The ``tiny_llama`` builder as a fixture."""

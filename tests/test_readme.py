@@ -50,7 +50,7 @@ def test_the_first_command_ends_in_a_verified_success(tmp_path):
     task = _bash_blocks(readme)[0].split("cave run ", 1)[1].split()[0]
     out = subprocess.run(
         [sys.executable, "-m", "cave", "run", str(ROOT / task), "--json", "--db", str(tmp_path / "r.db")],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "CAVE_HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=900, env={**os.environ, "CAVE_RUNS": str(tmp_path)},
     )  # fmt: skip
     summary = json.loads(out.stdout)
     assert out.returncode == 0 and summary["status"] == "success", out.stdout[-2000:] + out.stderr[-2000:]

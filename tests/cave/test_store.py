@@ -70,14 +70,41 @@ def test_list_runs_and_unknown_ids(tmp_path):
             store.get_run("zzzz")
 
 
-def test_default_location_honours_cave_home(tmp_path, monkeypatch):
+def test_one_default_location_wherever_you_run_from(tmp_path, monkeypatch):
+    monkeypatch.delenv("CAVE_RUNS", raising=False)
     monkeypatch.setenv("CAVE_HOME", str(tmp_path / "home"))
+    for cwd in (tmp_path, tmp_path / "elsewhere"):
+        cwd.mkdir(exist_ok=True)
+        monkeypatch.chdir(cwd)
+        with Store() as store:
+            assert store.path == tmp_path / "home" / "runs" / "cave.db" and store.path.is_file()
+    monkeypatch.setenv("CAVE_RUNS", str(tmp_path / "mine"))
     with Store() as store:
-        assert store.path == tmp_path / "home" / "cave.db" and store.path.is_file()
-    monkeypatch.delenv("CAVE_HOME")
-    monkeypatch.chdir(tmp_path)
-    with Store() as store:
-        assert store.path == Path("runs") / "cave.db"
+        assert store.path == tmp_path / "mine" / "cave.db"
+
+
+def test_a_run_whose_process_died_shows_as_interrupted(tmp_path):
+    """`kill -9` leaves `running` in the database; the store sees the owner is gone and says how to go on."""
+    import subprocess
+    import sys
+
+    from cave.trajectory import Trajectory
+
+    db = tmp_path / "r.db"
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "import sys\nfrom cave.store import Store\nfrom cave.trajectory import Trajectory\n"
+         "s = Store(sys.argv[1]); t = Trajectory(task='x', run_id='deadbeef'); s.start_run(t)\nprint('ok')",
+         str(db)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert child.stdout.strip() == "ok", child.stderr
+    with Store(db) as store:
+        store.start_run(Trajectory(task="mine", run_id="alive0001"))
+        rows = {r["id"]: r for r in store.list_runs()}
+        assert rows["deadbeef"]["status"] == "interrupted"
+        assert "cave run --resume deadbeef" in rows["deadbeef"]["error"]
+        assert rows["alive0001"]["status"] == "running"  # this process is alive
 
 
 SLOW_TASK = """
@@ -129,7 +156,7 @@ def test_sigkill_after_step_k_keeps_steps_1_to_k_and_resume_finishes(tmp_path):
 
     with Store(db) as store:
         (run,) = store.list_runs()
-        assert run["status"] == "running"  # it never finished
+        assert run["status"] == "interrupted" and "cave run --resume" in run["error"]  # never finished; its process is gone
         killed = store.load(run["id"])
         k = len(killed.steps)
         assert k >= 3

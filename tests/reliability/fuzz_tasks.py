@@ -114,7 +114,7 @@ def run_case(case: Case, folder: Path, timeout: float = 30.0) -> Outcome:
     folder.mkdir(parents=True, exist_ok=True)
     args = case.make(folder)
     t0 = time.monotonic()
-    env = {**os.environ, "CAVE_HOME": str(folder / "home")}
+    env = {**os.environ, "CAVE_RUNS": str(folder / "runs")}
     try:
         out = subprocess.run(
             [sys.executable, "-m", "cave", "run", *args, "--quiet", *([] if "--db" in args else ["--db", str(folder / "r.db")])],

@@ -325,6 +325,10 @@ def kill_and_resume(workdir: str, runtime: str = "process", kill_after_steps: in
     leaked = still_alive(kernels, wait_s=5.0)
     stored_after_kill = _step_indices(db, run_id)
     status_after_kill = next(s for i, _, s in _stored_runs(db) if i == run_id)
+    from cave.store import Store
+
+    with Store(db) as store:  # what `cave runs list` shows: the dead owner is noticed
+        status_shown = store.get_run(run_id)["status"]
     resumed = subprocess.run([*cmd, "--resume", run_id, "--db", str(db), "--json"], cwd=work, env=env,
                              capture_output=True, text=True, timeout=120)  # fmt: skip
     summary = json.loads(resumed.stdout.strip().splitlines()[-1]) if resumed.stdout.strip() else {}
@@ -334,6 +338,7 @@ def kill_and_resume(workdir: str, runtime: str = "process", kill_after_steps: in
         "steps_at_kill": steps_at_kill,
         "stored_after_kill": stored_after_kill,
         "status_after_kill": status_after_kill,
+        "status_shown": status_shown,
         "kernels_seen": len(kernels),
         "kernels_leaked": len(leaked),
         "resume_exit": resumed.returncode,

@@ -53,7 +53,7 @@ def test_kill_9_of_cave_run_loses_nothing_and_resume_finishes(runtime, tmp_path)
         require_sandbox()
     r = scenarios.kill_and_resume(str(tmp_path), runtime=runtime)
     assert r["stored_after_kill"] == list(range(r["steps_at_kill"]))  # every completed step is in the store
-    assert r["status_after_kill"] == "running"
+    assert r["status_after_kill"] == "running" and r["status_shown"] == "interrupted"
     assert r["kernels_seen"] >= 1 and r["kernels_leaked"] == 0  # no kernel outlives a killed host
     assert r["resume_exit"] == 0, r["resume_stderr"]
     assert r["final_status"] == "success" and r["answer"] == 10
