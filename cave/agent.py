@@ -23,6 +23,7 @@ through the message stream.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -172,6 +173,9 @@ class Agent:
         checks: what the outputs must look like, by runtime variable (``"answer"``: the final answer), as
             ``cave.checks.CheckSpec`` or plain mappings. After final_answer they run in the runtime; a failure is
             fed back and the run goes on; ``success`` then means every check passed (else ``failed_checks``).
+        store: where runs are recorded step by step (``cave runs list``, ``cave runs show``): True for the default
+            store ($CAVE_RUNS, else $CAVE_HOME/runs), a path to a SQLite file, or a ``cave.Store``; None (the
+            default) records nothing (teams and training rollouts create many agents).
         model_options: keyword arguments for the backend when ``model`` is a name.
         runtime_options: keyword arguments for the runtime when ``runtime`` is a name.
     """
@@ -198,6 +202,7 @@ class Agent:
         stream: bool = True,
         role: str = "agent",
         checks: Mapping[str, CheckSpec | Mapping[str, Any]] | None = None,
+        store: Any = None,
         model_options: dict[str, Any] | None = None,
         runtime_options: dict[str, Any] | None = None,
     ) -> None:
@@ -221,6 +226,7 @@ class Agent:
         self.keep_recent = keep_recent
         self.use_stream = stream
         self.role = role
+        self.store = store
         self.checks = {
             k: v if isinstance(v, CheckSpec) else CheckSpec.model_validate(v) for k, v in (checks or {}).items()
         }
@@ -241,13 +247,25 @@ class Agent:
 
     async def arun(self, task: str, *, on_event: Any = None, resume: Trajectory | None = None) -> RunResult:
         traj: Trajectory | None = None
+        store = self._open_store()
         async for event in self.stream(task, resume=resume):
+            if store is not None:
+                store.on_event(event)  # every step as it happens: `cave runs list` shows SDK runs too
             if on_event is not None:
                 on_event(event)
             if isinstance(event, RunFinished):
                 traj = event.trajectory
         assert traj is not None
         return RunResult(traj.final_answer, traj.status, traj)
+
+    def _open_store(self) -> Any:
+        if self.store is None or self.store is False:
+            return None
+        if self.store is True or isinstance(self.store, str | os.PathLike):
+            from cave.store import Store
+
+            self.store = Store(None if self.store is True else self.store)
+        return self.store
 
     # -- setup ---------------------------------------------------------------------------------
     def start(self) -> None:

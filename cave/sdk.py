@@ -248,14 +248,21 @@ class TaskOutcome:
 async def arun_task(
     task: Task | str | Path,
     *,
-    store: Any = None,
+    store: Any = True,
     on_event: Callable[[Event], None] | None = None,
     agent: Agent | None = None,
     resume: Trajectory | None = None,
 ) -> TaskOutcome:
-    """Run a task file: build the agent, run it (recording to ``store``), save outputs and a summary."""
+    """Run a task file: build the agent, run it (recording to ``store``), save outputs and a summary.
+
+    ``store``: True (the default) records the run in the default store, as ``cave run`` does (``cave runs
+    list`` shows it, outputs land in its run folder); a ``cave.Store``; or None for no record."""
     if not isinstance(task, Task):
         task = load_task(task)
+    if store is True:
+        from cave.store import Store
+
+        store = Store()
     agent = agent or build_agent(task)
     traj_box: dict[str, Trajectory] = {}
 

@@ -171,3 +171,17 @@ def test_activate_skills_naming_an_unknown_skill_is_a_task_error(tmp_path):
     (tmp_path / "task.yaml").write_text("task: t\nmodel: {backend: scripted, replies: []}\nactivate_skills: [nope]\n")
     with pytest.raises(TaskError, match="no skill named 'nope'"):
         build_agent(load_task(tmp_path / "task.yaml"))
+
+
+def test_sdk_runs_are_stored(tmp_path, monkeypatch):
+    from cave import Agent, Scripted, Store
+
+    monkeypatch.setenv("CAVE_RUNS", str(tmp_path / "runs"))
+    result = Agent(Scripted(["```python\nfinal_answer(3)\n```"]), store=True).run("three")
+    (tmp_path / "task.yaml").write_text(
+        'task: four\nmodel: {backend: scripted, replies: ["```python\\nfinal_answer(4)\\n```"]}\n'
+    )
+    outcome = run_task(tmp_path / "task.yaml")  # like `cave run`: recorded in the default store
+    with Store() as store:
+        runs = {r["id"]: r for r in store.list_runs()}
+    assert runs[result.run_id]["status"] == "success" and runs[outcome.result.run_id]["task"].startswith("four")

@@ -156,7 +156,9 @@ def test_sigkill_after_step_k_keeps_steps_1_to_k_and_resume_finishes(tmp_path):
 
     with Store(db) as store:
         (run,) = store.list_runs()
-        assert run["status"] == "interrupted" and "cave run --resume" in run["error"]  # never finished; its process is gone
+        assert (
+            run["status"] == "interrupted" and "cave run --resume" in run["error"]
+        )  # never finished; its process is gone
         killed = store.load(run["id"])
         k = len(killed.steps)
         assert k >= 3
