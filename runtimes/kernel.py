@@ -48,22 +48,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
-import json
 import os
 import re
-import secrets
-import shutil
 import signal
-import socket
 import stat
-import struct
-import sys
 import tempfile
 import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Coroutine
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cave.runtimes import transfer
@@ -79,29 +72,25 @@ from cave.runtimes.base import (
     missing_name_error,
     register_runtime,
 )
+from cave.runtimes.cells import DEFAULT_MAX_OUTPUT_CHARS
 from cave.runtimes.describe import kind_of
-from cave.runtimes.inprocess import DEFAULT_MAX_OUTPUT_CHARS, check_name
+from cave.runtimes.inprocess import check_name
+from cave.runtimes.kernel_process import (
+    KernelDied,
+    KernelLauncher,
+    KernelProcess,
+    KernelProtocolError,
+    finalize_runtime,
+    recv_frame,
+)
 
 T = TypeVar("T")
 
 KERNEL_EXTRA_HINT = "install the kernel extra: pip install 'cave[kernel]' (jupyter-client, ipykernel, pyarrow, psutil)"
-_BOOT = "from cave.runtimes.kernel_server import kernel_main; kernel_main()"
-_MID_FRAME_TIMEOUT_S = 60.0  # a frame that started arriving must finish within this
-_MID_FRAME_GRACE_S = 5.0  # ... and at most this long after the call's own deadline
-_LIVENESS_CHECK_S = 0.25  # while waiting for a reply, check this often that the kernel still lives
 _PAYLOAD_NAME = re.compile(r"[0-9a-f]{16}\.(bin|arrow|npy)")  # what transfer.new_path makes, nothing else
 
 
-class KernelDied(RuntimeError_):
-    """The kernel process exited while the host was waiting for it."""
-
-
-class KernelProtocolError(KernelDied):
-    """The kernel sent something that is not a well-formed reply (an oversized frame, bad JSON, a bad
-    field): code in the kernel tampered with the control channel. The kernel is killed and restarted."""
-
-
-def _installed(module: str) -> bool:
+def installed(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # ValueError: a module blocked in sys.modules (None)
@@ -109,16 +98,9 @@ def _installed(module: str) -> bool:
 
 
 def _require_kernel_extra() -> None:
-    missing = [m for m in ("jupyter_client", "ipykernel") if not _installed(m)]
+    missing = [m for m in ("jupyter_client", "ipykernel") if not installed(m)]
     if missing:
         raise ImportError(f"KernelRuntime needs {' and '.join(missing)}: {KERNEL_EXTRA_HINT}")
-
-
-def _cave_root() -> str:
-    """The folder that holds the ``cave`` package: a repository (editable install) or site-packages."""
-    spec = importlib.util.find_spec("cave")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    return os.path.dirname(os.path.abspath(locations[0])) if locations else os.getcwd()
 
 
 def _shm_dir() -> str | None:
@@ -127,267 +109,11 @@ def _shm_dir() -> str | None:
     return path if os.path.isdir(path) and os.access(path, os.W_OK) else None
 
 
-# -- the kernel process, as the host sees it ---------------------------------------------------------
-
-
-class KernelLog:
-    """The kernel's stdout and stderr, read by the host through a pipe: whatever the kernel writes, the host keeps
-    the last ``keep`` bytes in memory (for the last words of a crash) and at most ``max_file`` bytes on disk.
-
-    A log file handed to the kernel as its stdout let a cell write until the file-size limit, crash, and do it
-    again after every restart; the kernel never gets a file of the host's now, only the pipe's write end.
-    """
-
-    def __init__(self, path: str, keep: int = 64 << 10, max_file: int = 1 << 20) -> None:
-        self.path, self.keep, self.max_file = path, keep, max_file
-        self._tail = bytearray()
-        self._lock = threading.Lock()
-        self._read_fd, self.write_fd = os.pipe()
-        self._file = open(path, "ab")  # noqa: SIM115 - closed by the pump at EOF
-        self._written = 0
-        self._thread = threading.Thread(target=self._pump, name="cave-kernel-log", daemon=True)
-        self._thread.start()
-
-    def started(self) -> None:
-        """Close the host's copy of the write end (the kernel has its own): EOF comes when the kernel is gone."""
-        with contextlib.suppress(OSError):
-            os.close(self.write_fd)
-
-    def _pump(self) -> None:
-        try:
-            while chunk := os.read(self._read_fd, 65536):
-                with self._lock:
-                    self._tail += chunk
-                    del self._tail[: max(0, len(self._tail) - self.keep)]
-                if self._written < self.max_file:
-                    part = chunk[: self.max_file - self._written]
-                    self._file.write(part)
-                    self._file.flush()
-                    self._written += len(part)
-                    if self._written >= self.max_file:
-                        self._file.write(b"\n[cave: log cut at max_file bytes; the kernel wrote more]\n")
-        except OSError:
-            pass
-        finally:
-            os.close(self._read_fd)
-            self._file.close()
-
-    def tail(self, limit: int = 4000) -> str:
-        with self._lock:
-            return bytes(self._tail[-limit:]).decode(errors="replace")
-
-
-@dataclass
-class _Kernel:
-    manager: Any  # jupyter_client.KernelManager
-    process: Any  # subprocess.Popen
-    sock: socket.socket
-    pid: int
-    pgid: int | None
-    log: KernelLog
-    started_in: float  # seconds from launch to the control channel's hello
-    # The kernel's own pid when a wrapper (a sandbox launcher) started it: signals other than SIGKILL go
-    # there, since the wrapper may not pass them on. Found from the control socket's peer credentials.
-    signal_pid: int | None = None
-    cleanup: Any = None  # called after kill(): e.g. a sandbox removing its cgroup
-    token: str = ""  # in the environment of the kernel and of everything it starts: how kill() finds them
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def exit_description(self) -> str:
-        code = self.process.poll()
-        if code is None:
-            return "still running"
-        if code < 0:
-            try:
-                return f"killed by signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"killed by signal {-code}"
-        return f"exit code {code}"
-
-    def log_tail(self, limit: int = 4000) -> str:
-        """The end of the kernel's stderr, cut to what helps: the fatal error and the agent's frames."""
-        self.log._thread.join(0.5)  # the pipe drains when the kernel is gone
-        return _last_words(self.log.tail(limit))
-
-    def signal(self, signum: int) -> None:
-        try:
-            if self.signal_pid is not None and signum != signal.SIGKILL:
-                os.kill(self.signal_pid, signum)
-            elif self.pgid is not None:
-                os.killpg(self.pgid, signum)  # the kernel and whatever it spawned
-            else:
-                os.kill(self.pid, signum)
-        except ProcessLookupError:
-            pass
-
-    def kill(self) -> None:
-        """SIGKILL the kernel and everything it started, reap, release resources. Safe to call twice."""
-        with contextlib.suppress(OSError):
-            self.sock.close()
-        if self.alive():
-            self.signal(signal.SIGKILL)
-        family = kill_tagged(self.token) if self.token else set()  # left the group (setsid, double fork)
-        remove_shm_segments({self.pid, self.signal_pid or self.pid, *family})
-        with contextlib.suppress(Exception):
-            self.process.wait(timeout=5)
-        with contextlib.suppress(Exception):
-            self.manager.cleanup_resources()
-        if self.cleanup is not None:
-            cleanup, self.cleanup = self.cleanup, None
-            cleanup()
-
-
-_MACHINERY = (
-    "site-packages",
-    "/asyncio/",
-    "/threading.py",
-    "runtimes/kernel.py",
-    "runtimes/inprocess.py",
-    '"<string>"',
-)
-
-
-def kill_tagged(token: str) -> set[int]:
-    """SIGKILL every process of this user whose environment carries ``CAVE_CONTROL_TOKEN=token``: the kernel's
-    descendants, also those that left its process group (``setsid`` and a double fork). Returns their pids.
-    A process that cleared its environment is not found this way: process mode says so (docs/threat-model.md);
-    a pids cgroup, where one can be made, or the sandbox's pid namespace catches those too."""
-    marker = f"CAVE_CONTROL_TOKEN={token}".encode()
-    found: set[int] = set()
-    for _ in range(3):  # a process that forks while we scan is caught on the next pass
-        killed = False
-        for entry in os.scandir("/proc") if os.path.isdir("/proc") else ():
-            if not entry.name.isdigit() or int(entry.name) == os.getpid():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/environ", "rb") as f:
-                    if marker not in f.read().split(b"\0"):
-                        continue
-                os.kill(int(entry.name), signal.SIGKILL)
-            except OSError:
-                continue
-            found.add(int(entry.name))
-            killed = True
-        if not killed:
-            break
-    return found
-
-
-def remove_shm_segments(pids: set[int]) -> int:
-    """Remove the SysV shared-memory segments created by ``pids`` (they outlive their creator; the memory limit
-    does not count them until attached). Returns how many were removed."""
-    try:
-        with open("/proc/sysvipc/shm") as f:
-            rows = [line.split() for line in f.readlines()[1:]]
-    except OSError:
-        return 0
-    removed = 0
-    for row in rows:
-        try:
-            shmid, cpid = int(row[1]), int(row[4])
-        except (IndexError, ValueError):
-            continue
-        if cpid in pids and _shmctl_remove(shmid):
-            removed += 1
-    return removed
-
-
-def _shmctl_remove(shmid: int) -> bool:
-    import ctypes
-    import ctypes.util
-
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    return libc.shmctl(ctypes.c_int(shmid), ctypes.c_int(0), None) == 0  # IPC_RMID
-
-
-def cap_address_space(pid: int, memory_limit_mb: float) -> int | None:
-    """Set the kernel's RLIMIT_AS to what it has reserved now (measured: an idle ipykernel reserves ~800 MB of
-    address space, mostly untouched thread arenas) plus ``memory_limit_mb``. RLIMIT_DATA alone misses shared
-    mappings (``mmap(-1, n)``) and attached SysV segments; the address space counts everything. Returns the
-    limit in bytes (None where it cannot be set)."""
-    import resource
-
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
-        limit = vm + int(memory_limit_mb * 1024 * 1024)
-        resource.prlimit(pid, resource.RLIMIT_AS, (limit, limit))
-    except (OSError, StopIteration, ValueError, AttributeError):
-        return None
-    return limit
-
-
-def _last_words(log: str) -> str:
-    """Keep a faulthandler dump's message and the agent's own frames (cells renamed as in tracebacks)."""
-    start = log.rfind("Fatal Python error")
-    text = log[start:] if start >= 0 else log
-    text = text.split("\nExtension modules:", 1)[0]
-    lines = [line for line in text.splitlines() if line.strip() and not any(m in line for m in _MACHINERY)]
-    return re.sub(r"<cave-\d+-cell-(\d+)>", r"<cell-\1>", "\n".join(lines[-30:])).strip()
-
-
-ZMQ_MAX_MESSAGE = 1 << 20  # bytes the host accepts in one message on a jupyter channel
-ZMQ_QUEUE = 16  # messages the host queues unread per channel
-_ZMQ: Any = None
-
-
-def _zmq_context() -> Any:
-    """cave's own zmq context, shared by its runtimes (a context per runtime would cost I/O threads each).
-
-    jupyter-client keeps a control-channel socket to each kernel that cave never reads; a cell can bind its own
-    socket there and send it anything. Every socket of this context takes at most ZMQ_MAX_MESSAGE bytes a
-    message (larger ones drop the connection) and queues at most ZMQ_QUEUE of them, so a kernel cannot grow
-    the host's memory through the channels. (Not zmq.Context.instance(): those limits are ours, not the app's.)
-    """
-    global _ZMQ
-    if _ZMQ is None:
-        import zmq
-
-        ctx = zmq.Context()
-        ctx.setsockopt(zmq.MAXMSGSIZE, ZMQ_MAX_MESSAGE)
-        ctx.setsockopt(zmq.RCVHWM, ZMQ_QUEUE)
-        ctx.setsockopt(zmq.LINGER, 0)
-        _ZMQ = ctx
-    return _ZMQ
-
-
-def _make_manager(chan_dir: str, argv: list[str]) -> Any:
-    from jupyter_client import KernelManager
-    from jupyter_client.kernelspec import KernelSpec
-
-    class _CaveKernelManager(KernelManager):
-        """A KernelManager whose kernel is ipykernel behind cave's bootstrap (limits + control channel)."""
-
-        @property
-        def kernel_spec(self) -> KernelSpec:
-            return KernelSpec(
-                argv=argv,
-                display_name="cave",
-                language="python",
-                interrupt_mode="signal",
-            )
-
-    km = _CaveKernelManager(transport="ipc", ip=os.path.join(chan_dir, "zmq"), context=_zmq_context())
-    km.connection_file = os.path.join(chan_dir, "kernel.json")
-    return km
-
-
-def _finalize(holder: dict[str, Any], dirs: list[str]) -> None:
-    """Runs at close, at garbage collection or at interpreter exit: no kernel outlives its runtime."""
-    kernel = holder.pop("kernel", None)
-    if kernel is not None:
-        kernel.kill()
-    for d in dirs:
-        shutil.rmtree(d, ignore_errors=True)
-
-
 # -- the runtime ------------------------------------------------------------------------------------------
 
 
 @register_runtime("kernel")
-class KernelRuntime(Runtime):
+class KernelRuntime(KernelLauncher, Runtime):
     """A persistent IPython kernel in its own process (see the module docstring).
 
     Options: ``timeout`` (default seconds per cell; None: no limit), ``memory_limit_mb``,
@@ -465,8 +191,8 @@ class KernelRuntime(Runtime):
             os.makedirs(workdir, exist_ok=True)
         self.workdir = os.path.abspath(workdir)
 
-        self._holder: dict[str, Any] = {}  # {"kernel": _Kernel}; shared with the finalizer
-        self._finalizer = weakref.finalize(self, _finalize, self._holder, dirs)
+        self._holder: dict[str, Any] = {}  # {"kernel": KernelProcess}; shared with the finalizer
+        self._finalizer = weakref.finalize(self, finalize_runtime, self._holder, dirs)
         self._lock = threading.Lock()  # one request at a time
         self._sync_lock = threading.Lock()  # one sync caller drives the private loop at a time
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -481,7 +207,7 @@ class KernelRuntime(Runtime):
 
     # -- lifecycle ------------------------------------------------------------------------------------
     @property
-    def _kernel(self) -> _Kernel | None:
+    def _kernel(self) -> KernelProcess | None:
         return self._holder.get("kernel")
 
     @property
@@ -674,7 +400,9 @@ class KernelRuntime(Runtime):
         execution.duration = time.perf_counter() - t0
         return execution
 
-    async def _arecover_from_crash(self, kernel: _Kernel, t0: float, cause: KernelDied | None = None) -> Execution:
+    async def _arecover_from_crash(
+        self, kernel: KernelProcess, t0: float, cause: KernelDied | None = None
+    ) -> Execution:
         if isinstance(cause, KernelProtocolError):
             kernel.kill()
         how, last_words = await self._await_exit(kernel)
@@ -691,7 +419,7 @@ class KernelRuntime(Runtime):
             error=ExecError("KernelDied", message, text), duration=time.perf_counter() - t0, recovery="crashed"
         )
 
-    async def _await_exit(self, kernel: _Kernel) -> tuple[str, str]:
+    async def _await_exit(self, kernel: KernelProcess) -> tuple[str, str]:
         for _ in range(100):  # the socket closes a moment before the process is reaped
             if not kernel.alive():
                 break
@@ -733,7 +461,7 @@ class KernelRuntime(Runtime):
         return reply
 
     async def _aexchange(
-        self, kernel: _Kernel, message: dict[str, Any], attachment: bytes, timeout: float | None
+        self, kernel: KernelProcess, message: dict[str, Any], attachment: bytes, timeout: float | None
     ) -> tuple[dict[str, Any], bytes] | None:
         self._next_id += 1
         message["id"] = self._next_id
@@ -745,68 +473,16 @@ class KernelRuntime(Runtime):
         return await self._areply(kernel, message["id"], timeout)
 
     async def _areply(
-        self, kernel: _Kernel, request_id: int, timeout: float | None
+        self, kernel: KernelProcess, request_id: int, timeout: float | None
     ) -> tuple[dict[str, Any], bytes] | None:
         """The reply to ``request_id``, or None after ``timeout``. One deadline for the whole wait: frames that are
         not the reply (a late reply to an interrupted request, or a cell forging frames on the channel) are skipped
         without giving the kernel more time."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            reply = await self._arecv_until(kernel, deadline)
+            reply = await recv_frame(kernel, deadline, self.max_frame_bytes)
             if reply is None or reply[0].get("id") == request_id:
                 return reply
-
-    async def _arecv(self, kernel: _Kernel, timeout: float | None) -> tuple[dict[str, Any], bytes] | None:
-        """The next frame, or None if none started arriving within ``timeout``. KernelDied on EOF/exit."""
-        return await self._arecv_until(kernel, None if timeout is None else time.monotonic() + timeout)
-
-    async def _arecv_until(self, kernel: _Kernel, deadline: float | None) -> tuple[dict[str, Any], bytes] | None:
-        """The next frame, or None if none started arriving before ``deadline`` (monotonic)."""
-        header = await self._arecv_exactly(kernel, transfer.HEADER, deadline, allow_timeout=True)
-        if header is None:
-            return None
-        json_len, att_len = transfer.unpack_header(header)
-        if json_len + att_len > self.max_frame_bytes:
-            raise KernelProtocolError(
-                f"a reply frame of {json_len + att_len} bytes (max_frame_bytes={self.max_frame_bytes})"
-            )
-        mid_frame = time.monotonic() + _MID_FRAME_TIMEOUT_S  # a frame that started must finish, within the call's time
-        if deadline is not None:
-            mid_frame = min(mid_frame, max(deadline, time.monotonic()) + _MID_FRAME_GRACE_S)
-        body = await self._arecv_exactly(kernel, json_len + att_len, mid_frame)
-        assert body is not None
-        try:
-            message = json.loads(body[:json_len])
-        except (ValueError, RecursionError) as e:
-            raise KernelProtocolError(f"a reply that is not JSON ({type(e).__name__})") from None
-        if not isinstance(message, dict):
-            raise KernelProtocolError(f"a reply that is not a JSON object: {str(message)[:100]}")
-        return message, bytes(body[json_len:])
-
-    async def _arecv_exactly(
-        self, kernel: _Kernel, n: int, deadline: float | None, allow_timeout: bool = False
-    ) -> bytearray | None:
-        buf = bytearray()
-        sock = kernel.sock
-        while len(buf) < n:
-            try:
-                chunk = sock.recv(n - len(buf))
-            except BlockingIOError:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    if allow_timeout and not buf:
-                        return None
-                    raise KernelDied("the kernel stopped in the middle of a reply") from None
-                wait = _LIVENESS_CHECK_S if remaining is None else min(remaining, _LIVENESS_CHECK_S)
-                if not await _readable(sock, wait) and not kernel.alive():
-                    raise KernelDied("the kernel process exited") from None
-                continue
-            except OSError as e:
-                raise KernelDied(str(e)) from e
-            if not chunk:
-                raise KernelDied("the kernel closed its control channel")
-            buf += chunk
-        return buf
 
     # -- internals: kernel lifecycle --------------------------------------------------------------------
     async def _aensure_kernel(self) -> str | None:
@@ -846,122 +522,6 @@ class KernelRuntime(Runtime):
         if type(value) in (int, float, str, bool) or value is None:
             return transfer.encode(value, self._transfer_dir)
         return await asyncio.to_thread(transfer.encode, value, self._transfer_dir)  # may be big: off the loop
-
-    def _new_chan_dir(self) -> None:
-        """A fresh folder for the next kernel's channel, the previous one removed: whatever a kernel left there
-        (sockets under the names the host will bind, files, changed permissions) cannot stop the next kernel."""
-        old, self._chan_dir = self._chan_dir, tempfile.mkdtemp(prefix="chan-", dir=self._ctl_dir)
-        if old:
-            with contextlib.suppress(OSError):
-                os.chmod(old, 0o700)
-            shutil.rmtree(old, ignore_errors=True)
-
-    def _spawn(self) -> _Kernel:
-        """Launch a kernel and wait for its hello on the control channel (blocking)."""
-        self._spawned += 1
-        if self._spawned > 1:
-            self._new_chan_dir()
-        sock_path = os.path.join(self._chan_dir, f"ctl{self._spawned}.sock")
-        log_path = os.path.join(self._ctl_dir, f"kernel{self._spawned}.log")
-        token = secrets.token_hex(16)
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        log = KernelLog(log_path)
-        try:
-            listener.bind(sock_path)
-            listener.listen(1)
-            t0 = time.perf_counter()
-            manager = _make_manager(self._chan_dir, self._kernel_argv())
-            try:
-                manager.start_kernel(
-                    env=self._kernel_env(sock_path, token, log_path), cwd=self.workdir, stdout=log.write_fd,
-                    stderr=log.write_fd,
-                )  # fmt: skip
-            finally:
-                log.started()
-            process = manager.provisioner.process
-            pid = process.pid
-            pgid = manager.provisioner.pgid
-            conn = self._accept(listener, process, log, t0)
-        except BaseException:
-            if "process" in locals():
-                with contextlib.suppress(Exception):
-                    os.killpg(pgid, signal.SIGKILL) if pgid else process.kill()
-            raise
-        finally:
-            listener.close()
-            with contextlib.suppress(OSError):
-                os.unlink(sock_path)
-        try:
-            hello = _recv_blocking(conn, deadline=time.monotonic() + 10)
-            if hello.get("token") != token:
-                raise RuntimeError_("a process other than the kernel connected to the control channel")
-        except BaseException:
-            conn.close()
-            with contextlib.suppress(Exception):
-                os.killpg(pgid, signal.SIGKILL) if pgid else process.kill()
-            raise
-        conn.setblocking(False)
-        kernel = _Kernel(manager, process, conn, pid, pgid, log, time.perf_counter() - t0, token=token)
-        with contextlib.suppress(OSError):  # read by the kernel at start; on disk it would hand a sibling the key
-            os.unlink(manager.connection_file)
-        peer_pid = _peer_pid(conn)
-        if peer_pid not in (None, pid):  # started through a wrapper: interrupts go to the kernel itself
-            kernel.signal_pid = peer_pid
-        if self.memory_limit_mb is not None:
-            self.address_space_limit = cap_address_space(kernel.signal_pid or pid, self.memory_limit_mb)
-        return kernel
-
-    def _kernel_argv(self) -> list[str]:
-        """The kernel's command line (``{connection_file}`` is filled in by jupyter-client). A subclass may
-        wrap it, e.g. in a sandbox launcher, as long as the kernel still reaches the control socket."""
-        return [sys.executable, "-c", _BOOT, "-f", "{connection_file}"]
-
-    def _accept(self, listener: socket.socket, process: Any, log: KernelLog, t0: float) -> socket.socket:
-        listener.settimeout(0.05)
-        while True:
-            try:
-                conn, _ = listener.accept()
-                return conn
-            except TimeoutError:
-                pass
-            if process.poll() is not None:
-                log._thread.join(1.0)
-                tail = log.tail(3000)
-                raise RuntimeError_(f"the kernel exited during start (exit code {process.returncode}):\n{tail}")
-            if time.perf_counter() - t0 > self.start_timeout_s:
-                raise RuntimeError_(
-                    f"the kernel did not start within start_timeout_s={self.start_timeout_s:g} s "
-                    "(a loaded machine? raise start_timeout_s)"
-                )
-
-    def _kernel_env(self, sock_path: str, token: str, log_path: str) -> dict[str, str]:
-        env = (
-            dict(os.environ)
-            if self.inherit_env
-            else {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
-        )
-        env.update(self.env)
-        paths = [_cave_root()]  # where the `cave` package lives (its folder's parent, never the folder itself)
-        if self.inherit_sys_path:
-            paths += [os.path.abspath(p or os.getcwd()) for p in sys.path]
-        if env.get("PYTHONPATH"):
-            paths.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
-        env.update(
-            CAVE_CONTROL_SOCKET=sock_path,
-            CAVE_CONTROL_TOKEN=token,
-            CAVE_KERNEL_LOG="/dev/stderr",  # the host's pipe: the kernel never holds a file of the host's
-            CAVE_MAX_OUTPUT_CHARS=str(self.max_output_chars),
-        )
-        env.pop("CAVE_MEMORY_LIMIT_MB", None)
-        env.pop("CAVE_CPU_TIME_LIMIT_S", None)
-        if self.memory_limit_mb is not None:
-            env["CAVE_MEMORY_LIMIT_MB"] = str(self.memory_limit_mb)
-            # Arrow's default allocator reserves ~1 GB up front, which would count against the limit.
-            env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-        if self.cpu_time_limit_s is not None:
-            env["CAVE_CPU_TIME_LIMIT_S"] = str(self.cpu_time_limit_s)
-        return env
 
     # -- internals: plumbing ------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -1012,24 +572,6 @@ def _as_timeout(error: ExecError | None, timeout: float) -> ExecError:
     return ExecError("TimeoutError", message, tb, error.lineno)
 
 
-async def _readable(sock: socket.socket, timeout: float) -> bool:
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    fd = sock.fileno()
-
-    def ready() -> None:
-        if not fut.done():
-            fut.set_result(True)
-
-    loop.add_reader(fd, ready)
-    handle = loop.call_later(timeout, lambda: fut.done() or fut.set_result(False))
-    try:
-        return await fut
-    finally:
-        handle.cancel()
-        loop.remove_reader(fd)
-
-
 async def _in_fresh_context(fn: Any) -> Any:
     """Run blocking jupyter-client work on a worker thread *without* this task's context variables.
 
@@ -1037,15 +579,6 @@ async def _in_fresh_context(fn: Any) -> Any:
     copies the caller's context, so workers started from one context would share one loop (and fail with
     "This event loop is already running" when several kernels start at once)."""
     return await asyncio.get_running_loop().run_in_executor(None, fn)
-
-
-def _peer_pid(conn: socket.socket) -> int | None:
-    """The pid of the process at the other end of a Unix socket, as this process's pid namespace sees it."""
-    try:
-        pid, _, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    except (OSError, AttributeError):
-        return None
-    return pid or None
 
 
 def _checked_execution(d: Any) -> Execution:
@@ -1068,19 +601,3 @@ def _checked_execution(d: Any) -> Execution:
         raise ValueError(f"unknown recovery {execution.recovery!r}")
     execution.timed_out = bool(execution.timed_out)
     return execution
-
-
-def _recv_blocking(conn: socket.socket, deadline: float) -> dict[str, Any]:
-    def exactly(n: int) -> bytes:
-        buf = b""
-        while len(buf) < n:
-            conn.settimeout(max(0.001, deadline - time.monotonic()))
-            chunk = conn.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError("the control channel closed")
-            buf += chunk
-        return buf
-
-    json_len, att_len = transfer.unpack_header(exactly(transfer.HEADER))
-    body = exactly(json_len + att_len)
-    return json.loads(body[:json_len])

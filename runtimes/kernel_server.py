@@ -26,7 +26,7 @@ from cave.runtimes.base import (
     ExecError,
     Execution,
 )
-from cave.runtimes.inprocess import DEFAULT_MAX_OUTPUT_CHARS
+from cave.runtimes.cells import DEFAULT_MAX_OUTPUT_CHARS
 
 
 class CPUTimeLimitExceeded(BaseException):
@@ -51,9 +51,9 @@ def kernel_main() -> None:
     # stderr is the host's pipe (KernelLog): a segfault leaves a traceback the host can report
     faulthandler.enable(sys.__stderr__, all_threads=False)
 
-    from cave.runtimes.inprocess import _no_input
+    from cave.runtimes.cells import no_input
 
-    builtins.input = _no_input
+    builtins.input = no_input
 
     from ipykernel.kernelapp import IPKernelApp
     from tornado.ioloop import IOLoop
@@ -94,7 +94,7 @@ class _KernelServer:
     """The kernel's end of the control channel: requests run on the kernel's main thread."""
 
     def __init__(self, shell: Any) -> None:
-        from cave.runtimes.inprocess import CellRunner
+        from cave.runtimes.cells import CellRunner
 
         self.shell = shell
         self.runner = CellRunner(
@@ -115,12 +115,12 @@ class _KernelServer:
     def _route_display(shell: Any) -> None:
         """display(obj) inside a cell prints its text form into the cell's captured stdout
         (there is no notebook frontend to show rich output to)."""
-        from cave.runtimes.inprocess import _CAPTURE
+        from cave.runtimes.cells import CAPTURE
 
         publish = shell.display_pub.publish
 
         def publish_or_print(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
-            if _CAPTURE.get() is None:
+            if CAPTURE.get() is None:
                 publish(data, *args, **kwargs)
             elif "text/plain" in data:
                 print(data["text/plain"])

@@ -29,35 +29,25 @@ docs/threat-model.md says what each mode stops and what it does not.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import functools
 import importlib.util
-import json
 import os
 import platform
 import shutil
-import signal
-import struct
 import subprocess
 import sys
-import threading
-import time
-import warnings
-import weakref
 from typing import Any
 
 from cave.runtimes.base import (
-    ExecError,
-    Execution,
     Runtime,
     RuntimeError_,
     TransferError,
     create_runtime,
     register_runtime,
 )
-from cave.runtimes.inprocess import InProcessRuntime
-from cave.runtimes.kernel import KernelRuntime, _installed, _Kernel
+from cave.runtimes.confine import kernel_setup, seccomp_arch, seccomp_program
+from cave.runtimes.kernel import installed
+from cave.runtimes.process import ProcessRuntime, TrustedRuntime
 
 MODES = ("trusted", "process", "sandbox")
 BWRAP_INSTALL_HINT = (
@@ -65,7 +55,6 @@ BWRAP_INSTALL_HINT = (
     "apk add bubblewrap (Alpine)"
 )
 SANDBOX_UID = 1000  # the uid (and gid) the code runs as inside the jail's user namespace
-_SETUP = "cave.runtimes.sandbox:kernel_setup"
 
 
 class SandboxUnavailable(RuntimeError_):
@@ -77,357 +66,6 @@ def runtime_for_mode(mode: str, **options: Any) -> Runtime:
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; use one of: {', '.join(MODES)} (see docs/threat-model.md)")
     return create_runtime(mode, **options)
-
-
-class TrustedRuntime(InProcessRuntime):
-    """Mode ``trusted``: the in-process runtime under its mode name. No isolation: your own code only."""
-
-    name = "trusted"
-
-
-# =====================================================================================================
-# process mode
-# =====================================================================================================
-
-
-class ProcessRuntime(KernelRuntime):
-    """Mode ``process``: a kernel with hard resource limits (see the module docstring).
-
-    Options beyond ``KernelRuntime``'s: ``max_open_files`` (RLIMIT_NOFILE), ``max_processes`` (processes
-    and threads of the kernel: a pids cgroup, else RLIMIT_NPROC), ``max_file_mb`` (largest file the code
-    may write), ``idle_cpu_limit_s`` (CPU seconds the kernel may burn outside cells, beyond 5% of a core,
-    summed over its life: threads a cell left running; past that it is killed and restarted at the next
-    call),
-    ``cpu_grace_s`` (how far past ``cpu_time_limit_s`` a cell that ignores SIGXCPU may go before the host
-    kills the kernel). Defaults: 2048 MB, 60 CPU-s per cell, 256 files, 256 processes, 1024 MB files.
-
-    ``limits`` says what is in force on this machine, e.g. whether the process count is enforced.
-    """
-
-    name = "process"
-
-    def __init__(
-        self,
-        timeout: float | None = 60.0,
-        memory_limit_mb: int | None = 2048,
-        cpu_time_limit_s: int | None = 60,
-        workdir: str | None = None,
-        env: dict[str, str] | None = None,
-        *,
-        max_open_files: int = 256,
-        max_processes: int = 256,
-        max_file_mb: int = 1024,
-        idle_cpu_limit_s: float | None = 30.0,
-        cpu_grace_s: float = 2.0,
-        **options: Any,
-    ) -> None:
-        for label, value in (("max_open_files", max_open_files), ("max_processes", max_processes)):
-            if not isinstance(value, int) or value < 32:
-                raise ValueError(f"{label} must be an int >= 32 (an idle kernel uses ~20 of each), got {value!r}")
-        if not isinstance(max_file_mb, int) or max_file_mb < 1:
-            raise ValueError(f"max_file_mb must be a positive int, got {max_file_mb!r}")
-        options.setdefault("validate_payloads", True)  # buggy code can write a corrupt Arrow file: check it
-        super().__init__(timeout, memory_limit_mb, cpu_time_limit_s, workdir, env, **options)
-        self.max_open_files = max_open_files
-        self.max_processes = max_processes
-        self.max_file_mb = max_file_mb
-        self.idle_cpu_limit_s = idle_cpu_limit_s
-        self.cpu_grace_s = cpu_grace_s
-        self._cgroup = _PidsCgroup.create(max_processes)
-        if self._cgroup is not None:
-            weakref.finalize(self, self._cgroup.remove)
-        elif os.geteuid() == 0:
-            warnings.warn(
-                "process mode: max_processes is not enforced: this process runs as root (Linux does not apply "
-                "RLIMIT_NPROC to root) and cannot create a pids cgroup. Use mode 'sandbox', which refuses new "
-                "processes outright, or run as a normal user.",
-                stacklevel=2,
-            )
-        self._kill_reason: str | None = None
-        # ("cell" | "busy" | "idle", the kernel's CPU seconds then, monotonic time then)
-        self._cpu_mark: tuple[str, float, float] = ("idle", 0.0, time.monotonic())
-        self._idle_excess = 0.0  # CPU seconds used outside requests beyond IDLE_CPU_ALLOWANCE, this kernel
-        _GUARD.watch(self)
-
-    @property
-    def limits(self) -> dict[str, Any]:
-        """The limits in force for this runtime's kernel, and how each is enforced."""
-        nproc = "pids cgroup" if self._cgroup else ("not enforced (root)" if os.geteuid() == 0 else "RLIMIT_NPROC")
-        return {
-            "memory_limit_mb": self.memory_limit_mb,
-            "cpu_time_limit_s": self.cpu_time_limit_s,
-            "idle_cpu_limit_s": self.idle_cpu_limit_s,
-            "max_open_files": self.max_open_files,
-            "max_processes": (self.max_processes, nproc),
-            "max_file_mb": self.max_file_mb,
-            "capabilities": "dropped" if os.geteuid() == 0 else "none (not root)",
-        }
-
-    def close(self) -> None:
-        super().close()
-        if self._cgroup is not None:
-            self._cgroup.remove()
-
-    # -- what the kernel applies to itself before ipykernel loads (kernel_setup) ------------------------
-    def _sandbox_spec(self) -> dict[str, Any]:
-        rlimits = {"NOFILE": self.max_open_files, "FSIZE": self.max_file_mb << 20, "CORE": 0}
-        if self._cgroup is None and os.geteuid() != 0:
-            rlimits["NPROC"] = _user_tasks() + self.max_processes  # RLIMIT_NPROC counts all of the user's tasks
-        return {
-            "rlimits": rlimits,
-            "cgroup": self._cgroup.path if self._cgroup else None,
-            "drop_caps": os.geteuid() == 0,
-            "seccomp": False,
-        }
-
-    def _kernel_env(self, sock_path: str, token: str, log_path: str) -> dict[str, str]:
-        env = super()._kernel_env(sock_path, token, log_path)
-        env["CAVE_KERNEL_SETUP"] = _SETUP
-        env["CAVE_SANDBOX"] = json.dumps(self._sandbox_spec())
-        return env
-
-    # -- the host-side CPU guard -------------------------------------------------------------------------
-    def _spawn(self) -> _Kernel:
-        if self._cgroup is not None:
-            self._cgroup.kill_all()  # whatever a previous kernel left behind
-        kernel = super()._spawn()
-        if self._cgroup is not None:
-            kernel.cleanup = self._cgroup.kill_all
-        self._idle_excess = 0.0
-        self._cpu_mark = ("idle", _cpu_seconds(_kernel_pid(kernel)), time.monotonic())
-        return kernel
-
-    async def _aexec_locked(self, code: str, timeout: float | None) -> Execution:
-        self._mark("cell")
-        try:
-            execution = await super()._aexec_locked(code, timeout)
-        finally:
-            self._mark("idle")
-        reason, self._kill_reason = self._kill_reason, None
-        if reason and execution.error is not None and execution.error.type == "KernelDied":
-            message = f"{reason}; the kernel was killed and restarted: variables created by code are gone"
-            execution.error = ExecError("CPUTimeLimitExceeded", message, f"CPUTimeLimitExceeded: {message}\n")
-        return execution
-
-    async def _arequest(self, message: dict[str, Any], attachment: bytes = b"", timeout: float | None = None) -> Any:
-        self._mark("busy")  # transfers and describe: bounded by their timeouts, not by CPU
-        try:
-            return await super()._arequest(message, attachment, timeout)
-        finally:
-            self._mark("idle")
-
-    async def _aensure_kernel(self) -> str | None:
-        reason = self._kill_reason
-        notice = await super()._aensure_kernel()
-        if notice and reason:
-            self._kill_reason = None
-            notice = f"{reason}; {notice}"
-        return notice
-
-    def _mark(self, state: str) -> None:
-        kernel = self._kernel
-        if kernel is None:
-            return
-        now = _cpu_seconds(_kernel_pid(kernel))
-        previous, since, t0 = self._cpu_mark
-        wall = time.monotonic()
-        if previous == "idle":
-            self._idle_excess = max(0.0, self._idle_excess + _excess(now - since, wall - t0))
-        self._cpu_mark = (state, now, wall)
-
-    def _check_cpu(self) -> None:
-        """Called by the guard thread: kill the kernel if it is over a CPU budget."""
-        kernel = self._kernel
-        if kernel is None or not kernel.alive() or self._closed:
-            return
-        now = _cpu_seconds(_kernel_pid(kernel))
-        state, since, t0 = self._cpu_mark
-        reason = None
-        if state == "cell" and self.cpu_time_limit_s is not None:
-            if now - since > self.cpu_time_limit_s + self.cpu_grace_s:
-                reason = f"the cell used more than {self.cpu_time_limit_s:g} s of CPU time (cpu_time_limit_s) and did not stop at SIGXCPU"
-        elif state == "idle" and self.idle_cpu_limit_s is not None:
-            if self._idle_excess + _excess(now - since, time.monotonic() - t0) > self.idle_cpu_limit_s:
-                reason = (
-                    f"the kernel used more than {self.idle_cpu_limit_s:g} s of CPU time while no cell was running "
-                    "(idle_cpu_limit_s): a thread or process a cell left behind"
-                )
-        if reason and self._kernel is kernel:
-            self._kill_reason = reason
-            kernel.signal(signal.SIGKILL)
-
-
-IDLE_CPU_ALLOWANCE = 0.05  # share of a core an idle kernel may use (an idle ipykernel uses ~0)
-
-
-def _excess(cpu: float, wall: float) -> float:
-    """CPU seconds used beyond the idle allowance over ``wall`` seconds (a burning thread: ~95% of them)."""
-    return cpu - IDLE_CPU_ALLOWANCE * max(0.0, wall)
-
-
-def _kernel_pid(kernel: _Kernel) -> int:
-    return kernel.signal_pid or kernel.pid
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads), from /proc; 0.0 if it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime (fields 14 and 15 of stat)
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _user_tasks() -> int:
-    """How many tasks (processes and threads) this user runs now: RLIMIT_NPROC counts them all."""
-    uid, n = os.getuid(), 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    n += len(os.listdir(f"/proc/{entry.name}/task"))
-    return n
-
-
-class _Guard:
-    """One daemon thread for all limited runtimes: every 0.25 s, checks each live kernel's CPU budgets."""
-
-    INTERVAL_S = 0.25
-
-    def __init__(self) -> None:
-        self._runtimes: weakref.WeakSet[ProcessRuntime] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, runtime: ProcessRuntime) -> None:
-        with self._lock:
-            self._runtimes.add(runtime)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="cave-cpu-guard", daemon=True)
-                self._thread.start()
-
-    def _loop(self) -> None:
-        while True:
-            time.sleep(self.INTERVAL_S)
-            with self._lock:
-                runtimes = list(self._runtimes)
-            for runtime in runtimes:
-                with contextlib.suppress(Exception):  # a runtime closing under us: skip it this round
-                    runtime._check_cpu()
-            del runtimes
-
-
-_GUARD = _Guard()
-
-
-class _PidsCgroup:
-    """A pids cgroup (v1 or v2) holding one runtime's kernel and everything it starts.
-
-    Only where this process may create one (root, or a delegated cgroup v2 subtree); otherwise None.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    @classmethod
-    def create(cls, max_processes: int) -> _PidsCgroup | None:
-        for parent in _pids_cgroup_dirs():
-            _remove_stale(parent)
-            path = os.path.join(parent, f"cave-{os.getpid()}-{os.urandom(4).hex()}")
-            try:
-                os.mkdir(path)
-            except OSError:
-                continue
-            try:
-                with open(os.path.join(path, "pids.max"), "w") as f:
-                    f.write(str(max_processes))
-                return cls(path)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    os.rmdir(path)
-        return None
-
-    def pids(self) -> list[int]:
-        try:
-            with open(os.path.join(self.path, "cgroup.procs")) as f:
-                return [int(line) for line in f if line.strip()]
-        except (OSError, ValueError):
-            return []
-
-    def kill_all(self) -> None:
-        """SIGKILL every process in the cgroup (also those that left the kernel's process group)."""
-        for _ in range(50):
-            pids = self.pids()
-            if not pids:
-                return
-            for pid in pids:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
-
-    def remove(self) -> None:
-        self.kill_all()
-        for _ in range(50):
-            try:
-                os.rmdir(self.path)
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.02)  # the last processes are still being reaped
-
-
-def _remove_stale(parent: str) -> None:
-    """Remove the empty cgroups of runtimes whose process died without closing them (e.g. kill -9)."""
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(parent):
-            owner = entry.name.split("-")
-            if len(owner) == 3 and owner[0] == "cave" and owner[1].isdigit() and not _pid_alive(int(owner[1])):
-                with contextlib.suppress(OSError):
-                    os.rmdir(entry.path)  # fails, harmlessly, if something still runs in it
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _pids_cgroup_dirs() -> list[str]:
-    """Where this process's pids cgroup lives (v1 "pids" hierarchy, or the v2 unified one)."""
-    try:
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-        with open("/proc/self/mountinfo") as f:
-            mounts = [line.split() for line in f]
-    except OSError:
-        return []
-    own = {}
-    for line in lines:
-        hid, controllers, path = line.split(":", 2)
-        own["v2" if hid == "0" else controllers] = path
-    found = []
-    for m in mounts:
-        sep = m.index("-")
-        fstype, options, point = m[sep + 1], m[sep + 3].split(","), m[4]
-        if fstype == "cgroup" and "pids" in options and "pids" in own:
-            found.append(point + own["pids"].rstrip("/"))
-        elif fstype == "cgroup2" and "v2" in own:
-            found.append(point + own["v2"].rstrip("/"))
-    return [d for d in found if os.path.isdir(d)]
-
-
-# =====================================================================================================
-# sandbox mode
-# =====================================================================================================
 
 
 class SandboxRuntime(ProcessRuntime):
@@ -674,7 +312,7 @@ def sandbox_problems(seccomp: bool = True) -> list[str]:
         if problem:
             problems.append(problem)
     if seccomp:
-        if _seccomp_arch() is None:
+        if seccomp_arch() is None:
             problems.append(
                 f"no seccomp filter for this CPU architecture ({platform.machine()}): only x86_64 and aarch64 "
                 "are supported; pass seccomp=False to run without the syscall filter (new processes and "
@@ -715,200 +353,14 @@ def _seccomp_supported() -> bool:
 
 
 # =====================================================================================================
-# Inside the kernel process (before ipykernel loads): CAVE_KERNEL_SETUP=cave.runtimes.sandbox:kernel_setup
+# Inside the kernel process (before ipykernel loads): see cave.runtimes.confine (CAVE_KERNEL_SETUP)
 # =====================================================================================================
-
-
-def kernel_setup() -> None:
-    """Apply the limits and filters in $CAVE_SANDBOX to this process, irrevocably."""
-    import resource
-
-    spec = json.loads(os.environ.pop("CAVE_SANDBOX", "{}"))
-    for name, value in spec.get("rlimits", {}).items():
-        limit = getattr(resource, f"RLIMIT_{name}")
-        _, hard = resource.getrlimit(limit)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(limit, (value, value))  # soft = hard: the code cannot raise it
-    if spec.get("cgroup"):
-        with open(os.path.join(spec["cgroup"], "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
-    if spec.get("drop_caps"):
-        _drop_capabilities()
-    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    if spec.get("seccomp"):
-        _no_subprocess_pipe()
-        _install_seccomp()
-
-
-def _no_subprocess_pipe() -> None:
-    """ipykernel listens on a TCP port of 127.0.0.1 for the output of forked children. The filter allows
-    no TCP sockets and no children, so it is not opened."""
-    from ipykernel import iostream
-
-    init = iostream.IOPubThread.__init__
-
-    def without_pipe(self: Any, socket: Any, pipe: bool = False, **kwargs: Any) -> None:
-        init(self, socket, pipe=False, **kwargs)
-
-    iostream.IOPubThread.__init__ = without_pipe
-
-
-_PR_SET_SECCOMP, _PR_CAPBSET_DROP, _PR_SET_SECUREBITS, _PR_SET_NO_NEW_PRIVS, _PR_CAP_AMBIENT = 22, 24, 28, 38, 47
-
-
-@functools.cache
-def _libc() -> Any:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _prctl(option: int, *args: int) -> int:
-    libc = _libc()
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    padded = (list(args) + [0, 0, 0, 0])[:4]
-    result = libc.prctl(option, *padded)
-    if result < 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl({option}) failed: {os.strerror(err)}")
-    return result
-
-
-def _drop_capabilities() -> None:
-    """Root without capabilities: cannot raise its limits, bypass file permissions, or regain them by exec."""
-    securebits = 0x2F  # NOROOT(+locked), NO_SETUID_FIXUP(+locked), KEEP_CAPS_LOCKED
-    with contextlib.suppress(OSError):
-        _prctl(_PR_SET_SECUREBITS, securebits)
-    _prctl(_PR_CAP_AMBIENT, 4)  # PR_CAP_AMBIENT_CLEAR_ALL
-    for cap in range(64):
-        try:
-            _prctl(_PR_CAPBSET_DROP, cap)
-        except OSError:
-            break  # EINVAL past the last capability this kernel knows
-    header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
-    data = bytes(24)  # two {effective, permitted, inheritable} = 0
-    hdr_buf, data_buf = ctypes.create_string_buffer(header), ctypes.create_string_buffer(data)
-    arch = _seccomp_arch()
-    nr = 126 if arch is None or arch[0] == "x86_64" else 91  # capset
-    if _libc().syscall(nr, hdr_buf, data_buf) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"capset failed: {os.strerror(err)}")
-
-
-# -- seccomp ------------------------------------------------------------------------------------------
-
-# Syscalls refused with EPERM, by name; numbers per architecture below.
-_DENIED = (
-    "fork vfork ptrace process_vm_readv process_vm_writev kexec_load kexec_file_load init_module "
-    "finit_module delete_module mount umount2 pivot_root chroot swapon swapoff reboot unshare setns bpf "
-    "perf_event_open userfaultfd keyctl add_key request_key open_by_handle_at name_to_handle_at acct syslog "
-    "io_uring_setup io_uring_enter io_uring_register quotactl mount_setattr move_mount open_tree fsopen "
-    "fsconfig fsmount fspick settimeofday clock_settime clock_adjtime adjtimex iopl ioperm vhangup "
-    "pidfd_getfd lookup_dcookie uselib"
-).split()
-_X86_64 = dict(
-    clone=56, clone3=435, fork=57, vfork=58, socket=41, ioctl=16, ptrace=101, process_vm_readv=310,
-    process_vm_writev=311, kexec_load=246, kexec_file_load=320, init_module=175, finit_module=313,
-    delete_module=176, mount=165, umount2=166, pivot_root=155, chroot=161, swapon=167, swapoff=168, reboot=169,
-    unshare=272, setns=308, bpf=321, perf_event_open=298, userfaultfd=323, keyctl=250, add_key=248,
-    request_key=249, open_by_handle_at=304, name_to_handle_at=303, acct=163, syslog=103, io_uring_setup=425,
-    io_uring_enter=426, io_uring_register=427, quotactl=179, mount_setattr=442, move_mount=429, open_tree=428,
-    fsopen=430, fsconfig=431, fsmount=432, fspick=433, settimeofday=164, clock_settime=227, clock_adjtime=305,
-    adjtimex=159, iopl=172, ioperm=173, vhangup=153, pidfd_getfd=438, lookup_dcookie=212, uselib=134,
-)  # fmt: skip
-_AARCH64 = dict(
-    clone=220, clone3=435, socket=198, ioctl=29, ptrace=117, process_vm_readv=270, process_vm_writev=271,
-    kexec_load=104, kexec_file_load=294, init_module=105, finit_module=273, delete_module=106, mount=40,
-    umount2=39, pivot_root=41, chroot=51, swapon=224, swapoff=225, reboot=142, unshare=97, setns=268, bpf=280,
-    perf_event_open=241, userfaultfd=282, keyctl=219, add_key=217, request_key=218, open_by_handle_at=265,
-    name_to_handle_at=264, acct=89, syslog=116, io_uring_setup=425, io_uring_enter=426, io_uring_register=427,
-    quotactl=60, mount_setattr=442, move_mount=429, open_tree=428, fsopen=430, fsconfig=431, fsmount=432,
-    fspick=433, settimeofday=170, clock_settime=112, clock_adjtime=266, adjtimex=171, vhangup=58,
-    pidfd_getfd=438, lookup_dcookie=18,
-)  # fmt: skip
-_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-_CLONE_THREAD, _AF_UNIX, _TIOCSTI, _EPERM, _ENOSYS = 0x00010000, 1, 0x5412, 1, 38
-
-
-def _seccomp_arch() -> tuple[str, dict[str, int]] | None:
-    machine = platform.machine().lower()
-    if machine in ("x86_64", "amd64"):
-        return "x86_64", _X86_64
-    if machine in ("aarch64", "arm64"):
-        return "aarch64", _AARCH64
-    return None
-
-
-def seccomp_program() -> list[tuple[int, int, int, int]]:
-    """The classic-BPF filter, as (code, jt, jf, k) instructions.
-
-    Allows everything except: the syscalls in ``_DENIED`` (EPERM); ``clone`` without CLONE_THREAD, i.e. a
-    new process (EPERM; threads are allowed); ``clone3`` (ENOSYS, so the C library falls back to
-    ``clone``, whose flags a filter can read); ``socket`` for any family but AF_UNIX (EPERM); the TIOCSTI
-    ioctl (EPERM); x32 syscalls; and any other architecture (the process is killed).
-    """
-    arch = _seccomp_arch()
-    assert arch is not None, "no seccomp table for this architecture"
-    name, table = arch
-    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
-    allow, kill = 0x7FFF0000, 0x80000000
-    eperm, enosys = 0x00050000 | _EPERM, 0x00050000 | _ENOSYS
-    # Instructions with symbolic jump targets, resolved below.
-    prog: list[tuple[int, Any, Any, int]] = [(ld, 0, 0, 4), (jeq, 0, "KILL", _AUDIT_ARCH[name]), (ld, 0, 0, 0)]
-    if name == "x86_64":
-        prog.append((jge, "EPERM", 0, 0x40000000))
-    for syscall in _DENIED:
-        if syscall in table:
-            prog.append((jeq, "EPERM", 0, table[syscall]))
-    prog += [
-        (jeq, "CLONE", 0, table["clone"]),
-        (jeq, "ENOSYS", 0, table["clone3"]),
-        (jeq, "SOCKET", 0, table["socket"]),
-        (jeq, "IOCTL", 0, table["ioctl"]),
-        (ret, 0, 0, allow),
-    ]
-    labels: dict[str, int] = {}
-
-    def label(name: str, *instructions: tuple[int, Any, Any, int]) -> None:
-        labels[name] = len(prog)
-        prog.extend(instructions)
-
-    label("CLONE", (ld, 0, 0, 16), (jset, "ALLOW", "EPERM", _CLONE_THREAD))  # args[0]: flags (low 32 bits)
-    label("SOCKET", (ld, 0, 0, 16), (jeq, "ALLOW", "EPERM", _AF_UNIX))  # args[0]: domain
-    label("IOCTL", (ld, 0, 0, 24), (jeq, "EPERM", "ALLOW", _TIOCSTI))  # args[1]: request
-    label("ALLOW", (ret, 0, 0, allow))
-    label("EPERM", (ret, 0, 0, eperm))
-    label("ENOSYS", (ret, 0, 0, enosys))
-    label("KILL", (ret, 0, 0, kill))
-
-    def offset(target: Any, i: int) -> int:
-        if isinstance(target, int):
-            return target
-        jump = labels[target] - i - 1
-        assert 0 <= jump < 256, "seccomp jump out of range"
-        return jump
-
-    return [(code, offset(jt, i), offset(jf, i), k) for i, (code, jt, jf, k) in enumerate(prog)]
-
-
-def _install_seccomp() -> None:
-    prog = seccomp_program()
-    raw = b"".join(struct.pack("HBBI", code, jt, jf, k) for code, jt, jf, k in prog)
-    buf = ctypes.create_string_buffer(raw)
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = SockFprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
-    libc = _libc()
-    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
-    if libc.prctl(_PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0) != 0:  # SECCOMP_MODE_FILTER
-        err = ctypes.get_errno()
-        raise OSError(err, f"installing the seccomp filter failed: {os.strerror(err)}")
 
 
 def _register_modes() -> None:
     """Register the mode names. They come with the [kernel] extra, which two of the three need (a core
     install keeps just "inprocess" and "kernel", the latter explaining how to install the extra)."""
-    if _installed("jupyter_client") and _installed("ipykernel"):
+    if installed("jupyter_client") and installed("ipykernel"):
         for cls in (TrustedRuntime, ProcessRuntime, SandboxRuntime):
             register_runtime(cls.name)(cls)
 

@@ -144,7 +144,7 @@ class HostContext:
         (an editable install maps cave.runtimes to runtimes/, the bundled skills to skills/, ...), and the Python
         environment when it lives inside the project (CI's .venv): the jail needs the interpreter and its
         packages, read-only."""
-        from cave.runtimes.sandbox import _python_paths, package_dirs
+        from cave.runtimes.sandbox import _python_paths, package_dirs  # noqa: F401
 
         shown = set()
         for path in map(Path, _python_paths() + package_dirs("cave")):

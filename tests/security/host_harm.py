@@ -129,11 +129,11 @@ def tz_path_arrow(mode: str) -> str | None:
 
 
 def shared_mapping(mode: str) -> str | None:
-    """mmap(-1, 2 GiB): a shared mapping RLIMIT_DATA does not count."""
+    """mmap(-1, 3 GiB): a shared mapping RLIMIT_DATA does not count."""
     with _runtime(mode, memory_limit_mb=512) as rt:
-        ex = rt.execute("import mmap\nm = mmap.mmap(-1, 2 << 30)\nm[-1:] = b'x'\nprint('MAPPED')")
+        ex = rt.execute("import mmap\nm = mmap.mmap(-1, 3 << 30)\nm[-1:] = b'x'\nprint('MAPPED')")
         if "MAPPED" in ex.stdout:
-            return "a 2 GiB mapping past memory_limit_mb=512"
+            return "a 3 GiB mapping past memory_limit_mb=512 (+ 1 GiB headroom)"
         return _works(rt)
 
 

@@ -49,9 +49,9 @@ def test_a_corrupt_arrow_file_is_an_error_not_a_crash(tmp_path):
 def test_the_host_bounds_what_it_takes_from_the_jupyter_channels():
     """Every socket of cave's zmq context refuses messages over ZMQ_MAX_MESSAGE and queues few."""
     import zmq
-    from cave.runtimes.kernel import ZMQ_MAX_MESSAGE, ZMQ_QUEUE, _zmq_context
+    from cave.runtimes.kernel_process import ZMQ_MAX_MESSAGE, ZMQ_QUEUE, zmq_context
 
-    ctx = _zmq_context()
+    ctx = zmq_context()
     pull = ctx.socket(zmq.PULL)
     try:
         assert pull.getsockopt(zmq.MAXMSGSIZE) == ZMQ_MAX_MESSAGE and pull.getsockopt(zmq.RCVHWM) == ZMQ_QUEUE

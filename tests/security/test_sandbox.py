@@ -22,6 +22,7 @@ from cave.runtimes import (
     create_runtime,
     runtime_for_mode,
 )
+from cave.runtimes import process as process_mod
 from cave.runtimes import sandbox as sandbox_mod
 from cave.runtimes.base import TransferError
 
@@ -35,7 +36,7 @@ def test_modes_are_registered_runtimes():
     trusted = runtime_for_mode("trusted")
     assert isinstance(trusted, TrustedRuntime) and isinstance(trusted, InProcessRuntime)
     assert trusted.execute("1 + 1").result == "2"
-    with pytest.warns(UserWarning) if os.geteuid() == 0 and not sandbox_mod._pids_cgroup_dirs() else _nothing():
+    with pytest.warns(UserWarning) if os.geteuid() == 0 and not process_mod._pids_cgroup_dirs() else _nothing():
         process = create_runtime("process", timeout=5)
     assert isinstance(process, ProcessRuntime) and process.name == "process"
     process.close()  # never started: closing is still clean
@@ -83,7 +84,7 @@ def test_sandbox_refuses_host_state_options():
 
 
 def test_seccomp_program_is_well_formed():
-    if sandbox_mod._seccomp_arch() is None:
+    if sandbox_mod.seccomp_arch() is None:
         pytest.skip("no seccomp table for this architecture")
     prog = sandbox_mod.seccomp_program()
     assert prog[0] == (0x20, 0, 0, 4)  # load the architecture first
