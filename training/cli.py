@@ -28,6 +28,7 @@ def configure(p: argparse.ArgumentParser) -> None:
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     run.add_argument("--steps", type=int, metavar="N", help="override the config's total steps")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar; print only the run folder")
+    run.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
     run.set_defaults(func=cmd_run)
     plot = sub.add_parser("plot", help="PNG curves of a run's metrics.jsonl")
     plot.add_argument("run_dir")
@@ -48,8 +49,33 @@ COMMAND = Command(
 )
 
 
+def quiet_third_party() -> None:
+    """Keep `cave train`'s output its own: no HF progress bars, no DeepSpeed/transformers/accelerate chatter
+    (warnings and info), unless --verbose. Errors still show."""
+    import logging
+    import os
+    import warnings
+
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    for name in ("deepspeed", "DeepSpeed", "transformers", "accelerate", "torch.distributed", "ray", "urllib3"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"(deepspeed|transformers|accelerate|torch)(\..*)?")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from cave.training.config import ConfigError, load_config
+
+    if not getattr(args, "verbose", False):
+        quiet_third_party()
 
     try:
         cfg = load_config(args.config, steps=args.steps)

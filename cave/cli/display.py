@@ -155,7 +155,7 @@ class RichDisplay:
                 f"[yellow]context compacted ({ev.how}): {ev.tokens_before} -> {ev.tokens_after} tokens[/yellow]"
             )
         elif isinstance(ev, a.RunError):
-            self._print(f"[red]error: {shown(ev.message)}[/red]")
+            pass  # the result panel shows the run's error once (printing it here too said it twice)
 
     def _print(self, renderable: Any) -> None:
         self.console.print(renderable)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -213,3 +214,14 @@ def test_schema_documents_backend_options_and_limits(capsys):
     assert {"model", "base_url", "api_key"} <= set(model)
     memory = schema["$defs"]["RuntimeSpec"]["properties"]["memory_limit_mb"]["description"]
     assert "process" in memory and "sandbox" in memory
+
+
+def test_a_backend_connection_error_is_shown_once(tmp_path):
+    task = tmp_path / "t.yaml"
+    task.write_text('task: hi\nmodel: {backend: openai, base_url: "http://127.0.0.1:9/v1", model: x}\nmax_steps: 2\n')
+    out = subprocess.run(
+        [sys.executable, "-m", "cave", "run", str(task), "--db", str(tmp_path / "r.db")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"},
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert (out.stdout + out.stderr).count("gave up after") == 1

@@ -178,3 +178,26 @@ def test_scale_out_settings_parse():
     from cave.llm.vllm import vllm_available
 
     assert cfg.models["big"].rollout.resolved() == ("vllm" if vllm_available()[0] else "transformers")
+
+
+def test_cave_train_silences_third_party_noise_unless_verbose(monkeypatch):
+    import logging
+
+    from cave.training.cli import COMMAND, quiet_third_party
+
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    quiet_third_party()
+    from transformers.utils import logging as hf_logging
+
+    assert hf_logging.get_verbosity() == hf_logging.ERROR and not hf_logging.is_progress_bar_enabled()
+    assert logging.getLogger("deepspeed").level == logging.ERROR
+    import os
+
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    import argparse
+
+    p = argparse.ArgumentParser()
+    COMMAND.configure(p)
+    assert p.parse_args(["run", "c.yaml", "--verbose"]).verbose is True
+    hf_logging.enable_progress_bar()
+    hf_logging.set_verbosity_warning()
