@@ -255,6 +255,18 @@ def trim_metrics(path: Path, last_step: int) -> None:
 
 
 # -- plots ---------------------------------------------------------------------------------------------
+PLOT_YLABELS = {
+    "reward": "reward (mean over samples)",
+    "grad_norm": "gradient norm (pre-clip)",
+    "advantage": "advantage",
+    "loss": "loss",
+    "clip_kl_entropy": "fraction / nats",
+    "response_len": "tokens per response",
+    "throughput": "tokens / s",
+}
+_STYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
 PLOT_GROUPS = {
     "reward": ("reward_mean", "reward/"),
     "grad_norm": ("grad_norm/", "grad_norm_max/"),
@@ -272,6 +284,7 @@ def plot_run(run_dir: str | Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     rows = read_metrics(run_dir)
     out_dir = Path(run_dir) / "plots"
@@ -282,13 +295,26 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         mine = [k for k in keys if any(k == p or (p.endswith("/") and k.startswith(p)) for p in prefixes)]
         if not mine:
             continue
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for k in mine:
+        fig, ax = plt.subplots(figsize=(7.5, 3.8))
+        for i, k in enumerate(mine):
             pts = [(r["step"], r[k]) for r in rows if isinstance(r.get(k), int | float)]
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=k)
+            # series that coincide (several agents with the same reward) stay visible: own dash, marker, and a
+            # slight transparency, so overlapping lines show as overlapping rather than as one
+            ax.plot(
+                [p[0] for p in pts],
+                [p[1] for p in pts],
+                linestyle=_STYLES[i % len(_STYLES)],
+                marker=_MARKERS[i % len(_MARKERS)],
+                markersize=4 + 1.5 * (len(mine) - 1 - i),
+                alpha=0.8,
+                label=k,
+            )
         ax.set_xlabel("step")
+        ax.set_ylabel(PLOT_YLABELS.get(group, group))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers: no 1.25 ticks
         ax.set_title(group)
-        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside, never over
         fig.tight_layout()
         path = out_dir / f"{group}.png"
         fig.savefig(path, dpi=80)

@@ -229,3 +229,36 @@ def test_deepspeed_zero_updates_train_like_torch_and_resume(tiny_dir, tmp_path, 
     assert torch.equal(final[key].detach(), got[key])
     Trainer(ds_cfg.model_copy(update={"steps": 3}), resume=ds_run, quiet=True).train()
     assert [r["step"] for r in read_metrics(ds_run)] == [1, 2, 3]
+
+
+def test_plots_are_readable(tmp_path, monkeypatch):
+    """Integer steps get integer ticks, every axis is labelled, the legend stands beside the data."""
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from cave.training.trainer import PLOT_GROUPS, PLOT_YLABELS, plot_run
+
+    rows = [{"step": s, "reward_mean": 0.5, "reward/solver": 0.5, "reward/verifier": 0.5, "adv/solver": 0.1 * s}
+            for s in range(1, 4)]  # fmt: skip
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    seen = []
+    real_savefig = plt.Figure.savefig
+
+    def check(fig, path, *a, **k):
+        ax = fig.axes[0]
+        ticks = [t for t in ax.get_xticks() if ax.get_xlim()[0] <= t <= ax.get_xlim()[1]]
+        assert all(float(t).is_integer() for t in ticks), ticks
+        assert ax.get_ylabel() and ax.get_xlabel() == "step"
+        legend = ax.get_legend()
+        assert legend is not None and len(legend.get_texts()) == len(ax.get_lines())
+        seen.append(path)
+        return real_savefig(fig, path, *a, **k)
+
+    monkeypatch.setattr(plt.Figure, "savefig", check)
+    files = plot_run(tmp_path)
+    assert {f.stem for f in files} == {"reward", "advantage"} and len(seen) == 2
+    assert set(PLOT_YLABELS) == set(PLOT_GROUPS)
