@@ -139,7 +139,7 @@ def test_unknown_names_are_refused_before_anything_is_sent(served):
 
 def test_sleep_and_wake(served, caplog):
     engine, _, _ = served
-    with caplog.at_level(logging.INFO, logger="cave.training.engines"):
+    with caplog.at_level(logging.INFO, logger="cave.training.vllm_server"):
         engine.sleep()
         engine.wake()
     if engine.info["device"] == "cpu":  # vLLM refuses --enable-sleep-mode on CPU: a logged no-op
