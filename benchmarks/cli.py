@@ -205,6 +205,11 @@ def bench(args: argparse.Namespace, suite: Suite) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     _print_table(console, summary)
     console.print(f"[dim]entries: {out / 'entries.jsonl'}  summary: {out / 'summary.json'}[/dim]")
+    if summary.get("entries") and summary.get("errors") == summary.get("entries"):
+        console.print(
+            "[red]every entry ended in an error: nothing was measured (is the backend up and configured?)[/red]"
+        )
+        return 1
     return 0
 
 
@@ -297,38 +302,46 @@ register_suite(Suite("data", "data-intensive tasks over generated tables of grow
 def summarize(rows: list[dict[str, Any]], key: str, ok: str, *, title: str) -> dict[str, Any]:
     """Per (agent, group): n, success rate, mean tokens and steps (and overflows for the data suite).
 
-    >>> s = summarize([{"agent": "code", "size": 100, "success": True, "prompt_tokens": 10, "total_tokens": 12, "steps": 1}],
-    ...               "size", "success", title="t")
-    >>> s["groups"][0]["rate"], s["groups"][0]["prompt_tokens"]
-    (1.0, 10.0)
+    An entry whose run ended in ``error`` (the backend or the runtime failed: an HTTP 400, a dead server) is
+    counted under ``errors`` and left out of the rate: it says nothing about the agent, and scoring it would call
+    a refused request a wrong answer (or, in BFCL's irrelevance category, a right one).
+
+    >>> s = summarize([{"agent": "code", "size": 100, "success": True, "prompt_tokens": 10, "total_tokens": 12, "steps": 1},
+    ...                {"agent": "code", "size": 100, "success": True, "status": "error"}], "size", "success", title="t")
+    >>> s["groups"][0]["rate"], s["groups"][0]["errors"], s["groups"][0]["prompt_tokens"]
+    (1.0, 1, 10.0)
     """
     groups: dict[tuple[str, Any], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         groups[(r["agent"], r[key])].append(r)
     out = []
-    for (agent, value), rs in groups.items():
-        n = len(rs)
+    for (agent, value), every in groups.items():
+        rs = [r for r in every if r.get("status") != "error"]
+        n = max(1, len(rs))
         g = {
             "agent": agent,
             key: value,
-            "n": n,
-            "rate": sum(bool(r.get(ok)) for r in rs) / n,
+            "n": len(every),
+            "errors": len(every) - len(rs),
+            "rate": sum(bool(r.get(ok)) for r in rs) / len(rs) if rs else None,
             "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in rs) / n,
             "completion_tokens": sum(r.get("completion_tokens", 0) for r in rs) / n,
             "total_tokens": sum(r.get("total_tokens", 0) for r in rs) / n,
             "steps": sum(r.get("steps", 0) for r in rs) / n,
         }
-        if "reward" in rs[0]:
+        if rs and "reward" in rs[0]:
             g["avg_reward"] = sum(r["reward"] for r in rs) / n
-        if "overflow" in rs[0]:
+        if "overflow" in every[0]:
             g["overflow"] = sum(bool(r["overflow"]) for r in rs)
         out.append(g)
+    scored = [r for r in rows if r.get("status") != "error"]
     overall = {
-        agent: sum(bool(r.get(ok)) for r in rows if r["agent"] == agent)
-        / max(1, sum(r["agent"] == agent for r in rows))
+        agent: sum(bool(r.get(ok)) for r in scored if r["agent"] == agent)
+        / max(1, sum(r["agent"] == agent for r in scored))
         for agent in dict.fromkeys(r["agent"] for r in rows)
     }
-    return {"title": title, "key": key, "groups": out, "overall": overall}
+    errors = sum(r.get("status") == "error" for r in rows)
+    return {"title": title, "key": key, "groups": out, "overall": overall, "errors": errors, "entries": len(rows)}
 
 
 def _print_table(console: Any, summary: dict[str, Any]) -> None:
@@ -338,12 +351,13 @@ def _print_table(console: Any, summary: dict[str, Any]) -> None:
     table = Table(title=summary["title"])
     extra = sorted({k for g in summary["groups"] for k in g if k.startswith("pass^")})
     has_overflow = any("overflow" in g for g in summary["groups"])
-    for col in ["agent", key, "n", "success", *extra, "prompt tok/task", "total tok/task", "steps/task"]:
+    for col in ["agent", key, "n", "errors", "success", *extra, "prompt tok/task", "total tok/task", "steps/task"]:
         table.add_column(col, justify="left" if col in ("agent", key) else "right")
     if has_overflow:
         table.add_column("overflow", justify="right")
     for g in summary["groups"]:
-        cells = [g["agent"], str(g[key]), str(g["n"]), f"{100 * g['rate']:.1f}%"]
+        rate = "—" if g["rate"] is None else f"{100 * g['rate']:.1f}%"
+        cells = [g["agent"], str(g[key]), str(g["n"]), str(g.get("errors", 0)), rate]
         cells += [f"{g.get(k, 0):.3f}" for k in extra]
         cells += [f"{g['prompt_tokens']:,.0f}", f"{g['total_tokens']:,.0f}", f"{g['steps']:.1f}"]
         if has_overflow:
@@ -351,7 +365,12 @@ def _print_table(console: Any, summary: dict[str, Any]) -> None:
         table.add_row(*cells)
     console.print(table)
     for agent, rate in summary["overall"].items():
-        console.print(f"overall {agent}: {100 * rate:.1f}%")
+        console.print(f"overall {agent}: {100 * rate:.1f}% of the entries that ran")
+    if summary.get("errors"):
+        console.print(
+            f"[yellow]{summary['errors']} of {summary['entries']} entries ended in a backend or runtime error: "
+            "not scored (see the error column of entries.jsonl)[/yellow]"
+        )
 
 
 if __name__ == "__main__":  # python -m cave.benchmarks.cli bfcl --model local --limit 2

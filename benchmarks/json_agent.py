@@ -13,7 +13,7 @@ Every step is recorded in the same ``Trajectory`` record as the code agent's (us
 the tool calls with their outputs in ``step.meta["tool_calls"]``), so tables compare like with like.
 
     >>> import asyncio
-    >>> from cave.llm.base import Scripted
+    >>> from cave.llm.base import ToolsUnsupported, Scripted
     >>> add = ToolSpec("add", "Add two numbers.", {"type": "object", "properties": {
     ...     "a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}, fn=lambda a, b: a + b)
     >>> llm = Scripted(['{"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}', "The sum is 5."])
@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cave.llm.base import LLM, Completion, Message
+from cave.llm.base import LLM, Completion, Message, ToolsUnsupported
 from cave.trajectory import Step, Trajectory
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -145,6 +148,7 @@ class JsonAgent:
         self.temperature = temperature
         self.seed = seed
         self.native = bool(getattr(llm, "supports_tools", False)) if native is None else native
+        self.native_forced = native is True
         self.result_limit = result_limit
         self.stop_after_calls = stop_after_calls
         self.role = role
@@ -181,7 +185,18 @@ class JsonAgent:
         if self.native and self.tools:
             kwargs["tools"] = [t.openai() for t in self.tools.values()]
         t0 = time.time()
-        completion = await self.llm.complete(messages, **kwargs)
+        try:
+            completion = await self.llm.complete(messages, **kwargs)
+        except ToolsUnsupported as e:
+            if self.native_forced:  # asked for native calls: say what the server needs, do not change format
+                raise
+            # the server cannot do native tool calls: the prompted JSON format, for this and later decisions
+            log.warning("%s; falling back to the prompted JSON format", e)
+            self.native = False
+            messages[0] = {"role": "system", "content": self.system_prompt()}
+            kwargs.pop("tools", None)
+            t0 = time.time()
+            completion = await self.llm.complete(messages, **kwargs)
         dt = time.time() - t0
         step = Step(index=index, role=self.role, messages=[dict(m) for m in messages], run_id=run_id, started_at=t0)
         step.completion, step.usage, step.finish_reason = completion.text, completion.usage, completion.finish_reason

@@ -29,6 +29,7 @@ __all__ = [
     "Scripted",
     "StreamItem",
     "TextDelta",
+    "ToolsUnsupported",
     "Usage",
     "WAKE_INTERVAL_S",
     "create_backend",
@@ -88,6 +89,11 @@ StreamItem = TextDelta | Completion
 
 class LLMError(Exception):
     """A backend failed in a way retries did not fix. The message says what to check."""
+
+
+class ToolsUnsupported(LLMError):
+    """The server refused native tool calling (e.g. vLLM started without a tool-call parser). Callers that can
+    fall back to a prompted format do; the message names the server flags that turn it on."""
 
 
 class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override stream or _complete

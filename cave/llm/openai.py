@@ -27,7 +27,17 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from cave.llm.base import LLM, Completion, LLMError, Message, StreamItem, TextDelta, Usage, register_backend
+from cave.llm.base import (
+    LLM,
+    Completion,
+    LLMError,
+    Message,
+    StreamItem,
+    TextDelta,
+    ToolsUnsupported,
+    Usage,
+    register_backend,
+)
 
 __all__ = ["OpenAICompatible", "PASSTHROUGH", "RETRY_STATUSES", "backoff", "chat_url", "retry_after"]
 
@@ -90,6 +100,14 @@ def _hint(status: int | None, url: str, model: str) -> str:
     if status == 429:
         return "the server is rate limiting: lower concurrency or raise max_attempts"
     return "the server failed: check its logs"
+
+
+def _refuses_tools(text: str) -> bool:
+    """A 400 body that says the server cannot do native tool calling (vLLM without --enable-auto-tool-choice /
+    --tool-call-parser; other servers word it as tools not being supported)."""
+    t = text.lower()
+    return any(s in t for s in ("tool-call-parser", "auto-tool-choice", "tool_choice", "tools are not supported",
+                                "does not support tools"))  # fmt: skip
 
 
 class _Retry(Exception):
@@ -234,6 +252,13 @@ class OpenAICompatible(LLM):
                             response.status_code,
                             text or response.reason_phrase,
                             retry_after(response.headers.get("retry-after")),
+                        )
+                    if response.status_code == 400 and body.get("tools") and _refuses_tools(text):
+                        self.supports_tools = False  # this server: later requests use the prompted format
+                        raise ToolsUnsupported(
+                            f"{self.url} refused native tool calls (status 400: {text[:200]}). Start vLLM with "
+                            "--enable-auto-tool-choice --tool-call-parser NAME (hermes for Qwen2.5, llama3_json for "
+                            "Llama 3.x), or use the prompted JSON format"
                         )
                     if response.status_code == 400 and "stream_options" in text and self._include_usage:
                         self._include_usage = False  # an older server: ask again without it, count usage ourselves
