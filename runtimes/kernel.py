@@ -274,9 +274,11 @@ class KernelRuntime(KernelLauncher, Runtime):
     async def ainject(self, name: str, value: Any, description: str | None = None) -> None:
         check_name(name)
         reg = Registration(name, value, kind_of(value), description)
-        meta, attachment = await self._aencode(value)  # a TransferError here registers nothing
         async with self._held():
+            # Start (or restart) the kernel before writing the payload: a (re)start clears the transfer folder of
+            # payloads a dead kernel never read, which took a large first inject's file away from the new kernel.
             await self._aensure_kernel()
+            meta, attachment = await self._aencode(value)  # a TransferError here registers nothing
             await self._ainject_locked(name, meta, attachment)
         self._registered[name] = reg
 

@@ -68,8 +68,17 @@ def _build_sqlalchemy_engine(url: str) -> Any:
     return sqlalchemy.create_engine(url)
 
 
+def _build_sqlite3_connection(path: str) -> Any:
+    import sqlite3
+
+    return sqlite3.connect(path, check_same_thread=False)  # cells and transfers run on different threads
+
+
 # Builders a JSON recipe may name: nothing else can be called by a recipe from an untrusted side.
-BUILDERS: dict[str, Callable[..., Any]] = {"sqlalchemy.create_engine": _build_sqlalchemy_engine}
+BUILDERS: dict[str, Callable[..., Any]] = {
+    "sqlalchemy.create_engine": _build_sqlalchemy_engine,
+    "sqlite3.connect": _build_sqlite3_connection,
+}
 
 _RECIPES: dict[type | str, Callable[[Any], Recipe]] = {}
 
@@ -124,6 +133,21 @@ def _engine_recipe(engine: Any) -> Recipe:
 
 
 register_recipe("sqlalchemy.engine.base.Engine", _engine_recipe)
+
+
+def _sqlite3_recipe(con: Any) -> Recipe:
+    """A sqlite3 connection to a file: the kernel opens its own connection to the same file."""
+    rows = con.execute("PRAGMA database_list").fetchall()
+    path = next((r[2] for r in rows if r[1] == "main"), "")
+    if not path:
+        raise TransferError(
+            "cannot share an in-memory sqlite3 connection with another process (the kernel would get a new, empty "
+            "database): connect to a file, or use the in-process runtime"
+        )
+    return Recipe("sqlite3.connect", (path,))
+
+
+register_recipe("sqlite3.Connection", _sqlite3_recipe)
 
 
 # -- encode ----------------------------------------------------------------------------------------

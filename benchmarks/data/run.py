@@ -94,12 +94,30 @@ class Workspace:
             self._dir.cleanup()
 
 
-async def run_code(task: DataTask, ws: Workspace, llm: LLM, *, max_steps: int = 6) -> tuple[Any, Trajectory]:
-    from cave.runtimes.inprocess import InProcessRuntime
+def default_runtime() -> str:
+    """Where a benchmark runs model code: a sandbox where this machine can run one, else a process-mode kernel.
+    Never the benchmark's own process by default: a model once ran `pip install` there and changed the user's
+    environment. ``inprocess`` is for trusted, scripted policies only (``--runtime inprocess``)."""
+    from cave.runtimes import sandbox_problems
+
+    return "process" if sandbox_problems() else "sandbox"
+
+
+async def run_code(
+    task: DataTask, ws: Workspace, llm: LLM, *, max_steps: int = 6, runtime: str | None = None
+) -> tuple[Any, Trajectory]:
+    from cave.runtimes import create_runtime
 
     from cave.agent import Agent
 
-    runtime = InProcessRuntime(timeout=120)
+    kind = runtime or default_runtime()
+    runtime = (
+        create_runtime(kind, timeout=120)
+        if kind == "inprocess"
+        else create_runtime(kind, timeout=120, memory_limit_mb=4096)
+    )
+    if ws.db_path is not None and hasattr(runtime, "expose"):
+        runtime.expose([str(ws.db_path.parent)])  # the sandbox shows the kernel the database's folder
     con = None
     try:
         if task.dataset == "shop":
@@ -169,11 +187,12 @@ async def arun_task(
     task: DataTask | str, size: int, agent: str, llm: LLM, *, seed: int = 0, **kwargs: Any
 ) -> DataResult:
     task = TASKS[task] if isinstance(task, str) else task
+    runtime = kwargs.pop("runtime", None)  # the code agent's; the JSON agent's tools run on the host
     ws = Workspace(task, size, seed)
     t0 = time.perf_counter()
     try:
         if agent == "code":
-            answer, traj = await run_code(task, ws, llm, **kwargs)
+            answer, traj = await run_code(task, ws, llm, runtime=runtime, **kwargs)
         elif agent == "json":
             answer, traj = await run_json(task, ws, llm, **kwargs)
         else:

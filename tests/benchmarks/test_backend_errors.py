@@ -8,9 +8,9 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
-
 from cave.benchmarks.cli import summarize
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+
 from cave.llm.base import ToolsUnsupported
 from cave.llm.openai import OpenAICompatible
 

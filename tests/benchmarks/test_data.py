@@ -75,7 +75,8 @@ def test_real_answers_are_checked_and_rewarded() -> None:
 @pytest.mark.parametrize(
     "suite_args", [["data", "--scripted", "--sizes", "100,1000", "--tasks", "sales_total_revenue"]]
 )
-def test_cli_writes_entries_and_summary(tmp_path, suite_args, capsys) -> None:
+def test_cli_writes_entries_and_summary(tmp_path, suite_args, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the table has an errors column now: room for every header
     out = tmp_path / "out"
     assert bench_main([*suite_args, "--agent", "code,json", "--out", str(out), "-q"]) == 0
     rows = [json.loads(line) for line in (out / "entries.jsonl").read_text().splitlines()]

@@ -440,3 +440,17 @@ def test_close_leaves_no_process():
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     with pytest.raises(Exception, match="closed"):
         runtime.execute("1")
+
+
+@pytest.mark.parametrize("mode", ["kernel", "process"])
+def test_a_large_first_inject_reaches_a_kernel_not_started_yet(mode):
+    """The payload file of an inject that starts the kernel must survive the start (which clears stale payloads)."""
+    import numpy as np
+    import pandas as pd
+
+    rt = create_runtime(mode, timeout=60)
+    try:
+        rt.inject("df", pd.DataFrame({"a": np.arange(200_000)}))  # big enough to travel as a file, not inline
+        assert rt.execute("int(df['a'].sum())").result == str(sum(range(200_000)))
+    finally:
+        rt.close()

@@ -239,7 +239,6 @@ def test_plots_are_readable(tmp_path, monkeypatch):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from cave.training.trainer import PLOT_GROUPS, PLOT_YLABELS, plot_run
 
     rows = [{"step": s, "reward_mean": 0.5, "reward/solver": 0.5, "reward/verifier": 0.5, "adv/solver": 0.1 * s}
