@@ -103,6 +103,12 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--context-window", type=int, default=32768, help="with --scripted: the window to check overflow against"
     )
+    p.add_argument(
+        "--runtime",
+        choices=["sandbox", "process", "kernel", "inprocess"],
+        help="where the code agent's code runs (default: sandbox where this machine has one, else process; "
+        "inprocess runs model code inside this process: only for trusted, scripted policies)",
+    )
     _tool_call_format(p)
 
 
@@ -281,7 +287,7 @@ def _bench_data(args: argparse.Namespace, agents: list[str], emit: Callable[...,
         for size in sizes:
             for task in tasks:
                 model = scripted_policy(task, size, agent, context_window=args.context_window) if llm is None else llm
-                kwargs: dict[str, Any] = {"max_steps": args.max_steps or 6}
+                kwargs: dict[str, Any] = {"max_steps": args.max_steps or 6, "runtime": args.runtime}
                 if agent == "json":
                     kwargs["native"] = args.native
                 r = asyncio.run(arun_task(task, size, agent, model, **kwargs))

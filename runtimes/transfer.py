@@ -277,6 +277,14 @@ def _write_parts(directory: str, parts: list[tuple[int, Any]]) -> str:
 
 def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
     name = qualified_type(value)
+    if _is(value, "pandas", "Series"):  # a one-column frame on the wire, a Series again on arrival
+        column = value.name if isinstance(value.name, str) else "__series__"
+        meta, attachment = _encode_safe(value.to_frame(name=column), directory)
+        return {
+            **meta,
+            "series": True,
+            "name": value.name if isinstance(value.name, str | int | float) else None,
+        }, attachment
     if _is(value, "pandas", "DataFrame"):
         import pyarrow as pa
 
@@ -326,7 +334,14 @@ def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True, va
                 raise TransferError(f"unknown recipe builder {meta.get('builder')!r}")
             return builder(*meta.get("args", ()), **meta.get("kwargs", {}))
         if fmt == "arrow":
-            return read_arrow(_checked_path(path, meta), validate=validate)
+            frame = read_arrow(_checked_path(path, meta), validate=validate)
+            if meta.get("series"):
+                if frame.shape[1] != 1:
+                    raise TransferError(f"a Series payload with {frame.shape[1]} columns")
+                series = frame.iloc[:, 0]
+                series.name = meta.get("name")
+                return series
+            return frame
         if fmt == "npy":
             import numpy as np
 

@@ -454,3 +454,14 @@ def test_a_large_first_inject_reaches_a_kernel_not_started_yet(mode):
         assert rt.execute("int(df['a'].sum())").result == str(sum(range(200_000)))
     finally:
         rt.close()
+
+
+def test_a_series_crosses_in_the_safe_format():
+    """Untrusted kernels send only safe formats: a pandas Series travels as one Arrow column, name and index kept."""
+    rt = create_runtime("kernel", timeout=60, trust=False)
+    try:
+        rt.execute("import pandas as pd\ns = pd.Series([1.5, 2.0], index=['a', 'b'], name='revenue')")
+        s = rt.retrieve("s")
+        assert s.name == "revenue" and s.to_dict() == {"a": 1.5, "b": 2.0}
+    finally:
+        rt.close()
