@@ -415,7 +415,10 @@ ATTEMPTS: list[Attempt] = [
             lambda obs: obs.execution.timed_out and obs.recovered, True, timeout=2),
     Attempt("sleep-forever", "resources", "import time\ntime.sleep(10**6)",
             lambda obs: obs.execution.timed_out and obs.recovered, True, timeout=2),
-    Attempt("ignore-sigint", "resources", "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
+    # Sleeps rather than spins: a spinning cell would also reach cpu_time_limit_s (2 s here) and be stopped by
+    # SIGXCPU within the interrupt grace, a race with the restart this attempt is about (ignore-sigxcpu covers that).
+    Attempt("ignore-sigint", "resources",
+            "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.1)",
             lambda obs: obs.execution.recovery == "restarted" and obs.recovered, True, timeout=2),
     Attempt("swallow-keyboardinterrupt", "resources",
             "import time\nwhile True:\n    try:\n        time.sleep(1)\n    except BaseException:\n        pass",
