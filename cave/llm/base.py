@@ -1,9 +1,9 @@
 """The LLM protocol: one verb, ``complete``, plus ``stream`` that yields the same thing.
 
-Every backend implements ``stream`` (or ``_complete`` for backends that cannot
-stream); ``complete`` is always "consume the stream and return its final
-Completion", so token accounting is identical in the streaming and
-non-streaming paths: the same code runs in both.
+Every backend implements ``_stream(messages, request)`` (or ``_complete`` for backends
+that cannot stream); ``complete`` is always "consume the stream and return its final
+Completion", so token accounting is identical in the streaming and non-streaming
+paths: the same code runs in both.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "Message",
     "Reply",
     "ReplyFn",
+    "Request",
     "Scripted",
     "StreamItem",
     "TextDelta",
@@ -96,11 +97,33 @@ class ToolsUnsupported(LLMError):
     fall back to a prompted format do; the message names the server flags that turn it on."""
 
 
-class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override stream or _complete
+@dataclass
+class Request:
+    """The sampling arguments of one call, normalized once by ``LLM.stream`` for the backend's ``_stream``."""
+
+    max_tokens: int = 512
+    temperature: float = 0.0
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # backend-specific: tools, top_k, top_p, extra_body, ...
+
+    @property
+    def tools(self) -> list[dict[str, Any]] | None:
+        return self.options.get("tools")
+
+    def kwargs(self) -> dict[str, Any]:
+        """The call's keyword arguments again, for ``_complete`` and request bodies."""
+        return dict(
+            max_tokens=self.max_tokens, temperature=self.temperature, stop=self.stop, seed=self.seed, **self.options
+        )
+
+
+class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override _stream or _complete
     """Base class of every backend.
 
-    Subclasses override ``stream`` (preferred) or ``_complete``. Either way,
-    ``complete`` and ``stream`` return the same Completion, usage included.
+    Backends implement ``_stream(messages, request)`` (preferred) or ``_complete``; the public
+    ``stream`` and ``complete`` turn the call's arguments into one ``Request`` and return the same
+    Completion, usage included. (A subclass that overrides ``stream`` itself still works.)
     """
 
     name: str = "llm"
@@ -127,7 +150,7 @@ class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override stre
             raise LLMError(f"{type(self).__name__}.stream ended without a Completion")
         return final
 
-    async def stream(
+    def stream(
         self,
         messages: list[Message],
         *,
@@ -137,15 +160,18 @@ class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override stre
         seed: int | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[StreamItem]:
-        completion = await self._complete(
-            messages, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed, **kwargs
-        )
+        """Text deltas as they come, then the Completion. Keyword arguments other than these reach the
+        backend in ``request.options`` (``tools``, ``top_k``, ...)."""
+        return self._stream(messages, Request(max_tokens, temperature, list(stop or []), seed, kwargs))
+
+    async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
+        completion = await self._complete(messages, **request.kwargs())
         if completion.text:
             yield TextDelta(completion.text)
         yield completion
 
     async def _complete(self, messages: list[Message], **kwargs: Any) -> Completion:
-        raise NotImplementedError(f"{type(self).__name__} must implement stream() or _complete()")
+        raise NotImplementedError(f"{type(self).__name__} must implement _stream() or _complete()")
 
     def count_tokens(self, text: str) -> int:
         """Tokens in ``text`` by this backend's tokenizer; a 4-chars-per-token estimate by default."""
@@ -247,7 +273,7 @@ class Scripted(LLM):
             model="scripted",
         )
 
-    async def stream(self, messages: list[Message], **kwargs: Any) -> AsyncIterator[StreamItem]:
+    async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
         self.calls.append([dict(m) for m in messages])
         completion = self._next(messages)
         text = completion.text

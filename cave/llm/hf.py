@@ -30,6 +30,7 @@ from cave.llm.base import (
     Completion,
     LLMError,
     Message,
+    Request,
     StreamItem,
     TextDelta,
     Usage,
@@ -398,38 +399,24 @@ class TransformersLLM(LLM):
         with self._lock:
             return generate_batch(self.model, self.tokenizer, prompts, **kwargs)
 
-    async def stream(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        stop: list[str] | None = None,
-        seed: int | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[StreamItem]:
-        tools = kwargs.get("tools")
-        prompt_ids = self.encode(messages, tools)
-        room = reply_room(self, len(prompt_ids), max_tokens)
+    async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
+        prompt_ids = self.encode(messages, request.tools)
         cancel = threading.Event()
         options = {
-            "max_new_tokens": room,
-            "temperature": temperature,
-            "top_k": kwargs.get("top_k", self.top_k),
-            "top_p": kwargs.get("top_p", self.top_p),
-            "seed": seed if seed is not None else self.seed,
-            "stop": list(stop or []),
+            "max_new_tokens": reply_room(self, len(prompt_ids), request.max_tokens),
+            "temperature": request.temperature,
+            "top_k": request.options.get("top_k", self.top_k),
+            "top_p": request.options.get("top_p", self.top_p),
+            "seed": request.seed if request.seed is not None else self.seed,
+            "stop": request.stop,
         }
         # aclosing: if the caller stops early, the worker is told to stop (and frees the model) at once
         async with contextlib.aclosing(iterate_in_thread(self._generate(prompt_ids, options, cancel), cancel)) as items:
             async for item in items:
-                if isinstance(item, Completion) and tools:
-                    from cave.llm.local import parse_tool_calls, tool_names
+                if isinstance(item, Completion) and request.tools:
+                    from cave.llm.local import take_tool_calls
 
-                    item.text, calls = parse_tool_calls(item.text, tool_names(tools))
-                    item.tool_calls = calls or None
-                    if calls:
-                        item.finish_reason = "tool_calls"
+                    take_tool_calls(item, request.tools)
                 yield item
 
     def _generate(

@@ -39,6 +39,7 @@ from cave.llm.base import (
     Completion,
     LLMError,
     Message,
+    Request,
     StreamItem,
     TextDelta,
     Usage,
@@ -59,6 +60,7 @@ __all__ = [
     "normalize_messages",
     "parse_tool_calls",
     "resolve_gguf",
+    "take_tool_calls",
     "tool_names",
 ]
 
@@ -174,6 +176,14 @@ def tool_names(tools: list[dict[str, Any]]) -> set[str]:
     return {(t.get("function") or t).get("name", "") for t in tools if isinstance(t, dict)}
 
 
+def take_tool_calls(completion: Completion, tools: list[dict[str, Any]]) -> None:
+    """Move the calls of ``tools`` that the model wrote as text into ``completion.tool_calls``."""
+    completion.text, calls = parse_tool_calls(completion.text, tool_names(tools))
+    completion.tool_calls = calls or None
+    if calls:
+        completion.finish_reason = "tool_calls"
+
+
 class LocalLLM(LLM):
     """An in-process GGUF model through llama-cpp-python.
 
@@ -266,33 +276,20 @@ class LocalLLM(LLM):
         return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     # -- generation -------------------------------------------------------------------------
-    async def stream(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        stop: list[str] | None = None,
-        seed: int | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[StreamItem]:
-        tools = kwargs.get("tools")
-        prompt_ids = self.encode(messages, tools)
+    async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
+        prompt_ids = self.encode(messages, request.tools)
         room = reply_room(
-            self, len(prompt_ids), max_tokens, "compact the conversation or load the model with a larger n_ctx"
+            self, len(prompt_ids), request.max_tokens, "compact the conversation or load the model with a larger n_ctx"
         )
-        sampling = {k: kwargs.get(k, v) for k, v in self.sampling.items()}
-        seed = seed if seed is not None else self.seed
+        sampling = {k: request.options.get(k, v) for k, v in self.sampling.items()}
+        seed = request.seed if request.seed is not None else self.seed
         cancel = threading.Event()
-        gen = self._generate(prompt_ids, room, temperature, list(stop or []), seed, sampling, cancel)
+        gen = self._generate(prompt_ids, room, request.temperature, request.stop, seed, sampling, cancel)
         try:
             async with contextlib.aclosing(iterate_in_thread(gen, cancel)) as items:
                 async for item in items:
-                    if isinstance(item, Completion) and tools:
-                        text, calls = parse_tool_calls(item.text, tool_names(tools))
-                        item.text, item.tool_calls = text, calls or None
-                        if calls:
-                            item.finish_reason = "tool_calls"
+                    if isinstance(item, Completion) and request.tools:
+                        take_tool_calls(item, request.tools)
                     yield item
         finally:
             cancel.set()

@@ -32,6 +32,7 @@ from cave.llm.base import (
     Completion,
     LLMError,
     Message,
+    Request,
     StreamItem,
     TextDelta,
     ToolsUnsupported,
@@ -203,17 +204,8 @@ class OpenAICompatible(LLM):
         body.update(options.get("extra_body") or {})
         return body
 
-    async def stream(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        stop: list[str] | None = None,
-        seed: int | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[StreamItem]:
-        options = {"max_tokens": max_tokens, "temperature": temperature, "stop": stop, "seed": seed, **kwargs}
+    async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
+        options = request.kwargs()
         last: _Retry | None = None
         for attempt in range(self.max_attempts):
             if attempt:

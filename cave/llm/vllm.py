@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from cave.llm import models
-from cave.llm.base import LLM, Completion, LLMError, Message, StreamItem, TextDelta, Usage, register_backend
+from cave.llm.base import LLM, Completion, LLMError, Message, Request, StreamItem, TextDelta, Usage, register_backend
 
 __all__ = [
     "INSTALL_HINT",
@@ -215,26 +215,17 @@ class VLLMEngine(LLM):
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    async def stream(
-        self,
-        messages: list[Message],
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        stop: list[str] | None = None,
-        seed: int | None = None,
-        **kwargs: Any,
-    ) -> AsyncIterator[StreamItem]:
+    async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
         if self.engine is None:
             raise LLMError("this VLLMEngine was closed")
-        prompt_ids = self.encode(messages, kwargs.get("tools"))
+        prompt_ids = self.encode(messages, request.tools)
         params = self._vllm.SamplingParams(
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_p=kwargs.get("top_p", 1.0),
-            top_k=kwargs.get("top_k", 0) or -1,
-            stop=list(stop or []) or None,
-            seed=seed,
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            top_p=request.options.get("top_p", 1.0),
+            top_k=request.options.get("top_k", 0) or -1,
+            stop=request.stop or None,
+            seed=request.seed,
             logprobs=0 if self.want_logprobs else None,  # 0: just the sampled token's
         )
         request_id = uuid.uuid4().hex
