@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cave.llm.base import LLM, Completion, Message, Usage
+from cave.llm.base import LLM, Completion, Message
 from cave.team import LocalPool, Team, TeamResult, TeamSpec, derive_seed
 from cave.trajectory import Trajectory
 
@@ -108,16 +108,7 @@ class BatchedPolicyLLM(LLM):
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         gen = await future
-        finish = gen.finish_reason
-        return Completion(
-            text=gen.text,
-            usage=Usage(len(prompt_ids), len(gen.token_ids), len(prompt_ids) + len(gen.token_ids)),
-            finish_reason=finish,
-            token_ids=gen.token_ids,
-            logprobs=gen.logprobs,
-            prompt_token_ids=list(prompt_ids),
-            model=self.single.model_name,
-        )
+        return gen.completion(self.single.model_name)
 
     async def _drain(self) -> None:
         from cave.llm.hf import generate_batch

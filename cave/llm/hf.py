@@ -65,6 +65,19 @@ class Generation:
     text: str = ""
     finish_reason: str = "length"  # "stop" (end-of-turn token or stop string) | "length"
 
+    def completion(self, model: str, finish_reason: str | None = None) -> Completion:
+        """This response as a backend's Completion (usage counted from the ids)."""
+        prompt, reply = len(self.prompt_ids), len(self.token_ids)
+        return Completion(
+            text=self.text,
+            usage=Usage(prompt, reply, prompt + reply),
+            finish_reason=finish_reason or self.finish_reason,
+            token_ids=self.token_ids,
+            logprobs=self.logprobs,
+            prompt_token_ids=list(self.prompt_ids),
+            model=model,
+        )
+
 
 def encode_chat(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
     """Prompt token ids of ``messages`` through the tokenizer's chat template, generation prompt appended."""
@@ -447,12 +460,4 @@ class TransformersLLM(LLM):
                 self.model.train(was_training)
         g = out[0]
         finish = "cancelled" if cancel.is_set() and g.finish_reason == "length" else g.finish_reason
-        yield Completion(
-            text=g.text,
-            usage=Usage(len(prompt_ids), len(g.token_ids), len(prompt_ids) + len(g.token_ids)),
-            finish_reason=finish,
-            token_ids=g.token_ids,
-            logprobs=g.logprobs,
-            prompt_token_ids=list(prompt_ids),
-            model=self.model_name,
-        )
+        yield g.completion(self.model_name, finish)
