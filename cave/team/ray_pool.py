@@ -16,14 +16,13 @@ dashboard); set ``RAY_AUTH_MODE=disabled`` for local tests.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from cave.team.pools import per_episode
+from cave.team.pools import EpisodePool
 from cave.team.results import TeamResult
 from cave.team.team import Team
 
@@ -75,7 +74,7 @@ class TeamWorker:
         await self.team.aclose()
 
 
-class RayTeamPool:
+class RayTeamPool(EpisodePool):
     """``num_workers`` Ray actors running team episodes; ``arun`` / ``arun_many`` / ``run_many`` like LocalPool.
 
     ``team``: a Team (rebuilt in each worker from its spec) or a zero-argument factory returning one.
@@ -117,22 +116,6 @@ class RayTeamPool:
     async def arun(self, task: str, *, seed: int | None = None, inputs: Mapping[str, Any] | None = None) -> TeamResult:
         worker = self.workers[next(self._turn)]
         return await worker.run.remote(task, seed, inputs)
-
-    async def arun_many(
-        self,
-        tasks: Sequence[str],
-        *,
-        seeds: Sequence[int | None] | None = None,
-        inputs: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
-    ) -> list[TeamResult]:
-        n = len(tasks)
-        seed_list, input_list = per_episode(seeds, n), per_episode(inputs, n)
-        return list(
-            await asyncio.gather(*(self.arun(tasks[i], seed=seed_list[i], inputs=input_list[i]) for i in range(n)))
-        )
-
-    def run_many(self, tasks: Sequence[str], **kwargs: Any) -> list[TeamResult]:
-        return asyncio.run(self.arun_many(tasks, **kwargs))
 
     def info(self) -> list[dict[str, Any]]:
         """Each worker's process id and episode count."""
