@@ -65,6 +65,17 @@ class _Capture:
             text += f"\n[... {self.dropped[which]} more characters of output not kept]\n"
         return text
 
+    def execution(self, result: str | None, error: ExecError | None, t0: float, timed_out: bool) -> Execution:
+        """The cell's Execution: its captured output, ``result``/``error``, and the time since ``t0``."""
+        return Execution(
+            stdout=self.text(0),
+            stderr=self.text(1),
+            result=result,
+            error=error,
+            duration=time.perf_counter() - t0,
+            timed_out=timed_out,
+        )
+
 
 CAPTURE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("cave_capture", default=None)
 
@@ -336,14 +347,7 @@ class CellRunner:
         finally:
             CAPTURE.reset(token)
             self._interrupt_requested = False
-        return Execution(
-            stdout=cap.text(0),
-            stderr=cap.text(1),
-            result=result,
-            error=error,
-            duration=time.perf_counter() - t0,
-            timed_out=timed_out,
-        )
+        return cap.execution(result, error, t0, timed_out)
 
     async def arun_cell(self, cell: _Cell, timeout: float | None, t0: float) -> Execution:
         _install_streams()
@@ -385,14 +389,7 @@ class CellRunner:
         finally:
             self._task = None
             self._interrupt_requested = False
-        return Execution(
-            stdout=cap.text(0),
-            stderr=cap.text(1),
-            result=result,
-            error=error,
-            duration=time.perf_counter() - t0,
-            timed_out=timed_out,
-        )
+        return cap.execution(result, error, t0, timed_out)
 
     async def _cell_coroutine(self, cell: _Cell) -> str | None:
         ns = self.namespace
