@@ -85,12 +85,29 @@ def _bfcl_options(p: argparse.ArgumentParser) -> None:
 
 
 def _tau2_options(p: argparse.ArgumentParser) -> None:
+    from cave.benchmarks.tau2 import DEFAULT_AGENT_STEPS, DEFAULT_SIM_STEPS, DEFAULT_TASK_TIMEOUT
+
     p.add_argument("--user-model", help="the user simulator's model (default: the same model)")
     p.add_argument("--trials", type=int, default=1, help="trials per task, for pass^k (default: 1)")
     p.add_argument("--domains", default="mock", help="comma-separated of mock,airline,retail,telecom (default: mock)")
     p.add_argument(
-        "--sim-steps", type=int, default=None, help="orchestrator steps per simulation (default: tau2's 200)"
+        "--sim-steps",
+        type=int,
+        default=DEFAULT_SIM_STEPS,
+        help=f"orchestrator steps per simulation (default: {DEFAULT_SIM_STEPS}, sized for a small local model; "
+        "tau2's own is 200: raise it for full-length conversations)",
     )
+    p.add_argument(
+        "--task-timeout",
+        type=float,
+        default=DEFAULT_TASK_TIMEOUT,
+        metavar="SECONDS",
+        help=f"wall-clock limit per task: past it the task is stopped and counted as an error, and the run goes on "
+        f"(default: {DEFAULT_TASK_TIMEOUT:g}; 0: no limit)",
+    )
+    steps = p._option_string_actions["--max-steps"]  # the common option, with tau2's meaning and default
+    steps.help = f"the code agent's LLM calls per user turn (default: {DEFAULT_AGENT_STEPS})"
+    p.set_defaults(max_steps=DEFAULT_AGENT_STEPS)
     _tool_call_format(p)
 
 
@@ -179,6 +196,7 @@ def bench(args: argparse.Namespace, suite: Suite) -> int:
         return 2
     out = Path(args.out or f"runs/bench/{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
+    args.out = str(out)  # suites write their own files (tau2's log) next to the entries
     rows_file = (out / "entries.jsonl").open("w")
     traj_file = (out / "trajectories.jsonl").open("w")
 
@@ -244,32 +262,46 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[...,
 
 
 def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
-    from cave.benchmarks.tau2 import pass_hat_k, quiet_logs, require_tau2, run_domain
+    from cave.benchmarks.tau2 import DEFAULT_AGENT_STEPS, log_to_file, pass_hat_k, require_tau2, run_domain
+    from cave.benchmarks.tau2.progress import TaskProgress
+    from rich.console import Console
 
+    log = log_to_file(
+        Path(args.out) / "tau2.log"
+    )  # tau2's own (loguru) logging, from its import on: not on the console
     require_tau2()
-    quiet_logs()
     llm = make_llm(args.model, args.model_option, args.base_url)
     user_llm = make_llm(args.user_model, [], args.base_url) if args.user_model else llm
     rows, passes = [], {}
-    for agent in agents:
-        for domain in args.domains.split(","):
-            runs = run_domain(
-                domain,
-                agent,
-                llm,
-                user_llm,
-                limit=args.limit,
-                trials=args.trials,
-                agent_steps=args.max_steps or 8,
-                native=args.native,
-                max_steps=args.sim_steps,
-                on_result=lambda r: emit(r.record(), r.trajectory),
-            )
-            rows += [r.record() for r in runs]
-            passes[f"{agent}/{domain}"] = {f"pass^{k}": pass_hat_k(runs, k) for k in range(1, args.trials + 1)}
+
+    def done(r: Any) -> None:
+        progress.done(r)
+        emit(r.record(), r.trajectory)
+
+    with TaskProgress(quiet=args.quiet) as progress:
+        for agent in agents:
+            for domain in args.domains.split(","):
+                runs = run_domain(
+                    domain,
+                    agent,
+                    llm,
+                    user_llm,
+                    limit=args.limit,
+                    trials=args.trials,
+                    agent_steps=args.max_steps or DEFAULT_AGENT_STEPS,
+                    native=args.native,
+                    max_steps=args.sim_steps,
+                    timeout=args.task_timeout,
+                    on_start=progress.starter(agent, domain),
+                    on_result=done,
+                )
+                rows += [r.record() for r in runs]
+                passes[f"{agent}/{domain}"] = {f"pass^{k}": pass_hat_k(runs, k) for k in range(1, args.trials + 1)}
     summary = summarize(rows, "domain", "success", title="Tau²-bench by domain")
     for group in summary["groups"]:
         group.update(passes.get(f"{group['agent']}/{group['domain']}", {}))
+    summary["log"] = str(log)
+    Console().print(f"[dim]tau2's log: {log}[/dim]")
     return summary
 
 

