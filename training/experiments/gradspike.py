@@ -251,6 +251,14 @@ def _step(e: Episode, role: str, prompt: list[int], tok: int, lp: float, *, ok: 
     )
 
 
+def _answer(policies, role: str, group: list[Episode], prompts: list[list[int]], gen) -> None:
+    """``role``'s turn for each episode of ``group``: the digit it samples is the episode's final answer."""
+    tokens, logprobs = sample_next(policies.model(role), prompts, gen)
+    for e, prompt, tok, lp in zip(group, prompts, tokens, logprobs, strict=True):
+        e.traj.steps.append(_step(e, role, prompt, tok, lp, ok=_digit(tok) is not None))
+        e.traj.final_answer = _digit(tok)
+
+
 def repair_rollout(policies, answers, cfg: Config, rng, gen, tag: str) -> list[Trajectory]:
     """Solver answers from a hint; when the check fails, the fixer sees the wrong answer and a second hint."""
     acc_solver, acc_fixer = (cfg.hint_accuracy, cfg.hint_accuracy) if cfg.hint_accuracy is not None else (0.75, 0.5)
@@ -272,10 +280,7 @@ def repair_rollout(policies, answers, cfg: Config, rng, gen, tag: str) -> list[T
         for e in wrong:
             e.hints.append(_hint(e.answer, acc_fixer, rng))
             prompts.append([BOS, FIXER, QMARK, *e.history, HINT, DIGIT0 + e.hints[1]])
-        tokens, logprobs = sample_next(policies.model("fixer"), prompts, gen)
-        for e, prompt, tok, lp in zip(wrong, prompts, tokens, logprobs, strict=True):
-            e.traj.steps.append(_step(e, "fixer", prompt, tok, lp, ok=_digit(tok) is not None))
-            e.traj.final_answer = _digit(tok)
+        _answer(policies, "fixer", wrong, prompts, gen)
     for e in episodes:
         e.traj.reward = 1.0 if e.traj.final_answer == e.answer else 0.0
         e.traj.status = "success"
@@ -322,10 +327,7 @@ def search_rollout(policies, answers, cfg: Config, rng, gen, tag: str, max_steps
     answering = [e for e in episodes if e.answering]
     if answering:
         prompts = [[BOS, ANSWERER, QMARK, *[t for h in e.hints for t in (HINT, DIGIT0 + h)]] for e in answering]
-        tokens, logprobs = sample_next(policies.model("answerer"), prompts, gen)
-        for e, prompt, tok, lp in zip(answering, prompts, tokens, logprobs, strict=True):
-            e.traj.steps.append(_step(e, "answerer", prompt, tok, lp, ok=_digit(tok) is not None))
-            e.traj.final_answer = _digit(tok)
+        _answer(policies, "answerer", answering, prompts, gen)
     for e in episodes:
         e.traj.reward = 1.0 if e.traj.final_answer == e.answer else 0.0
         e.traj.status = "success" if e.answering else "max_steps"
