@@ -119,6 +119,7 @@ class Registration:
     value: Any
     kind: VariableKind = "variable"
     description: str | None = None
+    host: bool = False  # a host function: the code calls a proxy, the function runs in the host process
 
 
 class RuntimeError_(Exception):
@@ -147,8 +148,20 @@ class Runtime(ABC):
     def inject(self, name: str, value: Any, description: str | None = None) -> None:
         """Make ``value`` available to code as ``name``; remembered across restarts."""
 
-    def inject_function(self, fn: Callable[..., Any], description: str | None = None, name: str | None = None) -> None:
-        self._inject_kind(name or fn.__name__, fn, "function", description)
+    def inject_function(
+        self, fn: Callable[..., Any], description: str | None = None, name: str | None = None, *, host: bool = False
+    ) -> None:
+        """Make ``fn`` callable by code as ``name`` (default: its own name).
+
+        ``host=True``: ``fn`` keeps running in *this* process even when code runs in another one (a kernel
+        gets a proxy with the same name, signature and docstring; arguments and results cross as JSON).
+        For functions that must act on the host's live state: a recorder, a queue to an orchestrator.
+        """
+        name = name or fn.__name__
+        if host:
+            self._inject_host_function(name, fn, description)
+        else:
+            self._inject_kind(name, fn, "function", description)
 
     def inject_type(self, cls: type, description: str | None = None, name: str | None = None) -> None:
         self._inject_kind(name or cls.__name__, cls, "type", description)
@@ -156,6 +169,12 @@ class Runtime(ABC):
     def _inject_kind(self, name: str, value: Any, kind: VariableKind, description: str | None) -> None:
         self.inject(name, value, description)
         self._registered[name].kind = kind
+
+    def _inject_host_function(self, name: str, fn: Callable[..., Any], description: str | None) -> None:
+        """Where code runs in this process, a host function is the function itself (runtimes in another
+        process override this)."""
+        self._inject_kind(name, fn, "function", description)
+        self._registered[name].host = True
 
     @property
     def registered(self) -> dict[str, Registration]:

@@ -49,9 +49,7 @@ import asyncio
 import contextlib
 import importlib.util
 import os
-import re
 import signal
-import stat
 import tempfile
 import threading
 import time
@@ -59,7 +57,7 @@ import weakref
 from collections.abc import AsyncIterator, Coroutine
 from typing import Any, TypeVar
 
-from cave.runtimes import transfer
+from cave.runtimes import host_functions, transfer
 from cave.runtimes.base import (
     ExecError,
     Execution,
@@ -80,6 +78,8 @@ from cave.runtimes.kernel_process import (
     KernelLauncher,
     KernelProcess,
     KernelProtocolError,
+    checked_execution,
+    claim_payload,
     finalize_runtime,
     recv_frame,
 )
@@ -87,7 +87,6 @@ from cave.runtimes.kernel_process import (
 T = TypeVar("T")
 
 KERNEL_EXTRA_HINT = "install the kernel extra: pip install 'cave[kernel]' (jupyter-client, ipykernel, pyarrow, psutil)"
-_PAYLOAD_NAME = re.compile(r"[0-9a-f]{16}\.(bin|arrow|npy)")  # what transfer.new_path makes, nothing else
 
 
 def installed(module: str) -> bool:
@@ -282,6 +281,27 @@ class KernelRuntime(KernelLauncher, Runtime):
             await self._ainject_locked(name, meta, attachment)
         self._registered[name] = reg
 
+    def _inject_host_function(self, name: str, fn: Any, description: str | None) -> None:
+        self._sync(self.ainject_host_function(fn, description, name))
+
+    async def ainject_host_function(self, fn: Any, description: str | None = None, name: str | None = None) -> None:
+        """``inject_function(fn, host=True)``: the kernel gets a proxy, ``fn`` runs here (see host_functions)."""
+        name = name or fn.__name__
+        check_name(name)
+        if not callable(fn):
+            raise TypeError(f"a host function must be callable, not {type(fn).__name__}")
+        reg = Registration(name, fn, "function", description, host=True)
+        async with self._held():
+            await self._aensure_kernel()
+            await self._adefine_host_function(reg)
+        self._registered[name] = reg
+
+    async def _adefine_host_function(self, reg: Registration) -> None:
+        spec = host_functions.describe_function(reg.name, reg.value)
+        reply, _ = await self._arequest({"op": "host_function", "spec": spec}, timeout=self.transfer_timeout_s)
+        if not reply["ok"]:
+            raise TransferError(f"the kernel could not define the host function {reg.name!r}: {reply['error']}")
+
     async def aretrieve(self, name: str) -> Any:
         async with self._held():
             await self._aensure_kernel()
@@ -298,34 +318,10 @@ class KernelRuntime(KernelLauncher, Runtime):
             raise TransferError(f"the kernel sent a malformed reply for {name!r} (no payload)")
         if "path" not in payload:
             return transfer.decode(payload, attachment, trust=self.trust, validate=self.validate_payloads)
-        payload = {**payload, "path": self._claim_payload(payload["path"])}
+        payload = {**payload, "path": claim_payload(payload["path"], self._transfer_dir, self._inbox_dir)}
         return await asyncio.to_thread(  # big: off the loop
             transfer.decode, payload, attachment, self.trust, self.validate_payloads
         )
-
-    def _claim_payload(self, path: Any) -> str:
-        """Move a payload file the kernel named into the host's own folder, after checking it is one.
-
-        The kernel names the file, so it may name any path (/etc/passwd, a symlink it made): the host
-        only takes a plain file it finds directly in the transfer folder, under the names the transfer
-        code makes, and renames it away first (rename moves a symlink, never its target) so nothing can
-        be swapped between the check and the read.
-        """
-        if (
-            not isinstance(path, str)
-            or os.path.dirname(path) != self._transfer_dir
-            or not _PAYLOAD_NAME.fullmatch(os.path.basename(path))
-        ):
-            raise TransferError(f"the kernel named a payload file outside its transfer folder: {path!r}; refused")
-        claimed = os.path.join(self._inbox_dir, os.path.basename(path))
-        try:
-            os.rename(path, claimed)
-        except OSError as e:
-            raise TransferError(f"the kernel's payload file {path!r} is gone: {e}") from e
-        if not stat.S_ISREG(os.lstat(claimed).st_mode):
-            os.unlink(claimed)
-            raise TransferError(f"the kernel's payload {path!r} is not a plain file (a link?); refused")
-        return claimed
 
     async def adescribe(self) -> list[VariableInfo]:
         async with self._held():
@@ -358,11 +354,11 @@ class KernelRuntime(KernelLauncher, Runtime):
         self._in_cell = True
         try:
             try:
-                reply = await self._aexchange(kernel, request, b"", timeout)
+                reply = await self._aexchange(kernel, request, b"", timeout, host_calls="serve")
                 if reply is not None:
                     return self._execution(reply[0], t0)
                 kernel.signal(signal.SIGINT)  # past the timeout: interrupt, then wait a grace period
-                reply = await self._areply(kernel, self._next_id, self.interrupt_grace_s)
+                reply = await self._areply(kernel, self._next_id, self.interrupt_grace_s, host_calls="refuse")
             finally:
                 self._in_cell = False
         except KernelDied as e:
@@ -396,7 +392,7 @@ class KernelRuntime(KernelLauncher, Runtime):
                 error=ExecError("KernelError", message, f"KernelError: {message}\n"), duration=time.perf_counter() - t0
             )
         try:
-            execution = _checked_execution(reply["execution"])
+            execution = checked_execution(reply["execution"])
         except (KeyError, TypeError, ValueError) as e:
             raise KernelProtocolError(f"a malformed cell reply ({type(e).__name__}: {e})") from None
         execution.duration = time.perf_counter() - t0
@@ -463,28 +459,36 @@ class KernelRuntime(KernelLauncher, Runtime):
         return reply
 
     async def _aexchange(
-        self, kernel: KernelProcess, message: dict[str, Any], attachment: bytes, timeout: float | None
+        self,
+        kernel: KernelProcess,
+        message: dict[str, Any],
+        attachment: bytes,
+        timeout: float | None,
+        host_calls: str | None = None,
     ) -> tuple[dict[str, Any], bytes] | None:
         self._next_id += 1
         message["id"] = self._next_id
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.sock_sendall(kernel.sock, transfer.pack(message, attachment))
-        except OSError as e:
-            raise KernelDied(str(e)) from e
-        return await self._areply(kernel, message["id"], timeout)
+        await _send(kernel, transfer.pack(message, attachment))
+        return await self._areply(kernel, message["id"], timeout, host_calls)
 
     async def _areply(
-        self, kernel: KernelProcess, request_id: int, timeout: float | None
+        self, kernel: KernelProcess, request_id: int, timeout: float | None, host_calls: str | None = None
     ) -> tuple[dict[str, Any], bytes] | None:
         """The reply to ``request_id``, or None after ``timeout``. One deadline for the whole wait: frames that are
         not the reply (a late reply to an interrupted request, or a cell forging frames on the channel) are skipped
-        without giving the kernel more time."""
+        without giving the kernel more time. ``host_calls``: "serve" runs the host functions a cell calls (within
+        the same deadline), "refuse" answers them with an error (the cell is past its timeout), None skips them."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             reply = await recv_frame(kernel, deadline, self.max_frame_bytes)
             if reply is None or reply[0].get("id") == request_id:
                 return reply
+            if host_calls and reply[0].get("op") == "host_call":
+                functions = {r.name: r.value for r in self._registered.values() if r.host}
+                answer = await host_functions.answer(reply[0], functions, deadline, serve=host_calls == "serve")
+                if answer is None:
+                    return None  # the deadline passed while the host function ran
+                await _send(kernel, transfer.pack(answer))
 
     # -- internals: kernel lifecycle --------------------------------------------------------------------
     async def _aensure_kernel(self) -> str | None:
@@ -517,6 +521,9 @@ class KernelRuntime(KernelLauncher, Runtime):
         self._holder["kernel"] = kernel
         self.start_seconds = kernel.started_in
         for reg in list(self._registered.values()):
+            if reg.host:
+                await self._adefine_host_function(reg)
+                continue
             meta, attachment = await self._aencode(reg.value)
             await self._ainject_locked(reg.name, meta, attachment)
 
@@ -574,6 +581,13 @@ def _as_timeout(error: ExecError | None, timeout: float) -> ExecError:
     return ExecError("TimeoutError", message, tb, error.lineno)
 
 
+async def _send(kernel: KernelProcess, frame: bytes) -> None:
+    try:
+        await asyncio.get_running_loop().sock_sendall(kernel.sock, frame)
+    except OSError as e:
+        raise KernelDied(str(e)) from e
+
+
 async def _in_fresh_context(fn: Any) -> Any:
     """Run blocking jupyter-client work on a worker thread *without* this task's context variables.
 
@@ -581,25 +595,3 @@ async def _in_fresh_context(fn: Any) -> Any:
     copies the caller's context, so workers started from one context would share one loop (and fail with
     "This event loop is already running" when several kernels start at once)."""
     return await asyncio.get_running_loop().run_in_executor(None, fn)
-
-
-def _checked_execution(d: Any) -> Execution:
-    """An Execution from a reply, with every field of the type the host expects (the kernel may lie)."""
-    if not isinstance(d, dict):
-        raise TypeError(f"execution is a {type(d).__name__}, not an object")
-    execution = Execution.from_dict(d)
-    for name in ("stdout", "stderr"):
-        if not isinstance(getattr(execution, name), str):
-            raise TypeError(f"{name} is not a string")
-    if execution.result is not None and not isinstance(execution.result, str):
-        raise TypeError("result is not a string")
-    error = execution.error
-    if error is not None:
-        if not all(isinstance(v, str) for v in (error.type, error.message, error.traceback)):
-            raise TypeError("error fields are not strings")
-        if error.lineno is not None and not isinstance(error.lineno, int):
-            raise TypeError("error.lineno is not an int")
-    if execution.recovery not in (None, "interrupted", "restarted", "crashed"):
-        raise ValueError(f"unknown recovery {execution.recovery!r}")
-    execution.timed_out = bool(execution.timed_out)
-    return execution

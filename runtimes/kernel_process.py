@@ -13,6 +13,7 @@ import secrets
 import shutil
 import signal
 import socket
+import stat
 import struct
 import sys
 import tempfile
@@ -22,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cave.runtimes import transfer
-from cave.runtimes.base import RuntimeError_
+from cave.runtimes.base import Execution, RuntimeError_, TransferError
 
 _BOOT = "from cave.runtimes.kernel_server import kernel_main; kernel_main()"
+_PAYLOAD_NAME = re.compile(r"[0-9a-f]{16}\.(bin|arrow|npy)")  # what transfer.new_path makes, nothing else
 _MID_FRAME_TIMEOUT_S = 60.0  # a frame that started arriving must finish within this
 _MID_FRAME_GRACE_S = 5.0  # ... and at most this long after the call's own deadline
 _LIVENESS_CHECK_S = 0.25  # while waiting for a reply, check this often that the kernel still lives
@@ -301,6 +303,53 @@ class KernelDied(RuntimeError_):
 class KernelProtocolError(KernelDied):
     """The kernel sent something that is not a well-formed reply (an oversized frame, bad JSON, a bad
     field): code in the kernel tampered with the control channel. The kernel is killed and restarted."""
+
+
+def checked_execution(d: Any) -> Execution:
+    """An Execution from a reply, with every field of the type the host expects (the kernel may lie)."""
+    if not isinstance(d, dict):
+        raise TypeError(f"execution is a {type(d).__name__}, not an object")
+    execution = Execution.from_dict(d)
+    for name in ("stdout", "stderr"):
+        if not isinstance(getattr(execution, name), str):
+            raise TypeError(f"{name} is not a string")
+    if execution.result is not None and not isinstance(execution.result, str):
+        raise TypeError("result is not a string")
+    error = execution.error
+    if error is not None:
+        if not all(isinstance(v, str) for v in (error.type, error.message, error.traceback)):
+            raise TypeError("error fields are not strings")
+        if error.lineno is not None and not isinstance(error.lineno, int):
+            raise TypeError("error.lineno is not an int")
+    if execution.recovery not in (None, "interrupted", "restarted", "crashed"):
+        raise ValueError(f"unknown recovery {execution.recovery!r}")
+    execution.timed_out = bool(execution.timed_out)
+    return execution
+
+
+def claim_payload(path: Any, transfer_dir: str, inbox_dir: str) -> str:
+    """Move a payload file the kernel named into the host's own folder, after checking it is one.
+
+    The kernel names the file, so it may name any path (/etc/passwd, a symlink it made): the host
+    only takes a plain file it finds directly in the transfer folder, under the names the transfer
+    code makes, and renames it away first (rename moves a symlink, never its target) so nothing can
+    be swapped between the check and the read.
+    """
+    if (
+        not isinstance(path, str)
+        or os.path.dirname(path) != transfer_dir
+        or not _PAYLOAD_NAME.fullmatch(os.path.basename(path))
+    ):
+        raise TransferError(f"the kernel named a payload file outside its transfer folder: {path!r}; refused")
+    claimed = os.path.join(inbox_dir, os.path.basename(path))
+    try:
+        os.rename(path, claimed)
+    except OSError as e:
+        raise TransferError(f"the kernel's payload file {path!r} is gone: {e}") from e
+    if not stat.S_ISREG(os.lstat(claimed).st_mode):
+        os.unlink(claimed)
+        raise TransferError(f"the kernel's payload {path!r} is not a plain file (a link?); refused")
+    return claimed
 
 
 async def recv_frame(

@@ -110,6 +110,8 @@ class _KernelServer:
         memory = os.environ.get("CAVE_MEMORY_LIMIT_MB")
         self.memory_limit_mb = float(memory) if memory else None
         self.sock: socket.socket | None = None
+        self._in_cell = False  # host functions may be called only while a cell runs (the host is listening)
+        self._host_calls = 0
 
     @staticmethod
     def _route_display(shell: Any) -> None:
@@ -146,15 +148,32 @@ class _KernelServer:
             buf += chunk
         return bytes(buf)
 
-    def _on_request(self) -> None:
+    def _read_frame(self, whole: bool = False) -> tuple[dict[str, Any], bytes]:
+        """The next frame. ``whole``: an interrupt may stop the wait for it, never its reading half-way (which
+        would leave the rest of it to be read as the next frame); it is raised once the frame is read."""
         json_len, att_len = transfer.unpack_header(self._recv_exactly(transfer.HEADER))
-        body = self._recv_exactly(json_len + att_len)
-        request, attachment = json.loads(body[:json_len]), body[json_len:]
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if whole else None
+        try:
+            body = self._recv_exactly(json_len + att_len)
+        finally:
+            if mask is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return json.loads(body[:json_len]), body[json_len:]
+
+    def _on_request(self) -> None:
+        request, attachment = self._read_frame()
         op = request.get("op")
         if op == "exec":
             self._exec(request)
             return
-        handler = {"inject": self._inject, "retrieve": self._retrieve, "describe": self._describe}.get(op)
+        if op == "host_result":  # the answer to a host call that an interrupt abandoned: nobody waits for it
+            return
+        handler = {
+            "inject": self._inject,
+            "retrieve": self._retrieve,
+            "describe": self._describe,
+            "host_function": self._host_function,
+        }.get(op)
         if handler is None:
             self._reply(request, {"ok": False, "error": f"unknown op {op!r}"})
             return
@@ -191,10 +210,12 @@ class _KernelServer:
             return
         self._limit_cpu()
         previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        self._in_cell = True
         try:
             try:
                 execution = self.runner.run_cell(cell, None, t0)
             finally:
+                self._in_cell = False
                 signal.signal(signal.SIGINT, previous)
                 self._unlimit_cpu()
         except KeyboardInterrupt:  # arrived between the cell's end and the handler's reset
@@ -214,8 +235,10 @@ class _KernelServer:
         task = loop.create_task(self.runner.arun_cell(cell, None, t0))
         previous = signal.signal(signal.SIGINT, lambda *_: loop.call_soon_threadsafe(self.runner.interrupt))
         self._limit_cpu()
+        self._in_cell = True
 
         def done(t: asyncio.Task[Execution]) -> None:
+            self._in_cell = False
             signal.signal(signal.SIGINT, previous)
             self._unlimit_cpu()
             try:
@@ -253,6 +276,36 @@ class _KernelServer:
         _, hard = resource.getrlimit(resource.RLIMIT_CPU)
         resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+
+    # -- host functions (see cave.runtimes.host_functions) ----------------------------------------------
+    def _host_function(self, request: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
+        from cave.runtimes.host_functions import make_proxy
+
+        spec = request["spec"]
+        self.shell.user_ns[spec["name"]] = make_proxy(spec, self._call_host)
+        return {"ok": True}, b""
+
+    def _call_host(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """Send the call on the control channel and wait for its result (the host reads frames while a cell runs).
+        Only the cell's own thread may: it is the one thread that reads the channel while the cell runs."""
+        from cave.runtimes.host_functions import encode_call, result_of
+
+        if not self._in_cell or threading.current_thread() is not threading.main_thread():
+            raise RuntimeError(
+                f"{name}() runs on the host: call it from the cell's own code, not from a thread or after the cell"
+            )
+        self._host_calls += 1
+        call = self._host_calls
+        frame = encode_call(call, name, args, kwargs)
+        assert self.sock is not None
+        try:
+            self.sock.sendall(transfer.pack(frame))
+        except OSError:
+            os._exit(0)
+        while True:  # an interrupt (the cell's timeout) raises KeyboardInterrupt here; a late answer is dropped
+            reply, _ = self._read_frame(whole=True)
+            if reply.get("op") == "host_result" and reply.get("call") == call:
+                return result_of(reply, self.shell.user_ns)
 
     # -- objects --------------------------------------------------------------------------------------
     def _inject(self, request: dict[str, Any], attachment: bytes) -> tuple[dict[str, Any], bytes]:
