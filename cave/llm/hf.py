@@ -255,34 +255,41 @@ def generate_batch(
     ``model`` is any causal LM module (e.g. the trainer's current policy): it is run in eval
     mode under ``torch.no_grad`` and put back in the mode it was in.
     """
-    import torch
-
     if not prompts:
         return []
     encoded = [encode_chat(tokenizer, p) if _is_messages(p) else list(p) for p in prompts]
     stop_ids = stop_ids if stop_ids is not None else stop_token_ids(tokenizer, model)
     out: list[Generation] = []
+    with _inference(model):
+        for _ in _sample(
+            model,
+            tokenizer,
+            encoded,
+            out,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            seed=seed,
+            stop=stop,
+            stop_ids=stop_ids,
+        ):
+            pass
+    return out
+
+
+@contextlib.contextmanager
+def _inference(model: Any) -> Iterator[None]:
+    """``model`` in eval mode under ``torch.no_grad``, put back in the mode it was in afterwards."""
+    import torch
+
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            for _ in _sample(
-                model,
-                tokenizer,
-                encoded,
-                out,
-                max_new_tokens=max_new_tokens,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                seed=seed,
-                stop=stop,
-                stop_ids=stop_ids,
-            ):
-                pass
+            yield
     finally:
         model.train(was_training)
-    return out
 
 
 def score_responses(
@@ -435,29 +442,14 @@ class TransformersLLM(LLM):
     def _generate(
         self, prompt_ids: list[int], options: dict[str, Any], cancel: threading.Event
     ) -> Iterator[StreamItem]:
-        import torch
-
         out: list[Generation] = []
-        with self._lock:
-            was_training = self.model.training
-            self.model.eval()
-            try:
-                with torch.no_grad():
-                    steps = _sample(
-                        self.model,
-                        self.tokenizer,
-                        [prompt_ids],
-                        out,
-                        stop_ids=stop_token_ids(self.tokenizer, self.model),
-                        **options,
-                    )
-                    for deltas in steps:
-                        if deltas[0]:
-                            yield TextDelta(deltas[0])
-                        if cancel.is_set():
-                            break
-            finally:
-                self.model.train(was_training)
+        with self._lock, _inference(self.model):
+            stop_ids = stop_token_ids(self.tokenizer, self.model)
+            for deltas in _sample(self.model, self.tokenizer, [prompt_ids], out, stop_ids=stop_ids, **options):
+                if deltas[0]:
+                    yield TextDelta(deltas[0])
+                if cancel.is_set():
+                    break
         g = out[0]
         finish = "cancelled" if cancel.is_set() and g.finish_reason == "length" else g.finish_reason
         yield g.completion(self.model_name, finish)
