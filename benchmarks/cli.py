@@ -81,6 +81,7 @@ def _bfcl_options(p: argparse.ArgumentParser) -> None:
         "--categories",
         help="comma-separated (default: simple,multiple,parallel,parallel_multiple,irrelevance,multi_turn_base)",
     )
+    _runtime_option(p)
     _tool_call_format(p)
 
 
@@ -108,6 +109,7 @@ def _tau2_options(p: argparse.ArgumentParser) -> None:
     steps = p._option_string_actions["--max-steps"]  # the common option, with tau2's meaning and default
     steps.help = f"the code agent's LLM calls per user turn (default: {DEFAULT_AGENT_STEPS})"
     p.set_defaults(max_steps=DEFAULT_AGENT_STEPS)
+    _runtime_option(p)
     _tool_call_format(p)
 
 
@@ -120,13 +122,14 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--context-window", type=int, default=32768, help="with --scripted: the window to check overflow against"
     )
-    p.add_argument(
-        "--runtime",
-        choices=["sandbox", "process", "kernel", "inprocess"],
-        help="where the code agent's code runs (default: sandbox where this machine has one, else process; "
-        "inprocess runs model code inside this process: only for trusted, scripted policies)",
-    )
+    _runtime_option(p)
     _tool_call_format(p)
+
+
+def _runtime_option(p: argparse.ArgumentParser) -> None:
+    from cave.benchmarks.runtime import RUNTIME_CHOICES, RUNTIME_HELP
+
+    p.add_argument("--runtime", choices=RUNTIME_CHOICES, help=RUNTIME_HELP)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
@@ -254,6 +257,7 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[...,
                 limit=args.limit,
                 max_steps=args.max_steps or 4,
                 native=args.native,
+                runtime=args.runtime,
                 on_result=lambda r: emit(r.record(), r.trajectory),
             )
         )
@@ -263,6 +267,7 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[...,
 
 def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
     from cave.benchmarks.tau2 import DEFAULT_AGENT_STEPS, log_to_file, pass_hat_k, require_tau2, run_domain
+    from cave.benchmarks.tau2.agents import code_runtime_kind
     from cave.benchmarks.tau2.progress import TaskProgress
     from rich.console import Console
 
@@ -278,7 +283,7 @@ def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[...,
         progress.done(r)
         emit(r.record(), r.trajectory)
 
-    with TaskProgress(quiet=args.quiet) as progress:
+    with TaskProgress(quiet=args.quiet) as progress, code_runtime_kind(args.runtime):
         for agent in agents:
             for domain in args.domains.split(","):
                 runs = run_domain(

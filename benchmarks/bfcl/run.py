@@ -1,8 +1,11 @@
 """Running the two agents on BFCL entries, capturing their calls, scoring them.
 
-- ``code``: the cave agent; every documented function is injected into an InProcessRuntime as
-  a recording stub. Single-turn stubs only record; multi-turn stubs run on the live BFCL
-  backend (file system, trading bot, ...) so the agent sees real results across turns.
+- ``code``: the cave agent; its code runs in a sandbox (a process-mode kernel where no sandbox can
+  run; ``runtime="inprocess"`` only on request, see ``cave.benchmarks.runtime``). Every documented
+  function is a recording stub injected as a *host function*: the kernel calls a proxy, the stub
+  runs here and records into this process's Recorder. Single-turn stubs only record; multi-turn
+  stubs run on the live BFCL backend (file system, trading bot, ...) so the agent sees real results
+  across turns.
 - ``json``: the JSON function-calling baseline with the same functions as tools.
 
 One ``EntryResult`` per entry: the checker's verdict, the captured calls and one combined
@@ -16,6 +19,7 @@ import asyncio
 import copy
 import importlib
 import inspect
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +29,7 @@ from cave.benchmarks.bfcl.data import Entry
 from cave.benchmarks.bfcl.score import error_summary, score
 from cave.benchmarks.bfcl.stubs import Recorder, make_stub, py_name, tool_spec
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+from cave.benchmarks.runtime import code_runtime
 
 from cave.llm.base import LLM
 from cave.trajectory import Trajectory
@@ -113,17 +118,16 @@ def _methods(instances: dict[str, Any]) -> dict[str, Callable[..., Any]]:
 
 
 # -- the agents -------------------------------------------------------------------------------------
-async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4) -> tuple[Any, Trajectory]:
-    from cave.runtimes.inprocess import InProcessRuntime
-
+async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4, runtime: str | None = None) -> tuple[Any, Trajectory]:
+    """``runtime``: where the agent's code runs (default: ``cave.benchmarks.runtime.default_runtime()``)."""
     from cave.agent import Agent, RunStarted, StepFinished, StepStarted
 
     rec = Recorder()
-    impls = _methods(backends(entry)) if entry.multi_turn else {}
-    runtime = InProcessRuntime(timeout=30)
+    impls = {name: _json_result(m) for name, m in _methods(backends(entry)).items()} if entry.multi_turn else {}
+    runtime = code_runtime(runtime, timeout=30, memory_limit_mb=2048)
     try:
         for doc in entry.functions:
-            runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])))
+            runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])), host=True)
         instructions = "\n\n".join(
             s for s in [CODE_MULTI if entry.multi_turn else CODE_SINGLE, entry.system_text()] if s
         )
@@ -141,7 +145,7 @@ async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4) -> tuple[Any, 
         trajs, turns = [], []
         for t in range(len(entry.turns)):
             for doc in entry.holdout(t):  # miss_func: held-out functions arrive with this turn
-                runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])))
+                runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])), host=True)
             rec.steps = [[]]
             traj = None
             async for ev in agent.stream(entry.turn_text(t)):
@@ -186,6 +190,21 @@ async def run_json(entry: Entry, llm: LLM, *, max_steps: int = 4, native: bool |
     return captured, combine(trajs, entry, "json")
 
 
+def _json_result(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A backend method whose result crosses to the kernel as JSON (what is not JSON becomes its str, as
+    bfcl-eval's executor shows results to a JSON agent)."""
+
+    def call(**arguments: Any) -> Any:
+        result = method(**arguments)
+        try:
+            json.dumps(result)
+            return result
+        except (TypeError, ValueError):
+            return json.loads(json.dumps(result, default=str))
+
+    return call
+
+
 def _json_tool(name: str, rec: Recorder, impl: Callable[..., Any] | None) -> Callable[..., Any]:
     """A JSON tool records the arguments exactly as the model gave them (no binding, no defaults)."""
 
@@ -221,11 +240,12 @@ def combine(trajs: list[Trajectory], entry: Entry, agent: str) -> Trajectory:
 
 
 async def arun_entry(
-    entry: Entry, agent: str, llm: LLM, *, max_steps: int = 4, native: bool | None = None
+    entry: Entry, agent: str, llm: LLM, *, max_steps: int = 4, native: bool | None = None, runtime: str | None = None
 ) -> EntryResult:
+    """``runtime``: where the code agent's code runs (the JSON agent's tools run here)."""
     t0 = time.perf_counter()
     if agent == "code":
-        captured, traj = await run_code(entry, llm, max_steps=max_steps)
+        captured, traj = await run_code(entry, llm, max_steps=max_steps, runtime=runtime)
     elif agent == "json":
         captured, traj = await run_json(entry, llm, max_steps=max_steps, native=native)
     else:
@@ -259,6 +279,7 @@ async def arun_bfcl(
     limit: int | None = None,
     max_steps: int = 4,
     native: bool | None = None,
+    runtime: str | None = None,
     on_result: Callable[[EntryResult], None] | None = None,
 ) -> list[EntryResult]:
     """Run ``agent`` on the first ``limit`` entries of each category. ``llm`` may be a function of the entry."""
@@ -268,7 +289,7 @@ async def arun_bfcl(
     for category in categories:
         for entry in load_category(category, limit):
             model = llm(entry) if callable(llm) and not isinstance(llm, LLM) else llm
-            r = await arun_entry(entry, agent, model, max_steps=max_steps, native=native)
+            r = await arun_entry(entry, agent, model, max_steps=max_steps, native=native, runtime=runtime)
             results.append(r)
             if on_result is not None:
                 on_result(r)
@@ -291,8 +312,6 @@ def replies_for(turns: list[list[dict[str, Any]]], agent: str) -> list[str]:
     json: one prompted-format tool-call message per turn, then a plain-text answer.
     A turn without calls gets a plain-text reply.
     """
-    import json
-
     replies = []
     for calls in turns:
         if not calls:

@@ -23,6 +23,7 @@ from typing import Any
 from cave.benchmarks.data import generate as g
 from cave.benchmarks.data.tasks import TASKS, DataTask, check
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+from cave.benchmarks.runtime import code_runtime
 
 from cave.llm.base import LLM, Scripted
 from cave.trajectory import Trajectory
@@ -94,28 +95,12 @@ class Workspace:
             self._dir.cleanup()
 
 
-def default_runtime() -> str:
-    """Where a benchmark runs model code: a sandbox where this machine can run one, else a process-mode kernel.
-    Never the benchmark's own process by default: a model once ran `pip install` there and changed the user's
-    environment. ``inprocess`` is for trusted, scripted policies only (``--runtime inprocess``)."""
-    from cave.runtimes import sandbox_problems
-
-    return "process" if sandbox_problems() else "sandbox"
-
-
 async def run_code(
     task: DataTask, ws: Workspace, llm: LLM, *, max_steps: int = 6, runtime: str | None = None
 ) -> tuple[Any, Trajectory]:
-    from cave.runtimes import create_runtime
-
     from cave.agent import Agent
 
-    kind = runtime or default_runtime()
-    runtime = (
-        create_runtime(kind, timeout=120)
-        if kind == "inprocess"
-        else create_runtime(kind, timeout=120, memory_limit_mb=4096)
-    )
+    runtime = code_runtime(runtime, timeout=120)
     if ws.db_path is not None and hasattr(runtime, "expose"):
         runtime.expose([str(ws.db_path.parent)])  # the sandbox shows the kernel the database's folder
     con = None

@@ -7,7 +7,9 @@ executes tool calls on the domain environment and its evaluator grades the simul
 
 - ``cave_json``: one LLM call per ``generate_next_message`` (the JSON function-calling baseline).
 - ``cave_code``: the cave code agent. Each user message starts an ``Agent.arun`` turn on a
-  background event loop; the domain tools are injected into its runtime as Python functions
+  background event loop. Its code runs in a sandbox (a process-mode kernel where no sandbox can
+  run; ``--runtime inprocess`` only on request, see ``cave.benchmarks.runtime``). The domain tools
+  are injected as *host functions* (the kernel calls proxies; the functions run in this process)
   that do *not* touch the environment themselves: each call is handed to the orchestrator as
   an ``AssistantMessage`` tool call, and the function returns when the orchestrator answers
   with the ``ToolMessage``. So every call the code makes is in the simulation as a tool call
@@ -20,16 +22,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import itertools
 import json
 import queue
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+from cave.benchmarks.runtime import code_runtime
 
 from cave.llm.base import LLM, Message, Usage
 from cave.trajectory import Trajectory
@@ -70,6 +75,22 @@ class RunContext:
 
 
 CONTEXTS: dict[str, RunContext] = {}
+
+# Where cave_code runs its code (None: cave.benchmarks.runtime.default_runtime()). A module setting rather
+# than a context variable: tau2 builds the agent on the thread that runs the simulation (a new one under a
+# task timeout), which would not see the caller's context. A run context's options["runtime"] wins.
+_CODE_RUNTIME: str | None = None
+
+
+@contextlib.contextmanager
+def code_runtime_kind(kind: str | None) -> Iterator[None]:
+    """Run cave_code's code in ``kind`` (sandbox, process, kernel, inprocess; None: the default) meanwhile."""
+    global _CODE_RUNTIME
+    previous, _CODE_RUNTIME = _CODE_RUNTIME, kind
+    try:
+        yield
+    finally:
+        _CODE_RUNTIME = previous
 
 
 def open_context(llm: LLM, **kwargs: Any) -> str:
@@ -233,14 +254,13 @@ def _agent_classes() -> tuple[type, type, type]:
             self.agent = self._make_agent(tools)
 
         def _make_agent(self, tools: list[Any]) -> Any:
-            from cave.runtimes.inprocess import InProcessRuntime
-
             from cave.agent import Agent
 
-            runtime = InProcessRuntime(timeout=120)  # generous: a cell waits on the orchestrator for tool results
+            kind = self.ctx.options.get("runtime") or _CODE_RUNTIME
+            runtime = code_runtime(kind, timeout=120)  # generous: a cell waits on the orchestrator for tool results
             for t in tools:
-                runtime.inject_function(self._tool_function(t))
-            runtime.inject_type(ToolError)
+                runtime.inject_function(self._tool_function(t), host=True)  # runs here: it talks to the orchestrator
+            runtime.inject_type(ToolError)  # raised again in the kernel by name when a tool refuses
             instructions = CODE_INSTRUCTIONS.format(policy=self.domain_policy)
             # The policy and the tool list both live in the system prompt: give them most of the window.
             window = int(getattr(self.ctx.llm, "context_window", 8192) or 8192)
