@@ -27,7 +27,7 @@ import os
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cave import prompts
@@ -44,6 +44,8 @@ from cave.events import (
     StepStarted,
     TextChunk,
 )
+from cave.generation import Generation, strip_reopened_fence
+from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, create_runtime
 from cave.trajectory import RunStatus, Step, Trajectory
@@ -129,15 +131,6 @@ class Cell:
     final: bool  # final_answer was called
     value: Any  # what final_answer was called with (the live object)
     notes: list[str]  # what guard_code changed before it ran (e.g. a reassigned input that was skipped)
-
-
-@dataclass
-class _Generation:
-    text: str = ""
-    usage: Usage = field(default_factory=Usage)
-    finish_reason: str = "stop"
-    completions: list[Completion] = field(default_factory=list)  # the calls whose text makes up ``text``
-    calls: int = 0  # every LLM call made for this reply (discarded re-samples included)
 
 
 # -- the agent -----------------------------------------------------------------------------------
@@ -328,7 +321,7 @@ class Agent:
             yield RunError(traj.error, e)
         traj.finished_at = time.time()
         if traj.status in ("success", "no_code", "max_steps"):
-            self.history += [messages[head - 1], {"role": "assistant", "content": _answer_note(traj)}]
+            self.history += [messages[head - 1], {"role": "assistant", "content": answer_note(traj)}]
         yield RunFinished(traj)
 
     async def _step(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
@@ -340,7 +333,7 @@ class Agent:
         t0 = time.time()
         step = Step(index=index, role=self.role, messages=list(messages), run_id=traj.run_id, started_at=t0)
         step.team_run_id = traj.team_run_id
-        gen = _Generation()
+        gen = Generation()
         async for event in self._generate(index, messages, gen):
             yield event
         blocks = prompts.extract_code(gen.text)
@@ -351,7 +344,7 @@ class Agent:
             seed = None if self.seed is None else self.seed + index + 1
             self._override = {"temperature": self.retry_temperature, "seed": seed}
             usage, n_calls = gen.usage, gen.calls
-            retry = _Generation()
+            retry = Generation()
             try:
                 async for event in self._generate(index, messages, retry):
                     yield event
@@ -361,7 +354,7 @@ class Agent:
             retry.calls += n_calls
             gen = retry
             blocks = prompts.extract_code(gen.text)
-        _fill_llm_fields(step, gen, time.time() - t0)
+        gen.fill(step, time.time() - t0)
         messages.append({"role": "assistant", "content": gen.text})
 
         if not blocks and not self.checks:
@@ -422,7 +415,7 @@ class Agent:
         traj.steps.append(step)
         yield StepFinished(step)
 
-    async def _generate(self, index: int, messages: list[Message], gen: _Generation) -> AsyncIterator[Event]:
+    async def _generate(self, index: int, messages: list[Message], gen: Generation) -> AsyncIterator[Event]:
         """One LLM reply, continued when the length limit cut it inside a code block."""
         convo = messages
         for attempt in range(self.max_continuations + 1):
@@ -437,7 +430,7 @@ class Agent:
             gen.calls += 1
             gen.usage = gen.usage + completion.usage
             gen.finish_reason = completion.finish_reason
-            gen.text += _strip_reopened_fence(completion.text) if attempt else completion.text
+            gen.text += strip_reopened_fence(completion.text) if attempt else completion.text
             if completion.finish_reason != "length" or prompts.unclosed_code(gen.text) is None:
                 if self.stop and completion.finish_reason == "stop" and prompts.unclosed_code(gen.text) is not None:
                     gen.text = gen.text.rstrip("\n") + "\n```"  # a stop sequence ate the closing fence
@@ -504,10 +497,10 @@ class Agent:
         convo = [*messages, {"role": "user", "content": prompts.MAX_STEPS_PROMPT}]
         t0 = time.time()
         step = Step(index=index, role=self.role, messages=convo, run_id=traj.run_id, kind="summary", started_at=t0)
-        gen = _Generation()
+        gen = Generation()
         async for event in self._generate(index, convo, gen):
             yield event
-        _fill_llm_fields(step, gen, time.time() - t0)
+        gen.fill(step, time.time() - t0)
         step.duration = step.llm_duration
         traj.steps.append(step)
         traj.status, traj.final_answer = "max_steps", gen.text.strip()
@@ -554,10 +547,10 @@ class Agent:
             kind="compaction",
             started_at=t0,
         )
-        gen = _Generation()
+        gen = Generation()
         async for _ in self._generate(step.index, convo, gen):
             pass
-        _fill_llm_fields(step, gen, time.time() - t0)
+        gen.fill(step, time.time() - t0)
         step.duration = step.llm_duration
         task_msg = messages[head - 1]
         base_task = str(task_msg["content"]).split("\n\nProgress so far", 1)[0]
@@ -597,58 +590,3 @@ def _last_action(traj: Trajectory) -> Step | None:
 
 def _action_steps(traj: Trajectory) -> int:
     return sum(1 for s in traj.steps if s.kind == "action")
-
-
-def _fill_llm_fields(step: Step, gen: _Generation, llm_duration: float) -> None:
-    step.completion = gen.text
-    step.usage = gen.usage
-    step.finish_reason = gen.finish_reason
-    step.llm_duration = llm_duration
-    if gen.calls > 1:
-        step.meta["llm_calls"] = gen.calls
-    if len(gen.completions) > 1:
-        step.meta["continuations"] = len(gen.completions) - 1
-    else:  # token ids are only meaningful for training when one call produced the whole reply
-        c = gen.completions[0]
-        step.token_ids, step.logprobs, step.prompt_token_ids = c.token_ids, c.logprobs, c.prompt_token_ids
-
-
-def _strip_reopened_fence(text: str) -> str:
-    """A continuation that restarts with ```python would open a second block; drop that line.
-
-    >>> _strip_reopened_fence("```python\\nx = 1\\n```")
-    'x = 1\\n```'
-    """
-    stripped = text.lstrip()
-    if stripped.startswith("```"):
-        nl = stripped.find("\n")
-        return stripped[nl + 1 :] if nl != -1 else ""
-    return text
-
-
-def _answer_note(traj: Trajectory) -> str:
-    """What a later turn sees of this one: the reply whose code finished it.
-
-    Showing the code (not a prose note about the answer) matters: small models imitate the assistant turns
-    they see, and a note such as "(final_answer was called with ...)" taught them to answer the next turn
-    with an invented result and no code. The runtime's variables are in the system prompt anyway.
-    """
-    if traj.status == "success":
-        last = next((s for s in reversed(traj.steps) if s.kind == "action" and s.code), None)
-        if last is not None:
-            return last.completion[:1500]
-        r = repr(traj.final_answer)
-        return f"final_answer({r[:300] + '...' if len(r) > 300 else r})"
-    return str(traj.final_answer or "")[:1000]
-
-
-def resume_messages(traj: Trajectory) -> list[Message]:
-    """The conversation after the last stored action step: its prompt, its reply, its observation."""
-    for step in reversed(traj.steps):
-        if step.kind == "action" and step.messages:
-            messages = [dict(m) for m in step.messages]
-            messages.append({"role": "assistant", "content": step.completion})
-            if step.observation:
-                messages.append({"role": "user", "content": step.observation})
-            return messages
-    return [{"role": "system", "content": ""}, {"role": "user", "content": traj.task}]
