@@ -267,7 +267,6 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[...,
 
 def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
     from cave.benchmarks.tau2 import DEFAULT_AGENT_STEPS, log_to_file, pass_hat_k, require_tau2, run_domain
-    from cave.benchmarks.tau2.agents import code_runtime_kind
     from cave.benchmarks.tau2.progress import TaskProgress
     from rich.console import Console
 
@@ -283,7 +282,7 @@ def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[...,
         progress.done(r)
         emit(r.record(), r.trajectory)
 
-    with TaskProgress(quiet=args.quiet) as progress, code_runtime_kind(args.runtime):
+    with TaskProgress(quiet=args.quiet) as progress:
         for agent in agents:
             for domain in args.domains.split(","):
                 runs = run_domain(
@@ -297,6 +296,7 @@ def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[...,
                     native=args.native,
                     max_steps=args.sim_steps,
                     timeout=args.task_timeout,
+                    runtime=args.runtime,
                     on_start=progress.starter(agent, domain),
                     on_result=done,
                 )

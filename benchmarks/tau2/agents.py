@@ -29,7 +29,7 @@ import json
 import queue
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,25 +72,19 @@ class RunContext:
     max_steps: int = 8  # code agent: LLM calls per user turn
     trajectory: Trajectory = field(default_factory=Trajectory)
     options: dict[str, Any] = field(default_factory=dict)
+    runtime: str | None = None  # code agent: where its code runs (None: cave.benchmarks.runtime.default_runtime())
+    # What the task must release however its simulation ends (the code agent's kernel): tau2 calls an agent's
+    # stop() only when the conversation ends normally, not when the simulation raises or is stopped.
+    cleanups: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for cleanup in self.cleanups:
+            with contextlib.suppress(Exception):
+                cleanup()
+        self.cleanups.clear()
 
 
 CONTEXTS: dict[str, RunContext] = {}
-
-# Where cave_code runs its code (None: cave.benchmarks.runtime.default_runtime()). A module setting rather
-# than a context variable: tau2 builds the agent on the thread that runs the simulation (a new one under a
-# task timeout), which would not see the caller's context. A run context's options["runtime"] wins.
-_CODE_RUNTIME: str | None = None
-
-
-@contextlib.contextmanager
-def code_runtime_kind(kind: str | None) -> Iterator[None]:
-    """Run cave_code's code in ``kind`` (sandbox, process, kernel, inprocess; None: the default) meanwhile."""
-    global _CODE_RUNTIME
-    previous, _CODE_RUNTIME = _CODE_RUNTIME, kind
-    try:
-        yield
-    finally:
-        _CODE_RUNTIME = previous
 
 
 def open_context(llm: LLM, **kwargs: Any) -> str:
@@ -256,8 +250,8 @@ def _agent_classes() -> tuple[type, type, type]:
         def _make_agent(self, tools: list[Any]) -> Any:
             from cave.agent import Agent
 
-            kind = self.ctx.options.get("runtime") or _CODE_RUNTIME
-            runtime = code_runtime(kind, timeout=120)  # generous: a cell waits on the orchestrator for tool results
+            runtime = code_runtime(self.ctx.runtime, timeout=120)
+            self.ctx.cleanups.append(runtime.close)  # generous: a cell waits on the orchestrator for tool results
             for t in tools:
                 runtime.inject_function(self._tool_function(t), host=True)  # runs here: it talks to the orchestrator
             runtime.inject_type(ToolError)  # raised again in the kernel by name when a tool refuses

@@ -104,11 +104,13 @@ def run_task(
     agent_steps: int = DEFAULT_AGENT_STEPS,
     native: bool | None = None,
     timeout: float | None = None,
+    runtime: str | None = None,
 ) -> TaskRun:
     """One simulation of ``task`` with a cave agent ("code" | "json") and a cave-backed user.
 
     ``timeout``: seconds of wall clock; past it the simulation is stopped (its backend calls are cancelled)
     and the run is recorded with termination "timeout" and an error. None or 0: no limit.
+    ``runtime``: where the code agent's code runs (sandbox, process, kernel, inprocess; None: the default).
     """
     require_tau2()
     register()
@@ -124,7 +126,7 @@ def run_task(
         deadline = time.monotonic() + limit
         llm, user_llm = DeadlineLLM(llm, deadline, limit), DeadlineLLM(user_llm, deadline, limit)
     options = {} if native is None else {"native": native}
-    agent_key = open_context(llm, max_steps=agent_steps, options=options if agent == "json" else {})
+    agent_key = open_context(llm, max_steps=agent_steps, options=options if agent == "json" else {}, runtime=runtime)
     user_key = open_context(user_llm, options=options)
     outcome: dict[str, Any] = {}
 
@@ -193,8 +195,9 @@ def _task_run(
         termination = str(getattr(sim.termination_reason, "value", sim.termination_reason))
         breakdown = {str(getattr(k, "value", k)): v for k, v in (sim.reward_info.reward_breakdown or {}).items()}
         messages = [m.model_dump(mode="json") for m in sim.messages]
-    traj = CONTEXTS.pop(agent_key).trajectory
-    user_traj = CONTEXTS.pop(user_key).trajectory
+    agent_ctx, user_ctx = CONTEXTS.pop(agent_key), CONTEXTS.pop(user_key)
+    agent_ctx.close()  # the code agent's kernel, also when the simulation crashed or ran past its limit
+    traj, user_traj = agent_ctx.trajectory, user_ctx.trajectory
     traj.task = str(getattr(task, "user_scenario", "") or task.id)
     traj.reward = reward
     traj.error = error or traj.error

@@ -61,7 +61,6 @@ def test_bfcl_multi_turn_backends_stay_live_on_the_host():
 def test_tau2_code_agent_runs_its_code_where_asked(runtime):
     pytest.importorskip("tau2.registry", reason="tau2 is not installed (the [bench] extra)")
     from cave.benchmarks.tau2 import load_tasks, quiet_logs, run_task
-    from cave.benchmarks.tau2.agents import code_runtime_kind
 
     quiet_logs()
     task = {t.id: t for t in load_tasks("mock")}["create_task_1"]
@@ -70,8 +69,7 @@ def test_tau2_code_agent_runs_its_code_where_asked(runtime):
         "\nfinal_answer(f\"Created {t['task_id']}: {t['title']}.\")\n```"
     )
     user = Scripted(["Please create a task called 'Important Meeting' for user_1.", "Thanks. ###STOP###"])
-    with code_runtime_kind(runtime):
-        r = run_task("mock", task, "code", Scripted([code]), user)
+    r = run_task("mock", task, "code", Scripted([code]), user, runtime=runtime)
     assert r.reward == 1.0, (r.error, r.termination)  # the tool call went through tau2's orchestrator
     assert (_pid(r.trajectory) == os.getpid()) == (runtime == "inprocess")
 

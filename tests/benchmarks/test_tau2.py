@@ -184,6 +184,27 @@ def test_code_agent_timeout_unwinds_too(task) -> None:
     assert not [t.name for t in threading.enumerate() if t.name.startswith("tau2-")]
 
 
+@pytest.mark.parametrize("failure", ["timeout", "crash"])
+def test_the_code_agents_kernel_is_closed_however_the_simulation_ends(task, monkeypatch, failure) -> None:
+    from cave.benchmarks.tau2 import agents
+
+    made = []
+
+    def recording_runtime(kind, **options):
+        made.append(real(kind, **options))
+        return made[-1]
+
+    real = agents.code_runtime
+    monkeypatch.setattr(agents, "code_runtime", recording_runtime)
+    if failure == "timeout":
+        r = run_task("mock", task, "code", Endless(), user(), timeout=1.0, runtime="process")
+    else:  # the user's backend fails after its first message (out of replies): the conversation never ends well
+        dying = Scripted(["Please create a task called 'Important Meeting' for user_1."])
+        r = run_task("mock", task, "code", Scripted(["Sure, one moment."], repeat_last=True), dying, runtime="process")
+    assert r.reward == 0.0 and r.termination != "user_stop", (r.termination, r.error)
+    assert made and all(getattr(rt, "_closed", False) for rt in made), "a kernel was left running"
+
+
 def test_a_timed_out_task_is_an_error_and_the_run_goes_on() -> None:
     from cave.benchmarks.cli import summarize
 
