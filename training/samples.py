@@ -60,6 +60,9 @@ class Sample:
         return int(sum(self.response_mask or ()))
 
 
+LOOP_CALLS = frozenset({"summary", "compaction"})  # step kinds the loop makes for itself
+
+
 def build_samples(
     trajectories: Sequence[Trajectory],
     *,
@@ -67,8 +70,13 @@ def build_samples(
     format_penalty: float = 0.0,
     roles: Collection[str] | None = None,
     on_missing_reward: Literal["raise", "skip"] = "raise",
+    include_summaries: bool = False,
 ) -> list[Sample]:
     """One Sample per tokenized agent call of every trajectory.
+
+    Calls the agent loop makes for itself, not for the task (``kind`` "summary": the last summarizing call at
+    max_steps; "compaction": a context-compaction summary), are not trained on unless ``include_summaries``:
+    they would carry the episode's reward for text the policy did not choose to act with.
 
     - group id: ``group_ids[i]`` when given, else ``traj.meta["group_id"]``, else ``traj.task`` (the N runs of one
       prompt share it);
@@ -92,7 +100,7 @@ def build_samples(
         group = group_ids[i] if group_ids is not None else traj.meta.get("group_id", traj.task)
         trained = set(roles) if roles is not None else {s.role for s in traj.steps if s.token_ids is not None}
         for step in traj.steps:
-            if step.role not in trained:
+            if step.role not in trained or (step.kind in LOOP_CALLS and not include_summaries):
                 continue
             if step.token_ids is None or not step.prompt_token_ids:
                 raise ValueError(

@@ -165,6 +165,8 @@ class TeamRun:
             answer, status, error = res.answer, res.status, res.trajectory.error
         except TimeoutError:
             answer, status, error = None, "timeout", f"role {role!r} ran past its turn limit of {spec.timeout_s:g} s"
+            if steps:  # the turn gave no valid output: its last call carries the format penalty
+                steps[-1].meta["format_ok"] = False
         duration = time.perf_counter() - t0
         self._role_time += duration
         result = RoleResult(role, n, answer, status, error, steps, duration=duration)
@@ -294,15 +296,18 @@ class TeamRun:
         """Copy an agent's step into the team trajectory: one index sequence, tagged with role and team run."""
         meta = {**step.meta, "call": call, "agent_run_id": step.run_id}
         kind = step.kind
+        output = self.team.role(role).output.kind
+        if kind == "action":  # every model call is judged on its own (Dr. MAS: the penalty is per call)
+            meta["format_ok"] = call_format_ok(step, output)
         ended = agent_traj is not None and agent_traj.status != "running"
         if decision and ended:  # the step that should carry the structured decision
             value = agent_traj.final_answer if agent_traj.status == "success" else None
             parsed = parse_verdict(value) if decision == "verdict" else parse_route(value, choices)
-            meta["format_ok"] = parsed is not None
+            meta["format_ok"] = meta.get("format_ok", True) and parsed is not None
             if parsed is not None and kind == "action":
                 kind = decision
-        elif ended and self.team.role(role).output.kind == "answer":  # the contract asks for final_answer()
-            meta["format_ok"] = agent_traj.status == "success"
+        elif ended and output == "answer":  # the contract asks for final_answer()
+            meta["format_ok"] = meta.get("format_ok", True) and agent_traj.status == "success"
         copy = dataclasses.replace(
             step, index=len(self.trajectory.steps), role=role, run_id=self.id, team_run_id=self.id, kind=kind, meta=meta
         )
@@ -429,3 +434,19 @@ async def inject_into(rt: Runtime, name: str, value: Any, description: str | Non
         return
     ainject = getattr(rt, "ainject", None)
     await (ainject(name, value, description) if ainject else asyncio.to_thread(rt.inject, name, value, description))
+
+
+def call_format_ok(step: Step, output: str) -> bool:
+    """Whether one model call of a role has a valid format, for the trainer's invalid-format penalty.
+
+    A ``text`` role's call is valid when it says something. Every other role acts through code: its call is valid
+    when the reply has a ```python block and every block parses (a reply in prose, or a cell with a SyntaxError,
+    is not). Whether the turn's *result* meets the role's contract (final_answer, verdict, route) is judged on
+    the call that ends the turn, on top of this.
+    """
+    if output == "text":
+        return bool(step.completion.strip())
+    blocks = step.meta.get("blocks") or []
+    if not blocks:
+        return False
+    return not any(((b.get("execution") or {}).get("error") or {}).get("type") == "SyntaxError" for b in blocks)

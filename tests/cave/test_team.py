@@ -87,6 +87,46 @@ def test_loop_stops_at_max_rounds_with_the_last_answer():
     assert result.trajectory.meta["rounds"] == 2
 
 
+def test_the_format_of_every_call_is_judged_not_only_the_last():
+    # The solver's first call is valid code that does not answer yet, its second has a SyntaxError (an
+    # intermediate call: it ends nothing, but its format is invalid), its third answers.
+    solver = [code("x = 2 + 2"), code("x = (1 +"), code("final_answer(x)")]
+    result = loop_team(solver, [code("verdict(approve=True)")], max_rounds=1).run("What is 2 + 2?")
+    assert (result.status, result.answer) == ("success", 4)
+    assert [s.meta["format_ok"] for s in result.trajectory.by_role("solver")] == [True, False, True]
+    assert [s.meta["format_ok"] for s in result.trajectory.by_role("verifier")] == [True]
+
+
+def test_a_text_roles_call_is_valid_when_it_says_something():
+    team = Team.build(
+        [{"name": "writer", "backend": "w", "output": {"kind": "text"}}],
+        {"name": "sequential"},
+        backends={"w": Scripted(["A short report."])},
+    )
+    step = team.run("Write a report.").trajectory.steps[0]
+    assert step.meta["format_ok"] is True
+
+
+def test_a_timed_out_turn_penalizes_its_last_call():
+    class Slow(LLM):
+        calls = 0
+
+        async def _complete(self, messages, **kwargs):
+            type(self).calls += 1
+            if type(self).calls > 1:
+                await asyncio.sleep(30)
+            return Completion(code("x = 1"), Usage(1, 1, 2))
+
+    team = Team.build(
+        [{"name": "w", "backend": "w", "timeout_s": 1.0}],
+        {"name": "sequential"},
+        backends={"w": Slow()},
+    )
+    result = team.run("go")
+    assert result.trajectory.meta["calls"][0]["status"] == "timeout"
+    assert result.trajectory.steps[-1].meta["format_ok"] is False
+
+
 @pytest.mark.parametrize(
     ("policy", "status"),
     [("approve", "success"), ("reject", "max_rounds"), ("fail", "error")],

@@ -105,3 +105,14 @@ def test_collate_layout():
     assert torch.equal(b.old_logprobs, torch.tensor([[-1.0, 0, 0], [-1.0, -2.0, -3.0]]))
     assert b.n_tokens == 3
     assert collate([Sample([1], [2]), Sample([1], [2], old_logprobs=[-1.0])]).old_logprobs is None
+
+
+def test_the_loops_own_summaries_are_not_trained_on_by_default():
+    traj = _team_run(0, 1.0)
+    summary = _step(3, "solver", [1, 2, 3], [9, 9])
+    summary.kind = "summary"  # the max-steps summarizing call
+    compaction = _step(4, "solver", [1], [7])
+    compaction.kind = "compaction"
+    traj.steps += [summary, compaction]
+    assert [s.step_index for s in build_samples([traj])] == [0, 1, 2]
+    assert [s.step_index for s in build_samples([traj], include_summaries=True)] == [0, 1, 2, 3, 4]
