@@ -3,6 +3,8 @@
     cave train run CONFIG.yaml [--resume RUN_DIR] [--steps N] [--quiet]    # or: cave train CONFIG.yaml ...
     cave train plot RUN_DIR
     cave train export RUN_DIR [--out DIR]     # save_pretrained folders of the latest checkpoint's models
+    cave train eval CONFIG_OR_RUN_DIR [--checkpoint latest|final|base] [--split test] [-k 4] [--limit N]
+                    [--json OUT] [-q]         # held-out avg@k, pass@k, greedy accuracy, format failures
 
 Exit status: 0 trained; 1 the run stopped on a bad step (NaN loss, exploding gradients; the last good
 checkpoint is kept); 2 bad input (config, arguments), reported before any model is loaded.
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 
 from cave.command import Command
 
-__all__ = ["COMMAND", "cmd_export", "cmd_plot", "cmd_run", "configure", "train_main"]
+__all__ = ["COMMAND", "cmd_eval", "cmd_export", "cmd_plot", "cmd_run", "configure", "train_main"]
 
 EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -37,14 +39,30 @@ def configure(p: argparse.ArgumentParser) -> None:
     export.add_argument("run_dir")
     export.add_argument("--out", metavar="DIR", help="where to write (default: RUN_DIR/final/MODEL)")
     export.set_defaults(func=cmd_export)
+    ev = sub.add_parser("eval", help="evaluate a team (base model or a run's checkpoint) on a held-out split")
+    ev.add_argument("target", metavar="CONFIG_OR_RUN_DIR", help="a train config YAML, or a run folder (config.json)")
+    ev.add_argument(
+        "--checkpoint",
+        choices=("latest", "final", "base"),
+        help="latest: the run's latest checkpoint (default for a RUN_DIR); final: RUN_DIR/final/MODEL; "
+        "base: the untrained models (default, and the only choice, for a CONFIG)",
+    )
+    ev.add_argument("--split", help="the split to evaluate on (default: test; data without splits: its own examples)")
+    ev.add_argument("-k", type=int, default=4, help="sampled team runs per problem (avg@k, pass@k; default 4)")
+    ev.add_argument("--limit", type=int, metavar="N", help="only the split's first N problems")
+    ev.add_argument("--no-greedy", action="store_true", help="skip the greedy (temperature 0) run per problem")
+    ev.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    ev.add_argument("-q", "--quiet", action="store_true", help="no table; print the report as one JSON line")
+    ev.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
+    ev.set_defaults(func=cmd_eval)
     p.set_defaults(func=lambda a: (p.print_help(sys.stderr), EXIT_BAD_INPUT)[1])
 
 
 COMMAND = Command(
     "train",
-    "multi-agent RL (Dr. MAS): cave train run CONFIG | plot RUN_DIR | export RUN_DIR",
+    "multi-agent RL (Dr. MAS): cave train run CONFIG | plot RUN_DIR | export RUN_DIR | eval CONFIG_OR_RUN_DIR",
     configure,
-    subcommands=("run", "plot", "export"),
+    subcommands=("run", "plot", "export", "eval"),
     default="run",
 )
 
@@ -121,6 +139,89 @@ def cmd_export(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     for name, folder in folders.items():
         print(f"{name}\t{folder}")
+    return EXIT_OK
+
+
+def eval_target(target: str, checkpoint: str | None) -> tuple:
+    """(config, run folder or None, checkpoint) of ``cave train eval``'s argument; ValueError/ConfigError when bad."""
+    from pathlib import Path
+
+    from cave.training.config import TrainConfig, load_config
+
+    path = Path(target)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"{path}: not a run folder (no config.json); give a run folder or a train config YAML")
+        cfg = TrainConfig.model_validate_json((path / "config.json").read_text(encoding="utf-8"))
+        return cfg, path, checkpoint or "latest"
+    if not path.is_file():
+        raise ValueError(f"{path}: no such config file or run folder")
+    cfg = load_config(path)
+    if checkpoint not in (None, "base"):
+        run = Path(cfg.output_dir)
+        hint = f" (this config's run folder: {run})" if (run / "config.json").is_file() else ""
+        raise ValueError(
+            f"--checkpoint {checkpoint}: a config has no trained weights; give a RUN_DIR{hint}, "
+            "or --checkpoint base to evaluate the untrained models"
+        )
+    return cfg, None, "base"
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cave.training.config import ConfigError
+
+    if not args.verbose:
+        quiet_third_party()
+    if args.k < 1 or (args.limit is not None and args.limit < 1):
+        print("cave train eval: -k and --limit must be at least 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        cfg, run_dir, checkpoint = eval_target(args.target, args.checkpoint)
+        from cave.training.evaluate import eval_examples
+
+        split = args.split or ("test" if cfg.data.has_splits else None)
+        examples = eval_examples(cfg, split, args.limit)
+        if not examples:
+            raise ValueError(f"no examples in split {split!r}")
+        if checkpoint == "final":  # the exported HF folders stand in for the base models
+            final = {name: run_dir / "final" / name for name in cfg.models}
+            missing = [str(p) for p in final.values() if not (p / "config.json").is_file()]
+            if missing:
+                raise ValueError(f"--checkpoint final: {', '.join(missing)} missing; `cave train export {run_dir}`")
+            models = {n: m.model_copy(update={"source": str(final[n])}) for n, m in cfg.models.items()}
+            cfg = cfg.model_copy(update={"models": models})
+    except ConfigError as e:
+        print(f"cave train eval: bad config:\n{e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except ValueError as e:
+        print(f"cave train eval: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from cave.training.evaluate import evaluate, report_table
+    from cave.training.trainer import latest_checkpoint, load_checkpoint
+    from cave.training.workers import LocalWorkers
+
+    if checkpoint == "latest" and latest_checkpoint(run_dir) is None:
+        print(f"cave train eval: {run_dir}: no checkpoint (checkpoints/latest)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    workers = LocalWorkers(cfg.model_copy(update={"ray": None}))
+    try:
+        label = checkpoint
+        if checkpoint == "latest":
+            label = f"latest (step {load_checkpoint(run_dir, workers)})"
+        report = evaluate(cfg, workers.engines, examples, k=args.k, greedy=not args.no_greedy,
+                          split=split or "(config data)", checkpoint=label)  # fmt: skip
+    finally:
+        workers.close()
+    if args.json:
+        Path(args.json).write_text(report.to_json(indent=2) + "\n", encoding="utf-8")
+    if args.quiet:
+        print(report.to_json())
+    else:
+        from rich.console import Console
+
+        Console().print(report_table(report))
     return EXIT_OK
 
 

@@ -179,14 +179,31 @@ class RaySettings(ConfigModel):
 
 
 class DataConfig(ConfigModel):
-    """The prompts: a JSONL file and/or inline examples; each example has the question and the reward's reference."""
+    """The prompts: a seeded generator, a JSONL file and/or inline examples; each has the question and the reference.
+
+    Data with splits (a ``generator``, or a ``{split}`` placeholder in ``path``) can be evaluated on a held-out
+    split (``cave train eval``, ``eval_every``); ``split`` names the one training uses.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str | None = Field(None, description="a JSONL file, one example per line (relative to the config)")
+    split: str = Field("train", description="the split training uses (train | test; a {split} path: any file's)")
+    generator: str | None = Field(None, description="a registered data generator (math_word; cave.training.datasets)")
+    n: int | None = Field(None, ge=1, description="generator: examples per split (default 1000 train / 200 test)")
+    seed: int = Field(0, description="generator: its seed (the split of a problem never depends on it)")
+    path: str | None = Field(
+        None, description="a JSONL file, one example per line (relative to the config); {split} stands for the split"
+    )
     prompts: list[dict[str, Any]] = Field(default_factory=list, description="inline examples")
     question_field: str = Field("question", description="the example field given to the team as its task")
     limit: int | None = Field(None, ge=1, description="use only the first N examples")
+
+    @field_validator("generator")
+    @classmethod
+    def _known_generator(cls, v: str | None) -> str | None:
+        from cave.training.datasets import GENERATORS
+
+        return v if v is None else GENERATORS.check(v)
 
     @field_validator("path")
     @classmethod
@@ -194,22 +211,62 @@ class DataConfig(ConfigModel):
         if v is None:
             return v
         path = Path(v) if Path(v).is_absolute() else Path((info.context or {}).get("base_dir", ".")) / v
-        if not path.is_file():
-            raise ValueError(f"data file not found: {path}; give a JSONL path relative to the config file")
+        split = info.data.get("split", "train")
+        if not Path(str(path).replace("{split}", split)).is_file():
+            where = f" (split {split!r})" if "{split}" in v else ""
+            raise ValueError(
+                f"data file not found: {str(path).replace('{split}', split)}{where}; give a JSONL path relative to "
+                "the config file"
+            )
         return str(path.resolve())
+
+    @model_validator(mode="after")
+    def _split_known(self) -> DataConfig:
+        from cave.training.datasets import SPLITS
+
+        if self.generator and self.split not in SPLITS:
+            raise ValueError(f"split: {self.split!r} is not a split of generator {self.generator}; use one of "
+                             f"{', '.join(SPLITS)}")  # fmt: skip
+        if self.generator and self.path:
+            raise ValueError("data: give a generator or a path, not both; remove one")
+        return self
+
+    @property
+    def has_splits(self) -> bool:
+        """Whether this data names splits (a generator, or a path with ``{split}``), so a held-out one exists."""
+        return bool(self.generator) or "{split}" in (self.path or "")
+
+    def for_split(self, split: str) -> DataConfig:
+        """The same data on ``split`` (inline prompts left out: they belong to no split); ValueError without splits."""
+        if not self.has_splits:
+            raise ValueError(
+                f"data has no splits (no data.generator, no {{split}} in data.path), so there is no {split!r} split; "
+                "use data: {generator: math_word} or a path like problems_{split}.jsonl"
+            )
+        if self.generator:
+            from cave.training.datasets import SPLITS
+
+            if split not in SPLITS:
+                raise ValueError(f"unknown split {split!r}; generator {self.generator} has {', '.join(SPLITS)}")
+        elif not Path(self.path.replace("{split}", split)).is_file():  # type: ignore[union-attr]
+            raise ValueError(f"no {split!r} split: {self.path.replace('{split}', split)} does not exist")  # type: ignore[union-attr]
+        return self.model_copy(update={"split": split, "prompts": [], "limit": None})
 
     def examples(self) -> list[dict[str, Any]]:
         out = list(self.prompts)
+        if self.generator:
+            from cave.training.datasets import generate
+
+            out.extend(generate(self.generator, self.split, self.n, self.seed))
         if self.path:
-            lines = Path(self.path).read_text(encoding="utf-8").splitlines()
+            path = self.path.replace("{split}", self.split)
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
             for n, line in enumerate(lines, 1):
                 if line.strip():
                     try:
                         out.append(json.loads(line))
                     except json.JSONDecodeError as e:
-                        raise ConfigError(
-                            [f"{self.path}:{n}: data: not valid JSON ({e.msg}); one object a line"]
-                        ) from None
+                        raise ConfigError([f"{path}:{n}: data: not valid JSON ({e.msg}); one object a line"]) from None
         return out[: self.limit] if self.limit else out
 
 
@@ -250,6 +307,13 @@ class TrainConfig(ConfigModel):
     wandb_project: str = Field("cave", description="the wandb project")
     wandb_mode: Literal["offline", "online"] = Field("offline", description="wandb stays offline unless told")
     save_final: bool = Field(True, description="save each trained model with save_pretrained into RUN_DIR/final/")
+    eval_every: int | None = Field(
+        None, ge=1, description="evaluate on eval_split every N steps (and before step 1, and at the last step)"
+    )
+    eval_split: str = Field("test", description="the held-out split of the periodic eval")
+    eval_k: int = Field(4, ge=1, description="sampled team runs per eval problem (avg@k, pass@k)")
+    eval_limit: int | None = Field(50, ge=1, description="eval problems (the split's first N; None: all)")
+    eval_greedy: bool = Field(True, description="also one greedy (temperature 0) run per eval problem")
 
     @field_validator("ray")
     @classmethod
@@ -306,8 +370,20 @@ class TrainConfig(ConfigModel):
                     "give them separate models"
                 )
             by_model.setdefault(agent.model, (role, agent))
-        if not self.data.path and not self.data.prompts:
-            raise ValueError("data: no examples; give data.path (a JSONL file) or data.prompts (a list)")
+        if not self.data.path and not self.data.prompts and not self.data.generator:
+            raise ValueError(
+                "data: no examples; give data.generator (math_word), data.path (a JSONL file) or data.prompts (a list)"
+            )
+        if self.eval_every and not self.data.has_splits:
+            raise ValueError(
+                "eval_every: the periodic eval needs held-out data: data.generator (math_word) or a {split} "
+                "placeholder in data.path; or remove eval_every"
+            )
+        if self.eval_every:
+            try:
+                self.data.for_split(self.eval_split)
+            except ValueError as e:
+                raise ValueError(f"eval_split: {e}") from None
         return self
 
 

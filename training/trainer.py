@@ -25,10 +25,12 @@ from typing import Any
 
 import numpy as np
 from cave.training.config import TrainConfig
+from cave.training.evaluate import EVAL, plot_eval, score_episodes
 from cave.training.workers import load_model, resolve_device  # noqa: F401  (re-exported: benchmarks, notebooks)
 
 __all__ = [
     "CHECKPOINTS",
+    "EVAL",
     "FINAL",
     "METRICS",
     "PLOT_GROUPS",
@@ -82,6 +84,13 @@ class Trainer:
         if self.resume:
             self.start_step = load_checkpoint(self.run_dir, self.workers)
             trim_metrics(self.run_dir / METRICS, self.start_step)
+            trim_metrics(self.run_dir / EVAL, self.start_step)
+        if cfg.eval_every:
+            from cave.training.evaluate import eval_examples
+
+            if not hasattr(self.workers, "engines"):
+                raise ValueError("eval_every: the periodic eval runs with in-process workers only, not with ray:")
+            self.eval_set = eval_examples(cfg, cfg.eval_split, cfg.eval_limit)
         (self.run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
         self.trackers = Trackers(cfg, self.run_dir)
 
@@ -97,12 +106,16 @@ class Trainer:
             self.setup()
             with progress(self.quiet) as bar:
                 task = bar.add_task("training", total=cfg.steps, completed=self.start_step)
+                if cfg.eval_every and self.start_step == 0:
+                    self.evaluate(0)  # the base model: where the held-out curve starts
                 for step in range(self.start_step + 1, cfg.steps + 1):
                     metrics = self.step(step)
                     append_jsonl(self.run_dir / METRICS, metrics)
                     self.trackers.log(metrics)
                     if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                         save_checkpoint(self.run_dir, step, self.workers)
+                    if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                        self.evaluate(step)
                     bar.update(task, advance=1, description=status_line(metrics))
             if cfg.save_final:
                 self.workers.export(self.run_dir / FINAL)
@@ -162,17 +175,19 @@ class Trainer:
 
     def score(self, episodes: Sequence[Any]) -> list[str]:
         """Set each episode's reward; a reward that raises marks the episode failed (returned, logged, dropped)."""
-        failed = []
-        for ep in episodes:
-            try:
-                ep.reward = float(self.reward_fn(ep.result, ep.example))
-                if not math.isfinite(ep.reward):
-                    raise ValueError(f"the reward is {ep.reward}")
-            except Exception as e:
-                ep.reward, ep.reward_error = None, f"{type(e).__name__}: {e}"
-                failed.append(f"{ep.group_id} ({ep.trajectory.run_id}): {ep.reward_error}")
-            ep.trajectory.reward = ep.reward
-        return failed
+        return score_episodes(episodes, self.reward_fn)
+
+    def evaluate(self, step: int) -> Any:
+        """The held-out eval (``cave train eval``'s code) on the current weights: RUN_DIR/eval.jsonl, trackers."""
+        from cave.training.evaluate import evaluate
+
+        cfg = self.cfg
+        report = evaluate(cfg, self.workers.engines, self.eval_set, k=cfg.eval_k, greedy=cfg.eval_greedy,
+                          split=cfg.eval_split, checkpoint=f"step {step}", step=step)  # fmt: skip
+        row = report.to_dict()
+        append_jsonl(self.run_dir / EVAL, row)
+        self.trackers.log({"step": step, **{f"eval/{k}": v for k, v in row.items() if k != "step"}})
+        return report
 
     def check(self, step: int, results: Mapping[str, Any]) -> None:
         """Stop on a skipped (non-finite) step or exploding gradients; no checkpoint is written for this step."""
@@ -248,9 +263,10 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def trim_metrics(path: Path, last_step: int) -> None:
-    """Drop rows of steps after the checkpoint we resume from (they will be run again)."""
+    """Drop rows of steps after the checkpoint we resume from (they will be run again): metrics.jsonl, eval.jsonl."""
     if path.is_file():
-        rows = [r for r in read_metrics(path.parent) if r["step"] <= last_step]
+        lines = path.read_text(encoding="utf-8").splitlines()
+        rows = [r for r in map(json.loads, filter(str.strip, lines)) if r["step"] <= last_step]
         path.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows), encoding="utf-8")
 
 
@@ -320,7 +336,8 @@ def plot_run(run_dir: str | Path) -> list[Path]:
         fig.savefig(path, dpi=80)
         plt.close(fig)
         files.append(path)
-    return files
+    heldout = plot_eval(run_dir, rows)  # held-out avg@k / pass@k beside the training reward (eval_every)
+    return files + ([heldout] if heldout else [])
 
 
 # -- checkpoints ------------------------------------------------------------------------------------

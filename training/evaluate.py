@@ -1,0 +1,316 @@
+"""Held-out evaluation of a team: the same team runs as rollouts, scored by the same runtime-verified reward.
+
+    cfg = load_config("training/configs/math_word_smollm2.yaml")
+    workers = LocalWorkers(cfg)                                 # the base model (or load a checkpoint into it)
+    report = evaluate(cfg, workers.engines, eval_examples(cfg, "test", limit=20), k=4)
+    print(report.to_json())
+
+Each problem gets ``k`` sampled team runs at the config's temperature (``avg@k``: mean success over the k
+runs, averaged over problems; ``pass@k``: any of the k runs succeeded) and one greedy run at temperature 0
+(``greedy``). A run *succeeds* when its reward is the full reward, ``reward >= 1 - 1e-9``: rewards are read
+from the runtime (the answer object the solver returned), never parsed from text, so a run whose reward is
+partial or whose reward function raised is a failure. The runs go through ``run_rollout`` on the rollout
+engines, with the team ``build_team`` makes (sampled) or the same team at temperature 0 (greedy), seeded as
+training step 0 (training steps start at 1), so two evaluations of the same weights see the same samples.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "EVAL",
+    "SUCCESS_TOL",
+    "EvalReport",
+    "avg_at_k",
+    "eval_examples",
+    "evaluate",
+    "format_failure_rates",
+    "greedy_team",
+    "is_success",
+    "mean_tokens",
+    "mean_turns",
+    "pass_at_k",
+    "plot_eval",
+    "report_table",
+    "score_episodes",
+]
+
+EVAL = "eval.jsonl"  # RUN_DIR/eval.jsonl: one EvalReport per periodic evaluation
+SUCCESS_TOL = 1e-9
+LOOP_CALLS = frozenset({"summary", "compaction"})  # the loop's own calls: not the roles' answers (samples.py)
+
+
+# -- metrics (pure) -------------------------------------------------------------------------------------
+def is_success(reward: float | None) -> bool:
+    """A run succeeds when it earned the full reward; an unscored run (the reward raised) fails.
+
+    >>> is_success(1.0), is_success(0.999), is_success(None), is_success(float("nan"))
+    (True, False, False, False)
+    """
+    return reward is not None and math.isfinite(reward) and reward >= 1.0 - SUCCESS_TOL
+
+
+def avg_at_k(successes: Sequence[Sequence[bool]]) -> float:
+    """Mean success over each problem's k runs, averaged over problems (nan without problems).
+
+    >>> avg_at_k([[True, False, False, False], [True, True, True, True]])
+    0.625
+    """
+    per_problem = [sum(runs) / len(runs) for runs in successes if runs]
+    return sum(per_problem) / len(per_problem) if per_problem else float("nan")
+
+
+def pass_at_k(successes: Sequence[Sequence[bool]], k: int | None = None) -> float:
+    """Share of problems solved by at least one of k runs; with n > k runs per problem, the unbiased estimate
+    ``1 - C(n-c, k) / C(n, k)`` (c successes of n). ``k`` defaults to each problem's number of runs.
+
+    >>> pass_at_k([[True, False, False, False], [False, False, False, False]])
+    0.5
+    >>> pass_at_k([[True, False, False, False]], k=1)      # = avg@1 estimated from 4 runs
+    0.25
+    """
+    values = []
+    for runs in successes:
+        n, c = len(runs), sum(runs)
+        kk = n if k is None else k
+        if n == 0:
+            continue
+        if kk > n:
+            raise ValueError(f"pass@{kk} needs at least {kk} runs per problem; a problem has {n}")
+        values.append(1.0 if n - c < kk else 1.0 - math.comb(n - c, kk) / math.comb(n, kk))
+    return sum(values) / len(values) if values else float("nan")
+
+
+def format_failure_rates(trajectories: Sequence[Any]) -> dict[str, float]:
+    """Per role: the share of its calls whose ``step.meta["format_ok"]`` is False (the loop's summaries left out).
+
+    >>> from types import SimpleNamespace as S
+    >>> t = S(steps=[S(role="solver", kind="action", meta={"format_ok": False}),
+    ...              S(role="solver", kind="action", meta={"format_ok": True}),
+    ...              S(role="verifier", kind="verdict", meta={})])
+    >>> format_failure_rates([t])
+    {'solver': 0.5, 'verifier': 0.0}
+    """
+    calls: dict[str, list[bool]] = {}
+    for traj in trajectories:
+        for step in traj.steps:
+            if step.kind not in LOOP_CALLS:
+                calls.setdefault(step.role, []).append(step.meta.get("format_ok") is False)
+    return {role: sum(bad) / len(bad) for role, bad in calls.items()}
+
+
+def mean_turns(trajectories: Sequence[Any]) -> float:
+    """Model calls per team run (every role's, the loop's summaries left out).
+
+    >>> from types import SimpleNamespace as S
+    >>> mean_turns([S(steps=[S(kind="action"), S(kind="verdict")]), S(steps=[S(kind="action")])])
+    1.5
+    """
+    if not trajectories:
+        return float("nan")
+    return sum(sum(s.kind not in LOOP_CALLS for s in t.steps) for t in trajectories) / len(trajectories)
+
+
+def mean_tokens(trajectories: Sequence[Any]) -> float:
+    """Generated tokens per team run (calls without token ids count 0).
+
+    >>> from types import SimpleNamespace as S
+    >>> mean_tokens([S(steps=[S(token_ids=[1, 2, 3]), S(token_ids=None)]), S(steps=[S(token_ids=[4])])])
+    2.0
+    """
+    if not trajectories:
+        return float("nan")
+    return sum(len(s.token_ids or ()) for t in trajectories for s in t.steps) / len(trajectories)
+
+
+# -- the report ----------------------------------------------------------------------------------------
+@dataclass
+class EvalReport:
+    """What ``evaluate`` measured; ``to_dict`` / ``to_json`` for machines, ``report_table`` for people."""
+
+    split: str
+    k: int
+    problems: int
+    avg_at_k: float
+    pass_at_k: float
+    greedy: float | None  # greedy accuracy (temperature 0), None when not run
+    format_failure: dict[str, float]  # role -> share of its calls with an invalid format (sampled runs)
+    mean_turns: float  # model calls per sampled team run
+    mean_tokens: float  # generated tokens per sampled team run
+    reward_mean: float  # mean reward of the sampled runs (unscored runs left out)
+    reward_errors: int  # runs whose reward raised (counted as failures)
+    seconds: float
+    temperature: float
+    checkpoint: str = "base"
+    step: int | None = None
+    greedy_format_failure: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)  # the first few reward errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f"avg@{self.k}" if k == "avg_at_k" else f"pass@{self.k}" if k == "pass_at_k" else k: v
+                for k, v in asdict(self).items()}  # fmt: skip
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), default=str, **kwargs)
+
+
+def report_table(report: EvalReport, title: str | None = None) -> Any:
+    """A rich table of a report (one metric a row)."""
+    from rich.table import Table
+
+    table = Table(
+        title=title or f"eval: {report.split} split, {report.problems} problems, checkpoint {report.checkpoint}"
+    )
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row(f"avg@{report.k} (T={report.temperature:g})", f"{report.avg_at_k:.3f}")
+    table.add_row(f"pass@{report.k}", f"{report.pass_at_k:.3f}")
+    table.add_row("greedy accuracy (T=0)", "-" if report.greedy is None else f"{report.greedy:.3f}")
+    for role, rate in report.format_failure.items():
+        table.add_row(f"format failures: {role}", f"{rate:.1%}")
+    table.add_row("mean turns (calls / run)", f"{report.mean_turns:.2f}")
+    table.add_row("mean tokens / run", f"{report.mean_tokens:.1f}")
+    table.add_row("reward mean (sampled)", f"{report.reward_mean:.3f}")
+    if report.reward_errors:
+        table.add_row("reward errors", str(report.reward_errors))
+    table.add_row("wall time", f"{report.seconds:.1f} s")
+    return table
+
+
+# -- running ---------------------------------------------------------------------------------------------
+def score_episodes(episodes: Sequence[Any], reward_fn: Any) -> list[str]:
+    """Set each episode's reward; a reward that raises (or is not finite) leaves it None: returned as errors."""
+    failed = []
+    for ep in episodes:
+        try:
+            ep.reward = float(reward_fn(ep.result, ep.example))
+            if not math.isfinite(ep.reward):
+                raise ValueError(f"the reward is {ep.reward}")
+        except Exception as e:
+            ep.reward, ep.reward_error = None, f"{type(e).__name__}: {e}"
+            failed.append(f"{ep.group_id} ({ep.trajectory.run_id}): {ep.reward_error}")
+        ep.trajectory.reward = ep.reward
+    return failed
+
+
+def eval_examples(cfg: Any, split: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """The examples of ``split`` (default: the config's own data, as training reads it), the first ``limit``."""
+    data = cfg.data if split is None else cfg.data.for_split(split)
+    examples = data.examples()
+    return examples[:limit] if limit else examples
+
+
+def greedy_team(cfg: Any, engines: Mapping[str, Any]) -> Any:
+    """The team ``build_team`` makes, at temperature 0 (greedy decoding)."""
+    from cave.training.rollout import policy_team
+
+    role_models = {role: a.model for role, a in cfg.agents.items()}
+    backends = {name: engine.llm for name, engine in engines.items()}
+    return policy_team(cfg.team, role_models, backends, temperature=0.0, max_tokens=cfg.max_tokens)
+
+
+def evaluate(
+    cfg: Any,
+    engines: Mapping[str, Any],
+    examples: Sequence[Mapping[str, Any]],
+    *,
+    k: int = 4,
+    greedy: bool = True,
+    split: str = "test",
+    checkpoint: str = "base",
+    step: int | None = None,
+) -> EvalReport:
+    """Run the team on ``examples`` exactly as rollouts do (k sampled runs each, plus one greedy) and score it.
+
+    ``engines``: model name -> rollout engine (``LocalWorkers.engines``), serving the weights to evaluate.
+    """
+    from cave.training.rewards import get_reward
+    from cave.training.workers import build_team, run_rollout
+
+    if not examples:
+        raise ValueError(f"no {split} examples to evaluate")
+    reward_fn = get_reward(cfg.reward)
+    t0 = time.perf_counter()
+    sampled_cfg = cfg.model_copy(update={"group_size": k})
+    roll = run_rollout(sampled_cfg, build_team(cfg, engines), engines, examples, step=0)
+    errors = score_episodes(roll.episodes, reward_fn)
+    successes = [[is_success(ep.reward) for ep in roll.episodes[i * k : (i + 1) * k]] for i in range(len(examples))]
+    trajs = [ep.trajectory for ep in roll.episodes]
+    greedy_acc, greedy_fmt = None, {}
+    if greedy:
+        groll = run_rollout(cfg.model_copy(update={"group_size": 1}), greedy_team(cfg, engines), engines, examples, 0)
+        errors += score_episodes(groll.episodes, reward_fn)
+        greedy_acc = sum(is_success(ep.reward) for ep in groll.episodes) / len(groll.episodes)
+        greedy_fmt = format_failure_rates([ep.trajectory for ep in groll.episodes])
+    rewards = [ep.reward for ep in roll.episodes if ep.reward is not None]
+    return EvalReport(
+        split=split,
+        k=k,
+        problems=len(examples),
+        avg_at_k=avg_at_k(successes),
+        pass_at_k=pass_at_k(successes),
+        greedy=greedy_acc,
+        format_failure=format_failure_rates(trajs),
+        mean_turns=mean_turns(trajs),
+        mean_tokens=mean_tokens(trajs),
+        reward_mean=sum(rewards) / len(rewards) if rewards else float("nan"),
+        reward_errors=len(errors),
+        seconds=time.perf_counter() - t0,
+        temperature=cfg.temperature,
+        checkpoint=checkpoint,
+        step=step,
+        greedy_format_failure=greedy_fmt,
+        errors=errors[:3],
+    )
+
+
+# -- the held-out curve ------------------------------------------------------------------------------------
+def read_eval(run_dir: str | Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / EVAL
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_eval(run_dir: str | Path, train_rows: Sequence[Mapping[str, Any]]) -> Path | None:
+    """RUN_DIR/plots/heldout.png: held-out avg@k / pass@k / greedy beside the training reward; None without evals."""
+    rows = read_eval(run_dir)
+    if not rows:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    k, split = rows[-1]["k"], rows[-1]["split"]
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    train = [(r["step"], r["reward_mean"]) for r in train_rows if isinstance(r.get("reward_mean"), int | float)]
+    if train:
+        ax.plot(
+            *zip(*train, strict=True), linestyle="-", marker="o", markersize=3, alpha=0.6, label="train reward_mean"
+        )
+    for key, style, marker in ((f"avg@{k}", "--", "s"), (f"pass@{k}", ":", "^"), ("greedy", "-.", "D")):
+        pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
+        if pts:
+            ax.plot(*zip(*pts, strict=True), linestyle=style, marker=marker, markersize=5, label=f"{split} {key}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("success rate / mean reward")
+    ax.set_ylim(-0.05, 1.05)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_title(f"held-out ({split}, {rows[-1]['problems']} problems) vs training reward")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    fig.tight_layout()
+    out = Path(run_dir) / "plots" / "heldout.png"
+    out.parent.mkdir(exist_ok=True)
+    fig.savefig(out, dpi=80)
+    plt.close(fig)
+    return out
