@@ -341,6 +341,47 @@ register_suite(
 register_suite(Suite("data", "data-intensive tasks over generated tables of growing size", _data_options, _bench_data))
 
 
+def _search_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hops", default="1,2", help="hop counts to run, e.g. 1,2 (default: 1,2); --limit is per hop")
+    p.add_argument("--split", default="test", choices=("train", "test"), help="question split (default: test)")
+    _runtime_option(p)
+    _tool_call_format(p)
+
+
+def _bench_search(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
+    from cave.benchmarks.search.run import aevaluate, questions, scores
+
+    qs = questions(args.split, [int(h) for h in args.hops.split(",")], args.limit)
+    llm = make_llm(args.model, args.model_option, args.base_url)
+    rows = []
+    for agent in agents:
+        results = asyncio.run(
+            aevaluate(
+                agent,
+                llm,
+                qs,
+                runtime=args.runtime,
+                native=args.native,
+                on_result=lambda r: emit(r.record(), r.trajectory),
+            )
+        )
+        rows += [r.record() for r in results]
+    summary = summarize(rows, "hops", "success", title="Search team: exact match by hop count")
+    by_group = scores(r for r in rows if r.get("status") != "error")
+    for g in summary["groups"]:
+        g.update({k: v for k, v in by_group.get(f"{g['agent']}/{g['hops']}-hop", {}).items() if k in ("f1", "seconds")})
+    from rich.console import Console
+
+    for key, s in by_group.items():
+        Console().print(f"{key}: EM {s['em']:.3f}  F1 {s['f1']:.3f}  {s['seconds']:.1f} s/question  n={s['n']}")
+    return summary
+
+
+register_suite(
+    Suite("search", "Dr. MAS search: router -> search / answer over a local BM25 index", _search_options, _bench_search)
+)
+
+
 # -- summary ---------------------------------------------------------------------------------------------
 def summarize(rows: list[dict[str, Any]], key: str, ok: str, *, title: str) -> dict[str, Any]:
     """Per (agent, group): n, success rate, mean tokens and steps (and overflows for the data suite).
