@@ -133,11 +133,16 @@ def test_scripted_invalid_route_goes_to_search_and_last_hop_answers():
     assert r.answer == "x" and r.trajectory.status == "success"
 
 
-def test_search_runs_inside_a_kernel_with_live_hits():
-    pytest.importorskip("jupyter_client")
+@pytest.mark.parametrize("runtime", ["process", "sandbox"])
+def test_search_runs_inside_a_kernel_with_live_hits(runtime):
+    from cave.runtimes import sandbox_problems
+
+    if runtime == "sandbox" and sandbox_problems():
+        pytest.skip("no sandbox on this machine")
     q, name = _two_hop()
     code = f'```python\nhits = search("{name}")\nfinal_answer(type(hits[0]).__name__ + " " + hits[0].title)\n```'
-    r = _episode([ROUTE_SEARCH, code, ROUTE_ANSWER, '```python\nfinal_answer("1")\n```'], q, runtime="process")
+    r = _episode([ROUTE_SEARCH, code, ROUTE_ANSWER, '```python\nfinal_answer("1")\n```'], q, runtime=runtime)
+    assert "missing_routes" not in r.trajectory.meta, r.trajectory.meta["missing_routes"]
     assert r.trajectory.meta["calls"][1]["answer"].startswith("Hit "), r.trajectory.meta["calls"]
 
 
