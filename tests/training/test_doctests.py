@@ -3,6 +3,8 @@
 import doctest
 
 import cave.training.advantages
+import cave.training.datasets
+import cave.training.evaluate
 import cave.training.experiments.gradspike
 import cave.training.loss
 import cave.training.samples
@@ -10,7 +12,15 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "module", [cave.training.advantages, cave.training.loss, cave.training.samples, cave.training.experiments.gradspike]
+    "module",
+    [
+        cave.training.advantages,
+        cave.training.loss,
+        cave.training.samples,
+        cave.training.experiments.gradspike,
+        cave.training.datasets,
+        cave.training.evaluate,
+    ],
 )
 def test_doctests(module):
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

@@ -1,0 +1,101 @@
+"""The seeded math word-problem generator: deterministic, sized, split-disjoint, with correct answers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from cave.training.config import ConfigError, parse_config
+from cave.training.datasets import generate, math_word_problems, normalize_question, split_of
+
+from tests.training.test_rollout import TEAM
+
+# the numbers of each template, in the order they appear in the question -> the answer
+RECOMPUTE = {
+    "add": lambda n: n[0] + n[1],
+    "sub": lambda n: n[0] - n[1],
+    "mul": lambda n: n[0] * n[1],
+    "div": lambda n: n[0] // n[1] if n[0] % n[1] == 0 else None,
+    "mul_sub": lambda n: n[0] * n[1] - n[2],
+    "add_sub": lambda n: n[0] + n[1] - n[2],
+    "add_mul": lambda n: n[0] * (n[1] + n[2]),
+    "mul_sub_money": lambda n: n[0] * n[1] - n[2],
+    "mul_sub_add_mul": lambda n: n[0] * n[1] - n[2] + n[3] * n[4],
+    "mul_mul_sub": lambda n: n[0] * n[1] * n[2] - n[3],
+    "div_mul_add": lambda n: n[0] // n[1] * n[2] + n[3] if n[0] % n[1] == 0 else None,
+}
+
+
+def test_sizes_determinism_and_disjoint_splits():
+    train, test = generate("math_word", "train"), generate("math_word", "test")
+    assert (len(train), len(test)) == (1000, 200)
+    assert train == generate("math_word", "train") and test == math_word_problems("test", 200, seed=0)
+    assert math_word_problems("train", 50, seed=1) != train[:50]  # another seed, other problems
+    assert math_word_problems("train", 50) == train[:50]  # a smaller n is a prefix
+    keys = [normalize_question(p["question"]) for p in train]
+    assert len(set(keys)) == len(keys)  # deduplicated within a split
+    # disjoint across splits, whatever the seeds: the split is a hash of the question alone
+    other_seed_test = {normalize_question(p["question"]) for p in math_word_problems("test", 200, seed=7)}
+    assert not set(keys) & ({normalize_question(p["question"]) for p in test} | other_seed_test)
+    assert all(split_of(p["question"]) == "train" for p in train)
+    assert all(split_of(p["question"]) == "test" for p in test)
+    assert {p["steps"] for p in test} == {1, 2, 3}
+    with pytest.raises(ValueError, match="unknown split 'dev'"):
+        math_word_problems("dev", 3)
+
+
+def test_answers_are_exact_integers_that_guessing_misses():
+    problems = generate("math_word", "train") + generate("math_word", "test")
+    for p in problems:
+        numbers = [int(x) for x in re.findall(r"\d+", p["question"])]
+        assert RECOMPUTE[p["template"]](numbers) == p["answer"], p
+        assert isinstance(p["answer"], int) and p["answer"] > 0
+    answers = [p["answer"] for p in problems]
+    assert len(set(answers)) > 0.5 * len(answers)  # spread out: no small set of guesses covers them
+    assert sum(a >= 100 for a in answers) > 0.8 * len(answers)
+
+
+def test_configs_name_a_split(tmp_path):
+    cfg = parse_config({"team": TEAM, "data": {"generator": "math_word", "split": "test", "n": 5}})
+    assert cfg.data.examples() == math_word_problems("test", 5)
+    assert cfg.data.for_split("train").examples() == math_word_problems("train", 5)
+    # a {split} placeholder in path: each split its own file
+    for split in ("train", "test"):
+        (tmp_path / f"p_{split}.jsonl").write_text(f'{{"question": "{split}?", "answer": 1}}\n')
+    cfg = parse_config({"team": TEAM, "data": {"path": "p_{split}.jsonl"}}, base_dir=tmp_path)
+    assert cfg.data.examples()[0]["question"] == "train?"
+    assert cfg.data.for_split("test").examples()[0]["question"] == "test?"
+    with pytest.raises(ValueError, match="no 'dev' split"):
+        cfg.data.for_split("dev")
+    # plain data has no splits: evaluating a held-out split says so
+    plain = parse_config({"team": TEAM, "data": {"prompts": [{"question": "q", "answer": 1}]}})
+    with pytest.raises(ValueError, match="data has no splits"):
+        plain.data.for_split("test")
+
+
+@pytest.mark.parametrize(
+    ("data", "extra", "message"),
+    [
+        (
+            {"generator": "math_wrod"},
+            {},
+            r"data\.generator: unknown data generator 'math_wrod'.*did you mean 'math_word'",
+        ),
+        ({"generator": "math_word", "split": "dev"}, {}, r"data: split: 'dev' is not a split of generator math_word"),
+        ({"path": "p_{split}.jsonl", "split": "dev"}, {}, r"data\.path: data file not found: .*p_dev\.jsonl"),
+        (
+            {"prompts": [{"question": "q"}]},
+            {"eval_every": 2},
+            r"\(top level\): eval_every: the periodic eval needs held-out data",
+        ),
+        (
+            {"generator": "math_word"},
+            {"eval_every": 2, "eval_split": "dev"},
+            r"\(top level\): eval_split: unknown split 'dev'",
+        ),
+    ],
+)
+def test_bad_split_or_generator_is_a_config_error(tmp_path, data, extra, message):
+    (tmp_path / "p_train.jsonl").write_text('{"question": "q", "answer": 1}\n')
+    with pytest.raises(ConfigError, match=f"(?s)^t.yaml:1: {message}"):
+        parse_config({"team": TEAM, "data": data, **extra}, base_dir=tmp_path, file="t.yaml")

@@ -1,0 +1,108 @@
+"""Held-out evaluation: the metrics, `cave train eval` on a tiny Llama (base and a trained checkpoint), eval_every."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from cave.training.cli import train_main
+from cave.training.evaluate import EvalReport, avg_at_k, is_success, pass_at_k, read_eval
+from cave.training.trainer import Trainer, plot_run
+
+from tests.training.test_rollout import TEAM, save_tiny
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_metrics():
+    runs = [[True, False, False, False], [False, False, False, False], [True, True, True, True]]
+    assert avg_at_k(runs) == pytest.approx(5 / 12)
+    assert pass_at_k(runs) == pytest.approx(2 / 3)
+    assert pass_at_k(runs, k=1) == pytest.approx(avg_at_k(runs))  # pass@1 from k runs is avg@k
+    with pytest.raises(ValueError, match="pass@5 needs at least 5 runs"):
+        pass_at_k(runs, k=5)
+    assert not is_success(0.9) and is_success(1.0)  # success is the full reward, not a partial one
+    report = EvalReport("test", 4, 3, 0.5, 0.75, 0.25, {"solver": 0.1}, 2.0, 30.0, 0.5, 0, 1.0, 1.0)
+    row = json.loads(report.to_json())
+    assert row["avg@4"] == 0.5 and row["pass@4"] == 0.75 and row["greedy"] == 0.25
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def tiny_yaml(tiny_dir: Path, path: Path, **extra) -> Path:
+    data = {
+        "team": {**TEAM, "default_backend": "transformers"},
+        "models": {"base": {"source": str(tiny_dir)}},
+        "agents": {"solver": {"lr": 1e-2}, "verifier": {"lr": 1e-2}},
+        "data": {"generator": "math_word", "n": 4},
+        "reward": "math_sympy",
+        "group_size": 2,
+        "batch_size": 2,
+        "steps": 1,
+        "max_tokens": 16,
+        "output_dir": str(path.parent / "run"),
+        "threads": 1,
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def cave_eval(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    cmd = [sys.executable, "-m", "cave.training.cli", "eval", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
+
+
+def test_cave_train_eval_base_and_latest_checkpoint(tiny_dir, tmp_path, capsys):
+    config = tiny_yaml(tiny_dir, tmp_path / "tiny.yaml")
+    out = tmp_path / "base.json"
+    r = cave_eval(str(config), "--checkpoint", "base", "--split", "test", "-k", "2", "--limit", "2", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "avg@2" in r.stdout and "pass@2" in r.stdout and "greedy" in r.stdout  # the rich table
+    base = json.loads(out.read_text())
+    assert base["problems"] == 2 and base["k"] == 2 and base["split"] == "test" and base["checkpoint"] == "base"
+    assert 0 <= base["avg@2"] <= base["pass@2"] <= 1 and set(base["format_failure"]) == {"solver", "verifier"}
+    assert base["mean_turns"] >= 1 and base["mean_tokens"] > 0
+
+    # a config has no trained weights: latest/final need a run folder (bad input is reported before loading)
+    assert train_main(["eval", str(config), "--checkpoint", "latest"]) == 2
+    assert "a config has no trained weights" in capsys.readouterr().err
+
+    # one training step, then the run folder's latest checkpoint (the default) and its final models
+    run = Trainer(tiny_config(config), quiet=True).train()
+    r = cave_eval(str(run), "--split", "test", "-k", "2", "--limit", "2", "-q")
+    assert r.returncode == 0, r.stderr
+    latest = json.loads(r.stdout.strip().splitlines()[-1])
+    assert latest["checkpoint"] == "latest (step 1)" and latest["problems"] == 2
+    capsys.readouterr()
+    assert train_main(["eval", str(run), "--checkpoint", "final", "-k", "1", "--limit", "1", "--no-greedy", "-q"]) == 0
+    final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert final["checkpoint"] == "final" and final["greedy"] is None and final["k"] == 1
+    assert train_main(["eval", str(tmp_path / "nowhere")]) == 2
+    assert "no such config file or run folder" in capsys.readouterr().err
+
+
+def tiny_config(path: Path, **overrides):
+    from cave.training.config import load_config
+
+    return load_config(path, **overrides)
+
+
+def test_eval_every_writes_eval_jsonl_and_plots_it(tiny_dir, tmp_path):
+    config = tiny_yaml(tiny_dir, tmp_path / "tiny.yaml", eval_every=1, eval_k=2, eval_limit=2, save_final=False)
+    run = Trainer(tiny_config(config), quiet=True).train()
+    rows = read_eval(run)
+    assert [r["step"] for r in rows] == [0, 1]  # the base model, then every step
+    assert all(r["split"] == "test" and r["problems"] == 2 and "avg@2" in r and "pass@2" in r for r in rows)
+    assert (run / "plots" / "heldout.png").is_file()
+    (run / "plots" / "heldout.png").unlink()
+    assert run / "plots" / "heldout.png" in plot_run(run)
