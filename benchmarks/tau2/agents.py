@@ -381,8 +381,10 @@ def _agent_classes() -> tuple[type, type, type]:
             self.json = JsonAgent(self.ctx.llm, specs, instructions=self.system_prompt, role="user", **self.ctx.options)
 
         def _generate_next_message(self, message: Any, state: Any) -> tuple[Any, Any]:
-            state.messages.extend(_new_messages(message))
+            new = _new_messages(message)
+            state.messages.extend(new)
             traj = self.ctx.trajectory
+            _fill_outputs(traj, new)  # the device's answers to the user's own tool calls (telecom), as for the agent
             flipped = to_openai(state.flip_roles(), self.json.native)
             system = self.json.system_prompt() if self.tools else self.system_prompt
             if "seed" in self.llm_args:
