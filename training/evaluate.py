@@ -297,10 +297,12 @@ def plot_eval(run_dir: str | Path, train_rows: Sequence[Mapping[str, Any]]) -> P
         ax.plot(
             *zip(*train, strict=True), linestyle="-", marker="o", markersize=3, alpha=0.6, label="train reward_mean"
         )
-    for key, style, marker in ((f"avg@{k}", "--", "s"), (f"pass@{k}", ":", "^"), ("greedy", "-.", "D")):
+    # coinciding series stay visible: own dash and marker, larger markers under smaller ones
+    for key, style, marker, size in ((f"avg@{k}", "--", "s", 8), (f"pass@{k}", ":", "^", 6), ("greedy", "-.", "D", 4)):
         pts = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), int | float)]
         if pts:
-            ax.plot(*zip(*pts, strict=True), linestyle=style, marker=marker, markersize=5, label=f"{split} {key}")
+            ax.plot(*zip(*pts, strict=True), linestyle=style, marker=marker, markersize=size, alpha=0.8,
+                    label=f"{split} {key}")  # fmt: skip
     ax.set_xlabel("step")
     ax.set_ylabel("success rate / mean reward")
     ax.set_ylim(-0.05, 1.05)
