@@ -7,7 +7,7 @@ dual control: the user acts on their device), then the agent performs its gold a
 scripted as the code agent would act (one ```python block of tool calls per turn, then ``final_answer``) or as the
 JSON agent would (one tool-call reply per turn, then a text reply); its closing message carries the task's
 ``communicate_info``. The user is scripted too (its instructions, then "###STOP###"). ``broken=True`` drops the
-task's last gold WRITE action: the reward must then be 0.
+task's last gold WRITE action that takes effect (see ``breakage`` for tasks without one): the reward must be 0.
 
     python -m cave.benchmarks.tau2.gold --domains airline,retail,telecom --agents code,json [--limit N] [--broken]
 
@@ -82,8 +82,8 @@ def opening(task: Any) -> str:
     return "\n".join(p.strip() for p in parts if p) or "Hello, I need help."
 
 
-def closing(task: Any) -> str:
-    info = task.evaluation_criteria.communicate_info or []
+def closing(task: Any, *, info: bool = True) -> str:
+    info = (task.evaluation_criteria.communicate_info or []) if info else []
     return "Done. " + " ".join(f"{i}." for i in info) if info else "Done, is there anything else?"
 
 
@@ -138,10 +138,32 @@ def write_tools(domain: str) -> set[str]:
     return names
 
 
-def break_actions(actions: list[Any], writes: set[str]) -> tuple[list[Any], str]:
-    """The gold actions without the last WRITE action, and what was dropped ("" if the task has no write)."""
+def refused(domain: str, task: Any) -> set[int]:
+    """Indexes of the gold actions that tau2's environment refuses when they are replayed as the grader does
+    (e.g. a refund to a payment method the policy forbids): dropping one of those changes nothing."""
+    from tau2.data_model.message import ToolCall
+    from tau2.registry import registry
+
+    env = registry.get_env_constructor(domain)()
+    init = task.initial_state
+    env.set_state(
+        initialization_data=getattr(init, "initialization_data", None),
+        initialization_actions=getattr(init, "initialization_actions", None),
+        message_history=list(getattr(init, "message_history", None) or []),
+    )
+    out = set()
+    for i, a in enumerate(task.evaluation_criteria.actions or []):
+        reply = env.get_response(ToolCall(id=f"gold_{i}", name=a.name, arguments=a.arguments, requestor=a.requestor))
+        if reply.error:
+            out.add(i)
+    return out
+
+
+def break_actions(actions: list[Any], writes: set[str], skip: set[int] = frozenset()) -> tuple[list[Any], str]:
+    """The gold actions without the last WRITE action (not one of ``skip``: refused ones), and what was dropped
+    ("" if the task has no such write)."""
     for i in range(len(actions) - 1, -1, -1):
-        if actions[i].name in writes:
+        if actions[i].name in writes and i not in skip:
             return actions[:i] + actions[i + 1 :], f"dropped {actions[i].requestor}:{actions[i].name}"
     return actions, ""
 
@@ -149,15 +171,13 @@ def break_actions(actions: list[Any], writes: set[str]) -> tuple[list[Any], str]
 # -- one replay ----------------------------------------------------------------------------------------------------
 def replay(domain: str, task: Any, agent: str, *, broken: bool = False, runtime: str | None = None) -> GoldResult:
     """Run ``task`` with the scripted gold (or broken) agent and user through tau2; the reward and why."""
-    actions = list(task.evaluation_criteria.actions or [])
-    what = ""
+    actions, what, say = list(task.evaluation_criteria.actions or []), "", closing(task)
     if broken:
-        actions, what = break_actions(actions, write_tools(domain))
+        actions, what, say = breakage(domain, task)
         if not what:
-            return _result(domain, task, agent, "n/a: no write action", None, 0.0)
+            return _result(domain, task, agent, "n/a: nothing graded to break", None, 0.0)
     plan = rounds(actions)
-    last = closing(task)
-    replies = code_replies(plan, last) if agent == "code" else json_replies(plan, last)
+    replies = code_replies(plan, say) if agent == "code" else json_replies(plan, say)
     t0 = time.perf_counter()
     agent_llm = Scripted(replies, context_window=WINDOW)
     user_llm = Scripted(user_replies(task, plan), context_window=WINDOW)
@@ -165,8 +185,25 @@ def replay(domain: str, task: Any, agent: str, *, broken: bool = False, runtime:
     return _result(domain, task, agent, what, run, time.perf_counter() - t0)
 
 
+def breakage(domain: str, task: Any) -> tuple[list[Any], str, str]:
+    """The broken script (actions, what was broken, closing message): the last gold write that takes effect is
+    dropped; failing that, the last gold action where actions are graded (ACTION basis); failing that, the
+    communicate_info is left out of the closing message. ``what`` is "" when the task has none of these."""
+    ec = task.evaluation_criteria
+    actions = list(ec.actions or [])
+    kept, what = break_actions(actions, write_tools(domain), refused(domain, task))
+    if what:
+        return kept, what, closing(task)
+    basis = {str(getattr(b, "value", b)) for b in ec.reward_basis}
+    if "ACTION" in basis and actions:
+        return actions[:-1], f"dropped {actions[-1].requestor}:{actions[-1].name} (ACTION basis)", closing(task)
+    if ec.communicate_info and "COMMUNICATE" in basis:
+        return actions, "communicate_info left out", closing(task, info=False)
+    return actions, "", closing(task)
+
+
 def _result(domain: str, task: Any, agent: str, what: str, run: Any, duration: float) -> GoldResult:
-    expected = 0.0 if what else 1.0
+    expected = 0.0 if what and not what.startswith("n/a") else 1.0
     if run is None:  # nothing to break: not run
         return GoldResult(domain, task.id, agent, what, 0.0, 0.0, "", {}, "", 0.0)
     breakdown = run.trajectory.meta["tau2"]["reward_breakdown"]
@@ -197,7 +234,7 @@ def classify(task: Any, run: Any) -> str:
         return ", ".join(names.get(k, k) for k in low)
     if run.termination != "user_stop":
         return f"ended by {run.termination}"
-    return "reward 1 although a write was dropped (the write changes nothing the grader sees)"
+    return "reward 1 although broken: what was dropped changes nothing the grader sees"
 
 
 # -- the policy text each agent gets -------------------------------------------------------------------------------
@@ -292,7 +329,7 @@ def table(results: list[GoldResult], broken: bool) -> Any:
     from rich.table import Table
 
     t = Table(title="tau2 " + ("broken replay (expect reward 0)" if broken else "gold replay (expect reward 1)"))
-    for col in ("domain", "agent", "tasks", "as expected", "not run (no write)", "reasons"):
+    for col in ("domain", "agent", "tasks", "as expected", "not run (nothing to break)", "reasons"):
         t.add_column(col)
     groups: dict[tuple[str, str], list[GoldResult]] = {}
     for r in results:
