@@ -222,7 +222,10 @@ def test_a_timed_out_task_is_an_error_and_the_run_goes_on() -> None:
         agent_llm,
         lambda t, trial: user(),
         task_ids=tasks,
-        timeout=1.0,
+        # In-process: the limit must stop the endless task, not the gold one's kernel start on a loaded machine
+        # (a sandbox kernel start took the gold task past a 1 s limit on CI's 2 cores).
+        timeout=3.0,
+        runtime="inprocess",
         on_start=lambda *a: starts.append(a),
     )
     by_id = {r.task_id: r for r in runs}
