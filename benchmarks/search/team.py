@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cave.team.decisions import Route, _end_turn, make_route, parse_route, summarize
+from cave.team.decisions import Route, make_route, parse_route, summarize
 from cave.team.patterns import Outcome
 
 if TYPE_CHECKING:
@@ -33,21 +33,6 @@ ROUTER_PROMPT = (
 )
 ROLE_PROMPT = "Question: {task}\n\nInstruction from the router: {message}\n\nWhat the team found so far:\n{history}"
 DEFAULTS = {"router": "router", "search": "search", "answer": "answer", "max_hops": 4}
-
-
-def json_route(choices: list[str], descriptions: dict[str, str]) -> Any:
-    """``route(role, message)`` ending the turn with a plain dict, which a sandboxed (untrusted) kernel can hand
-    back as JSON; a ``Route`` object would need a pickle, which the host refuses from an untrusted kernel."""
-    doc = make_route(choices, descriptions).__doc__
-    allowed = tuple(choices)
-
-    def route(role: str, message: str = "") -> None:
-        if role not in allowed:
-            raise ValueError(f"route({role!r}): unknown role; choose one of {', '.join(map(repr, allowed))}")
-        _end_turn({"role": role, "message": str(message)})
-
-    route.__doc__ = doc
-    return route
 
 
 def install_search(runtime: Any) -> None:
@@ -70,7 +55,7 @@ async def run(team: TeamRun, task: str) -> Outcome:
     install_search(await team.runtime(searcher))
     descriptions = {c: team.team.roles[c].description for c in choices if c in team.team.roles}
     (await team.runtime(router)).inject_function(
-        json_route(choices, descriptions), name="route", description="end your turn: who acts next"
+        make_route(choices, descriptions), name="route", description="end your turn: who acts next"
     )
     history: list[str] = []
     last: Any = None

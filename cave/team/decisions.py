@@ -57,7 +57,8 @@ def verdict(approve: bool, feedback: str = "") -> None:
         approve = bool(approve)
     if not isinstance(approve, bool):
         raise TypeError(f"verdict(approve=...) must be True or False, got {approve!r}")
-    _end_turn(Verdict(approve, str(feedback)))
+    # Plain data, not a Verdict: an untrusted (sandboxed) kernel hands back only JSON-safe values, never pickles.
+    _end_turn({"approve": approve, "feedback": str(feedback)})
 
 
 def make_route(choices: Sequence[str], descriptions: Mapping[str, str] | None = None) -> Callable[..., None]:
@@ -67,7 +68,7 @@ def make_route(choices: Sequence[str], descriptions: Mapping[str, str] | None = 
     def route(role: str, message: str = "") -> None:
         if role not in allowed:
             raise ValueError(f"route({role!r}): unknown role; choose one of {', '.join(map(repr, allowed))}")
-        _end_turn(Route(role, str(message)))
+        _end_turn({"role": role, "message": str(message)})  # plain data: see verdict()
 
     listed = ", ".join(
         f"'{c}'" + (f" ({descriptions[c]})" if descriptions and descriptions.get(c) else "") for c in allowed

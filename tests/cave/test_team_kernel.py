@@ -90,3 +90,43 @@ def test_dataframe_moves_between_two_kernel_runtimes_and_stays_equal():
         assert result.trajectory.steps[1].kind == "verdict"
     finally:
         result.close()
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", ["process", "sandbox"])
+def test_decisions_cross_back_from_untrusted_kernels(kind):
+    """verdict() and route() end a turn with plain data: an untrusted kernel (sandbox: trust=False) hands back no
+    pickles, so a Verdict or Route object would be refused and every decision would read as missing."""
+    if kind == "sandbox":
+        from tests.security.attempts import require_sandbox
+
+        require_sandbox()
+    runtime = {"kind": kind, "timeout": 60}
+    loop = Team.build(
+        [{"use": "solver", "backend": "s"}, {"use": "verifier", "backend": "v"}],
+        {"name": "loop", "max_rounds": 1, "on_missing_verdict": "fail"},
+        backends={
+            "s": Scripted(["```python\nfinal_answer(4)\n```"]),
+            "v": Scripted(["```python\nverdict(approve=False, feedback='off by one')\n```"]),
+        },
+        runtime=runtime,
+    )
+    result = loop.run("What is 2 + 2?")
+    verdict = result.trajectory.meta["verdicts"][0]
+    assert (verdict["approve"], verdict["feedback"]) == (False, "off by one"), result.trajectory.meta
+    assert result.trajectory.by_role("verifier")[-1].meta["format_ok"] is True
+    router = Team.build(
+        [
+            {"name": "router", "backend": "r", "output": "route"},
+            {"name": "worker", "backend": "w", "description": "does the work"},
+        ],
+        {"name": "router", "router": "router", "finish": ["worker"]},
+        backends={
+            "r": Scripted(["```python\nroute('worker', 'compute 6 * 7')\n```"]),
+            "w": Scripted(["```python\nfinal_answer(6 * 7)\n```"]),
+        },
+        runtime=runtime,
+    )
+    result = router.run("What is 6 * 7?")
+    assert (result.status, result.answer) == ("success", 42), result.trajectory.error
+    assert result.trajectory.steps[0].kind == "route"
