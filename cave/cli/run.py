@@ -17,7 +17,7 @@ from cave.cli.common import err as _err
 from cave.cli.display import TeamDisplay
 from cave.cli.display import display_for as _display
 
-__all__ = ["COMMAND", "cmd_bench", "cmd_run", "cmd_train", "configure", "positive_int", "team_main"]
+__all__ = ["COMMAND", "cmd_run", "configure", "positive_int", "team_main"]
 
 
 RUNTIME_MODES = (
@@ -106,24 +106,6 @@ def _team_runner(path: str) -> Any:
     from cave.team import is_team_task
 
     return team_main if is_team_task(path) else None
-
-
-def cmd_train(argv: list[str]) -> int:
-    try:
-        from cave.training.cli import train_main
-    except ImportError as e:
-        _err(f"error: the trainer needs the [train] extra: scripts/install.sh train ({e})")
-        return 2
-    return int(train_main(argv) or 0)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    try:
-        from cave.benchmarks.cli import bench_main
-    except ImportError as e:
-        _err(f"error: the benchmarks are not available in this installation ({e})")
-        return EXIT_FAILED
-    return int(bench_main(args.args) or 0)
 
 
 def _resume(args: argparse.Namespace, store: Any) -> int:
