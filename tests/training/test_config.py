@@ -66,7 +66,10 @@ def test_defaults_give_every_role_the_base_model():
             {"agents": {"solver": {"lr": 1e-5}, "verifier": {"lr": 1e-6}}},
             "shares model 'base' with solver but has different optimizer settings",
         ),
-        ({"data": {}}, "data: no examples\n  fix: give data.path (a JSONL file) or data.prompts (a list)"),
+        (
+            {"data": {}},
+            "data: no examples\n  fix: give data.generator (math_word), data.path (a JSONL file) or data.prompts (a list)",
+        ),
         ({"data": {"path": "nope.jsonl"}}, "data.path: data file not found:"),
         ({"stepz": 3}, "train.yaml:1: stepz: unknown field `stepz`\n  fix: did you mean `steps`?"),
         ({"agents": {"solver": {"lr": 0}}}, "agents.solver.lr: Input should be greater than 0"),
