@@ -381,6 +381,21 @@ register_suite(
     Suite("search", "Dr. MAS search: router -> search / answer over a local BM25 index", _search_options, _bench_search)
 )
 
+from cave.benchmarks.analyst.suite import analyst_options, bench_analyst  # noqa: E402 - each suite registers here
+from cave.benchmarks.dabench.suite import bench_dabench, dabench_options  # noqa: E402
+
+register_suite(
+    Suite("analyst", "analyst tasks as people write them, over seeded messy data", analyst_options, bench_analyst)
+)
+register_suite(
+    Suite(
+        "dabench",
+        "InfiAgent-DABench: closed-form questions over CSV files (--data DIR)",
+        dabench_options,
+        bench_dabench,
+    )
+)
+
 
 # -- summary ---------------------------------------------------------------------------------------------
 def summarize(rows: list[dict[str, Any]], key: str, ok: str, *, title: str) -> dict[str, Any]:

@@ -1,0 +1,76 @@
+"""``cave bench dabench``: its options and its runner (imports kept inside, so ``cave bench --help`` stays light)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def dabench_options(p: Any) -> None:
+    from cave.benchmarks.cli import _runtime_option, _tool_call_format
+
+    p.add_argument(
+        "--data",
+        required=True,
+        metavar="DIR",
+        type=_data_dir,
+        help="a copy of InfiAgent-DABench's examples/DA-Agent/data (da-dev-questions.jsonl, da-dev-labels.jsonl, "
+        "da-dev-tables/)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="with --limit: the seed of the question sample (default: 0)")
+    p.add_argument("--level", help="comma-separated of easy,medium,hard (default: all)")
+    p.set_defaults(max_steps=6)
+    p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
+    _runtime_option(p)
+    _tool_call_format(p)
+
+
+def _data_dir(value: str) -> str:
+    """--data checked when the arguments are parsed: a wrong layout is a usage error naming the expected files."""
+    import argparse
+
+    from cave.benchmarks.dabench.data import DataLayoutError, resolve
+
+    try:
+        return str(resolve(value))
+    except DataLayoutError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def bench_dabench(args: Any, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
+    from cave.benchmarks.analyst.run import print_outcomes
+    from cave.benchmarks.analyst.suite import models
+    from cave.benchmarks.cli import summarize
+    from cave.benchmarks.dabench.data import LEVELS, load_questions
+    from cave.benchmarks.dabench.run import dabench_report, run_question
+    from rich.console import Console
+
+    levels = args.level.split(",") if args.level else None
+    if levels and set(levels) - set(LEVELS):
+        raise SystemExit(f"--level {args.level!r}: use one or more of {', '.join(LEVELS)}")
+    qs = load_questions(args.data, levels=levels, limit=args.limit, seed=args.seed)
+    rows = []
+    for name, build in models(args):
+        llm = build()
+        for agent in agents:
+            for q in qs:
+                kwargs = {"max_steps": args.max_steps, "runtime": args.runtime, "native": args.native}
+                r = run_question(q, args.data, agent, llm, model=name, **kwargs)
+                emit(r.record(), r.trajectory)
+                rows.append(r.record())
+    groups = dabench_report(rows)
+    pct = lambda key: lambda gr: f"{100 * gr[key]:.1f}%"  # noqa: E731
+    print_outcomes(
+        Console(),
+        f"InfiAgent-DABench ({len(qs)} questions)",
+        groups,
+        {
+            "strict": pct("strict"),
+            "rounded": pct("rounded"),
+            "sub strict": pct("sub_strict"),
+            "sub rounded": pct("sub_rounded"),
+        },
+    )
+    summary = summarize(rows, "model", "success", title="InfiAgent-DABench: accuracy by question (strict)")
+    summary["dabench"] = groups
+    return summary
