@@ -15,20 +15,29 @@ The loop is async inside and yields events; ``Agent.run`` is the sync edge:
     async for event in agent.stream("..."):     # StepStarted, TextChunk, CodeStarted, Observation,
         ...                                     # StepFinished, Compacted, RunFinished, RunError
 
-The system prompt is rendered from ``runtime.describe()`` before every call, so
-the model sees the variables it created without their contents travelling
-through the message stream.
+The system prompt is rendered from ``runtime.describe()`` once, at the start of a
+session; after each step the observation carries what changed in the runtime (new
+or changed variables, one line each). The conversation so only ever grows at its
+end, so a backend's prefix cache (llama.cpp's KV cache, vLLM's prefix caching)
+serves everything before the new step (``prompt_layout="rerender"`` re-renders
+the system prompt before every call instead, as cave did before). The model sees
+the variables it created without their contents travelling through the messages.
+
+A reply without code ends the run only when it can be the answer: not right after a
+failed cell, not before any code has looked at the given data, not while the task's
+declared ``outputs`` are missing, and not when the task checks objects.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from cave import prompts
 from cave.checks import CheckSpec, averify, failed_checks_note
@@ -47,7 +56,8 @@ from cave.events import (
 from cave.generation import Generation, strip_reopened_fence
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
-from cave.runtimes.base import ExecError, Execution, Runtime, create_runtime
+from cave.runtimes.base import ExecError, Execution, Runtime, VariableInfo, create_runtime
+from cave.runtimes.describe import answer_summary, guide, type_name
 from cave.trajectory import RunStatus, Step, Trajectory
 
 __all__ = [
@@ -166,6 +176,17 @@ class Agent:
         checks: what the outputs must look like, by runtime variable (``"answer"``: the final answer), as
             ``cave.checks.CheckSpec`` or plain mappings. After final_answer they run in the runtime; a failure is
             fed back and the run goes on; ``success`` then means every check passed (else ``failed_checks``).
+        prompt_layout: "stable" (default): the system prompt is rendered once per session and each observation
+            ends with what changed in the runtime, so prompts only grow at the end and prefix caches stay valid;
+            "rerender": the system prompt is rendered from ``describe()`` before every call.
+        review: before a final answer is accepted (when the task gives no checks), show the model a summary of
+            it (type, shape, first rows, warnings) beside the task, once, to confirm or fix it.
+        outputs: runtime variables the task asks to be left behind; final_answer (or a prose answer) is not
+            accepted while one of them is missing.
+        response_prefix: text the reply starts with, e.g. "```python\n" so a small model writes code (sent to the
+            backend as the ``prefix`` option: prompt tokens, never trained).
+        insist_on_code: refuse a reply without code as the answer right after a failed cell or before any code
+            looked at the given data (twice at most per run); False for roles whose plain reply is their output.
         store: where runs are recorded step by step (``cave runs list``, ``cave runs show``): True for the default
             store ($CAVE_RUNS, else $CAVE_HOME/runs), a path to a SQLite file, or a ``cave.Store``; None (the
             default) records nothing (teams and training rollouts create many agents).
@@ -198,6 +219,11 @@ class Agent:
         store: Any = None,
         model_options: dict[str, Any] | None = None,
         runtime_options: dict[str, Any] | None = None,
+        prompt_layout: Literal["stable", "rerender"] = "stable",
+        review: bool = False,
+        outputs: Sequence[str] = (),
+        response_prefix: str | None = None,
+        insist_on_code: bool = True,
     ) -> None:
         self.llm: LLM = create_backend(model, **(model_options or {})) if isinstance(model, str) else model
         self.runtime: Runtime = (
@@ -228,6 +254,15 @@ class Agent:
         self._override: dict[str, Any] = {}  # sampling overrides for the current step
         self._started = False
         self._count = getattr(self.llm, "count_tokens", prompts.estimate_tokens)
+        if prompt_layout not in ("stable", "rerender"):
+            raise ValueError(f"prompt_layout must be 'stable' or 'rerender', not {prompt_layout!r}")
+        self.prompt_layout = prompt_layout
+        self.review = review
+        self.outputs = list(outputs)
+        self.response_prefix = response_prefix or None
+        self.insist_on_code = insist_on_code
+        self._system: str | None = None  # the session's system prompt (stable layout)
+        self._seen: dict[str, str] = {}  # what the model was last told of each variable (stable layout)
 
     # -- sync and async edges ------------------------------------------------------------------
     def run(self, task: str, **kwargs: Any) -> RunResult:
@@ -278,15 +313,48 @@ class Agent:
             return self.runtime.describe()
         return await asyncio.to_thread(self.runtime.describe)
 
-    async def system_prompt(self) -> str:
+    async def system_prompt(self, infos: list[VariableInfo] | None = None) -> str:
         extra = []
         if self.skills is not None:
             extra.append(self.skills.prompt_section())
         if self.instructions:
             extra.append(self.instructions)
+        infos = await self.describe() if infos is None else infos
         return prompts.render_system_prompt(
-            await self.describe(), budget_tokens=self.prompt_budget, count_tokens=self._count, extra_sections=extra
+            [self._with_guide(v) for v in infos],
+            budget_tokens=self.prompt_budget,
+            count_tokens=self._count,
+            extra_sections=extra,
         )
+
+    def _with_guide(self, info: VariableInfo) -> VariableInfo:
+        """A given object described with how to use it (an engine's tables and columns, a frame's first rows)."""
+        reg = self.runtime.registered.get(info.name)
+        if not info.injected or reg is None or reg.kind != "variable" or reg.host:
+            return info
+        text = guide(reg.value, info.name)
+        return dataclasses.replace(info, preview=text) if text else info
+
+    async def _open_messages(self, task: str) -> list[Message]:
+        """A new run's conversation: the system prompt (the session's own, in the stable layout), earlier turns,
+        the task (followed, in a later turn, by what changed in the runtime since the model last saw it)."""
+        if self.prompt_layout == "rerender":
+            return [{"role": "system", "content": ""}, *self.history, {"role": "user", "content": task}]
+        infos = await self.describe()
+        if self._system is None:
+            self._system = await self.system_prompt(infos)
+            self._seen = prompts.state_lines(infos)
+        else:
+            task = self._with_state(task, infos)
+        return [{"role": "system", "content": self._system}, *self.history, {"role": "user", "content": task}]
+
+    def _with_state(self, text: str, infos: list[VariableInfo]) -> str:
+        lines = prompts.state_lines(infos)
+        note = prompts.state_note(
+            self._seen, lines, budget_tokens=max(128, self.prompt_budget // 2), count_tokens=self._count
+        )
+        self._seen = lines
+        return f"{text}\n\n{note}" if note else text
 
     # -- the loop ------------------------------------------------------------------------------
     async def stream(self, task: str, *, resume: Trajectory | None = None) -> AsyncIterator[Event]:
@@ -296,9 +364,14 @@ class Agent:
             traj = resume
             traj.status, traj.error, traj.finished_at = "running", None, None
             messages = resume_messages(resume)
+            if self.prompt_layout == "stable":
+                if not messages[0].get("content"):
+                    messages[0] = {"role": "system", "content": await self.system_prompt()}
+                self._system = str(messages[0]["content"])
+                self._seen = prompts.state_lines(await self.describe())
         else:
             traj = Trajectory(task=task)
-            messages = [{"role": "system", "content": ""}, *self.history, {"role": "user", "content": task}]
+            messages = await self._open_messages(task)
             traj.meta["head"] = len(messages)
         head = int(traj.meta.get("head", 2))  # system + earlier turns + task: never compacted away
         yield RunStarted(traj, resumed=resume is not None)
@@ -325,7 +398,8 @@ class Agent:
         yield RunFinished(traj)
 
     async def _step(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
-        messages[0] = {"role": "system", "content": await self.system_prompt()}
+        if self.prompt_layout == "rerender" or not messages[0].get("content"):
+            messages[0] = {"role": "system", "content": await self.system_prompt()}
         async for event in self._maybe_compact(traj, messages, head):
             yield event
         index = _next_index(traj)
@@ -337,12 +411,14 @@ class Agent:
         async for event in self._generate(index, messages, gen):
             yield event
         blocks = prompts.extract_code(gen.text)
-        if self._repeats_failure(traj, blocks):
-            # Greedy decoding of a small model tends to repeat the code that just failed, forever.
-            # Sample this reply again, once, at retry_temperature (usage of both calls is counted).
-            step.meta["resampled"] = {"temperature": self.retry_temperature, "discarded": gen.text}
-            seed = None if self.seed is None else self.seed + index + 1
-            self._override = {"temperature": self.retry_temperature, "seed": seed}
+        for attempt, temperature in enumerate(self._retry_temperatures()):
+            if not self._repeats_failure(traj, blocks):
+                break
+            # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
+            # reply again at retry_temperature, then hotter once more (usage of every call is counted).
+            step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
+            seed = None if self.seed is None else self.seed + index + 1 + attempt
+            self._override = {"temperature": temperature, "seed": seed}
             usage, n_calls = gen.usage, gen.calls
             retry = Generation()
             try:
@@ -356,16 +432,19 @@ class Agent:
             blocks = prompts.extract_code(gen.text)
         gen.fill(step, time.time() - t0)
         messages.append({"role": "assistant", "content": gen.text})
+        cut = gen.finish_reason == "length" and prompts.unclosed_code(gen.text) is not None
+        if cut:  # a cell cut off at max_tokens is not run as if it were whole
+            blocks = blocks[:-1]
+            step.meta["cut_off"] = True
 
-        if not blocks and not self.checks:
-            traj.status, traj.final_answer = "no_code", gen.text.strip()
-            step.duration = time.time() - t0
-            traj.steps.append(step)
-            yield StepFinished(step)
-            return
-        if not blocks:  # the task checks objects in the runtime: prose cannot be the answer
-            step.observation = prompts.NEED_OBJECTS_NOTE
-            messages.append({"role": "user", "content": step.observation})
+        if not blocks:
+            refusal = None if cut else await self._prose_refusal(traj)
+            if refusal is None and not cut:
+                traj.status, traj.final_answer = "no_code", gen.text.strip()
+            else:
+                step.observation = prompts.CUT_NOTE.format(max_tokens=self.max_tokens) if cut else str(refusal)
+                traj.meta["prose_refused"] = traj.meta.get("prose_refused", 0) + (not cut)
+                messages.append({"role": "user", "content": step.observation})
             step.duration = time.time() - t0
             traj.steps.append(step)
             yield StepFinished(step)
@@ -389,9 +468,13 @@ class Agent:
             if failures:  # not accepted: the agent sees why and goes on
                 text += "\n" + failed_checks_note(failures)
                 record["checks"] = traj.meta["failed_checks"] = failures
+            held = await self._hold_answer(traj, cell) if cell.final and not failures else None
+            if held:  # not accepted yet: an output is missing, or the answer goes to review first
+                text += "\n" + held
+                record["held"] = held.split(":", 1)[0]
             formatted.append(text)
-            yield Observation(index, b, ex, text, cell.final and not failures)
-            if cell.final and failures:
+            yield Observation(index, b, ex, text, cell.final and not failures and not held)
+            if cell.final and (failures or held):
                 break
             if cell.final:
                 traj.status, traj.final_answer = "success", cell.value
@@ -406,11 +489,23 @@ class Agent:
         step.execution = Execution.merge(executions)
         step.meta["blocks"] = records
         step.observation = prompts.observation_message(formatted, skipped)
+        if cut:
+            step.observation += "\n" + prompts.CUT_NOTE.format(max_tokens=self.max_tokens)
         previous = _last_action(traj)
         if previous is not None and previous.code == step.code and traj.status == "running":
             step.observation += "\n" + prompts.REPEAT_NOTE  # greedy decoding loops; break the echo
         if traj.status == "running":
-            messages.append({"role": "user", "content": step.observation})
+            infos = await self.describe()
+            loop = self._loop_note(traj, step, records, infos)
+            if loop:
+                step.observation += "\n" + loop
+                step.meta["loop_note"] = True
+            message = step.observation
+            if self.prompt_layout == "stable":  # the state note travels in the message, not in the observation
+                message = self._with_state(message, infos)
+                if message != step.observation:
+                    step.meta["state"] = message[len(step.observation) + 2 :]
+            messages.append({"role": "user", "content": message})
         step.duration = time.time() - t0
         traj.steps.append(step)
         yield StepFinished(step)
@@ -451,12 +546,83 @@ class Agent:
         refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
         return last.execution is None or not last.execution.ok or refused
 
+    def _retry_temperatures(self) -> list[float]:
+        if self.retry_temperature is None:
+            return []
+        return [self.retry_temperature, min(self.retry_temperature + 0.4, 1.2)]
+
+    async def _prose_refusal(self, traj: Trajectory) -> str | None:
+        """Why a reply without code cannot end the run here (None: it can be the answer).
+
+        After two refusals in a run the prose is taken (a model that cannot write code should not burn every step).
+        """
+        if self.checks:  # the task checks objects in the runtime: prose cannot be the answer
+            return prompts.NEED_OBJECTS_NOTE
+        if not self.insist_on_code or traj.meta.get("prose_refused", 0) >= 2:
+            return None
+        last = _last_action(traj)
+        if last is not None and (last.meta.get("cut_off") or (last.execution is not None and not last.execution.ok)):
+            return prompts.PROSE_AFTER_ERROR_NOTE
+        given = [n for n, reg in self.runtime.registered.items() if reg.kind == "variable"]
+        if given and not any(s.kind == "action" and s.code for s in traj.steps):
+            return prompts.PROSE_UNCHECKED_NOTE
+        missing = await self._missing_outputs()
+        return _missing_note(missing) if missing else None
+
+    async def _missing_outputs(self) -> list[str]:
+        if not self.outputs:
+            return []
+        present = {v.name for v in await self.describe()}
+        return [name for name in self.outputs if name not in present]
+
+    async def _hold_answer(self, traj: Trajectory, cell: Cell) -> str | None:
+        """Why final_answer's value is not accepted yet (None: accept it): a declared output is missing, or
+        the answer goes to the model's review once (``review=True``, no checks)."""
+        missing = await self._missing_outputs() if traj.meta.get("held_for_outputs", 0) < 2 else []
+        if missing:  # twice at most: then the answer stands and the run reports the missing output
+            traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
+            return _missing_note(missing)
+        if self.review and not self.checks and not traj.meta.get("reviewed"):
+            traj.meta["reviewed"] = True
+            what = await asyncio.to_thread(answer_summary, cell.value)
+            return "Review: " + prompts.REVIEW_NOTE.format(task=traj.task.strip()[:600], what=what)
+        return None
+
+    def _loop_note(
+        self, traj: Trajectory, step: Step, records: list[dict[str, Any]], infos: list[VariableInfo]
+    ) -> str | None:
+        """When the same error comes back step after step, point at the failing line and the real objects."""
+        error = step.execution.error if step.execution is not None else None
+        if error is None:
+            return None
+        signature = (error.type, error.message.strip()[:200])
+        n = 0
+        for earlier in reversed([s for s in traj.steps if s.kind == "action"]):
+            e = earlier.execution.error if earlier.execution is not None else None
+            if e is None or (e.type, e.message.strip()[:200]) != signature:
+                break
+            n += 1
+        if n < 1:
+            return None
+        code = records[-1]["code"] if records else ""
+        lines = code.splitlines()
+        failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
+        used = _identifiers(failing or code)
+        facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
+        return prompts.LOOP_NOTE.format(
+            n=n,
+            line=f" The failing line: `{failing[:200]}`." if failing else "",
+            facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
+        )
+
     async def _call(self, messages: list[Message]) -> AsyncIterator[TextDelta | Completion]:
         """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""
         kwargs: dict[str, Any] = dict(max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed)
         kwargs.update(self._override)
         if self.stop:
             kwargs["stop"] = self.stop
+        if self.response_prefix:
+            kwargs["prefix"] = self.response_prefix
         if self.use_stream:
             async for item in self.llm.stream(messages, **kwargs):
                 yield item
@@ -482,8 +648,9 @@ class Agent:
         self._restore_final_answer()
         return Cell(ex, is_final, value, notes)
 
-    def _protected(self) -> list[str]:
-        return [name for name, reg in self.runtime.registered.items() if reg.kind == "variable"]
+    def _protected(self) -> dict[str, str]:
+        """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""
+        return {name: type_name(reg.value) for name, reg in self.runtime.registered.items() if reg.kind == "variable"}
 
     def _restore_final_answer(self) -> None:
         """Code can still shadow final_answer in ways guard_code does not see; put ours back (in-process only)."""
@@ -586,6 +753,18 @@ def _next_index(traj: Trajectory) -> int:
 
 def _last_action(traj: Trajectory) -> Step | None:
     return next((s for s in reversed(traj.steps) if s.kind == "action"), None)
+
+
+def _missing_note(missing: list[str]) -> str:
+    names = ", ".join(f"`{n}`" for n in missing)
+    one = len(missing) == 1
+    return prompts.MISSING_OUTPUTS_NOTE.format(names=names, verb="does" if one else "do", them="it" if one else "them")
+
+
+def _identifiers(code: str) -> set[str]:
+    import re
+
+    return set(re.findall(r"[A-Za-z_]\w*", code))
 
 
 def _action_steps(traj: Trajectory) -> int:

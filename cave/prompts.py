@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from cave.runtimes.base import Execution, VariableInfo
 
@@ -30,6 +30,8 @@ __all__ = [
     "guard_code",
     "observation_message",
     "render_system_prompt",
+    "state_lines",
+    "state_note",
     "trim_traceback",
     "truncate_middle",
     "unclosed_code",
@@ -92,6 +94,43 @@ def render_system_prompt(
         if count_tokens(prompt) <= budget_tokens:
             return prompt
     return _fit_lines(head, body, budget_tokens, count_tokens)
+
+
+def state_lines(variables: Iterable[VariableInfo]) -> dict[str, str]:
+    """One line per variable (name -> description), what the step-to-step state note compares."""
+    return {v.name: _describe_line(v, "line") for v in variables if v.name not in LOOP_NAMES}
+
+
+def state_note(
+    before: Mapping[str, str],
+    after: Mapping[str, str],
+    *,
+    budget_tokens: int = 400,
+    count_tokens: CountFn = estimate_tokens,
+) -> str:
+    r"""What changed in the session since the model last saw it: new or changed variables, then removed ones.
+
+    Appended to an observation instead of re-rendering the system prompt, so the prompt only ever grows at its
+    end and the model's KV cache of everything before stays valid.
+
+    >>> state_note({"a": "- a: int - 1"}, {"a": "- a: int - 2", "b": "- b: str"})
+    'Variables now in the session (new or changed):\n- a: int - 2\n- b: str'
+    >>> state_note({"a": "- a: int - 1"}, {})
+    'Variables now in the session (new or changed):\n(removed: a)'
+    >>> state_note({"a": "x"}, {"a": "x"})
+    ''
+    """
+    changed = [line for name, line in after.items() if before.get(name) != line]
+    removed = [name for name in before if name not in after]
+    if not changed and not removed:
+        return ""
+    tail = [f"(removed: {', '.join(removed)})"] if removed else []
+    lines = [STATE_HEADER, *changed, *tail]
+    text = "\n".join(lines)
+    while changed and count_tokens(text) > budget_tokens:  # the newest names are kept; a count says what was cut
+        changed.pop(0)
+        text = "\n".join([STATE_HEADER, *changed, "(and more; print(dir()) lists them all)", *tail])
+    return text
 
 
 def _state_sections(infos: list[VariableInfo], detail: str) -> str:
@@ -218,14 +257,17 @@ def _guard_pattern(protected: frozenset[str]) -> re.Pattern[str]:
     return re.compile(rf"final_answer{assign}", re.M)
 
 
-def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]]:
-    r"""Handle three top-level statements that small models write and that would derail a run.
+def guard_code(code: str, protected: Iterable[str] | Mapping[str, str] = ()) -> tuple[str, list[str]]:
+    r"""Handle four top-level statements that small models write and that would derail a run.
 
     1. Redefining ``final_answer`` with a ``def``: dropped; the session's own is the one that ends the run.
     2. Assigning ``final_answer = value``: the model means "this is my answer", so the line becomes
        ``final_answer(value)`` (throwing the answer away left runs without one).
     3. Overwriting a given variable with made-up literal data, e.g. ``sales = pd.DataFrame({...})``:
        the real object is already there.
+    4. Loading a given object again under another name (``engine = create_engine(...)`` opens a new, empty
+       database; ``items = pd.read_csv("items.csv")`` reads a file that is not there): the line becomes an alias
+       of the live object. ``protected`` maps given names to their type names for this rule.
 
     Dropped lines become blank lines (tracebacks keep the model's line numbers); the notes say what changed.
 
@@ -242,15 +284,20 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
     []
     >>> guard_code("sales = sales.dropna()", ["sales"])
     ('sales = sales.dropna()', [])
+    >>> guard_code("engine = create_engine('sqlite:///shop.db')", {"db": "sqlalchemy.Engine"})[0]
+    'engine = db'
+    >>> guard_code("df = pd.read_csv('data/items.csv')", {"items": "pandas.DataFrame"})[0]
+    'df = items.copy()'
     >>> code, notes = guard_code("x = 2\nfinal_answer = {'n': x,\n   'ok': True}\nprint(1)")
     >>> code
     "x = 2\nfinal_answer({'n': x,\n   'ok': True})\nprint(1)"
     >>> notes[0].startswith("`final_answer = ...` was taken as your answer")
     True
     """
+    types = dict(protected) if isinstance(protected, Mapping) else {}
     protected = frozenset(protected)
-    if not _guard_pattern(protected).search(code):  # the common case costs one regex scan
-        return code, []
+    if not _guard_pattern(protected).search(code) and not (types and _RELOAD.search(code)):
+        return code, []  # the common case costs one or two regex scans
     import ast
 
     try:
@@ -259,6 +306,7 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
         return code, []
     drop: list[tuple[int, int]] = []
     calls: list[ast.Assign] = []  # `final_answer = value` -> final_answer(value)
+    aliases: list[tuple[ast.Assign, str]] = []  # `x = create_engine(...)` -> `x = db`
     notes: list[str] = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "final_answer":
@@ -290,11 +338,24 @@ def guard_code(code: str, protected: Iterable[str] = ()) -> tuple[str, list[str]
                 notes.append(
                     f"`{name}` was given to you ready to use; your line replacing it was skipped. Use `{name}` as it is."
                 )
-    if not drop and not calls:
+            elif len(node.targets) == 1 and (alias := _reload_alias(node.value, types)):
+                aliases.append((node, alias))
+                target = node.targets[0].id  # type: ignore[attr-defined]
+                notes.append(
+                    f"`{target} = {ast.unparse(node.value)[:60]}` would load again what is already in the session; "
+                    f"it ran as `{target} = {alias}` (the live object given to you)."
+                )
+    if not drop and not calls and not aliases:
         return code, []
     lines = code.splitlines()
     for start, end in drop:
         for i in range(start - 1, end):
+            lines[i] = ""
+    for node, alias in aliases:  # the whole statement becomes `target = alias`, keeping line numbers
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        indent = lines[first][: node.col_offset]
+        lines[first] = f"{indent}{node.targets[0].id} = {alias}"  # type: ignore[attr-defined]
+        for i in range(first + 1, last + 1):
             lines[i] = ""
     for node in calls:  # the value's own text, wrapped in a call, on the lines it had
         first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
@@ -317,6 +378,36 @@ def _names_used(node: object) -> set[str]:
 
 
 _LOADERS = {"open", "create_engine", "connect", "load", "DataFrame", "Series"}
+_RELOAD = re.compile(r"\b(create_engine|connect|read_\w+)\s*\(")
+_CONNECTION_TYPES = ("Engine", "Connection")
+
+
+def _call_name(value: object) -> str:
+    import ast
+
+    if not isinstance(value, ast.Call):
+        return ""
+    func = value.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+def _reload_alias(value: object, types: Mapping[str, str]) -> str | None:
+    """The given object a load call re-creates: the one engine/connection for ``create_engine``/``connect``;
+    the DataFrame named like the file for ``read_*("…/name.csv")``. None when it is not that."""
+    import ast
+
+    name = _call_name(value)
+    if name in ("create_engine", "connect"):
+        engines = [n for n, t in types.items() if t.rsplit(".", 1)[-1] in _CONNECTION_TYPES]
+        return engines[0] if len(engines) == 1 else None
+    if name.startswith("read_") and name != "read_sql" and isinstance(value, ast.Call) and value.args:
+        arg = value.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            stem = re.split(r"[\\/]", arg.value)[-1].split(".", 1)[0]
+            for n, t in types.items():
+                if n.lower() == stem.lower() and t.endswith("DataFrame"):
+                    return f"{n}.copy()"
+    return None
 
 
 def _file_read_call(value: object) -> bool:
@@ -425,6 +516,9 @@ def format_execution(ex: Execution, *, limit: int = 4000, max_frames: int = 3, n
 
 
 _NO_ATTR = re.compile(r"'(Series|Index)' object has no attribute '(\w+)'")
+_ENGINE_ATTR = re.compile(
+    r"'(Engine|OptionEngine|Connection)' object has no attribute '(execute|cursor|fetchall|query)'"
+)
 _NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
 _USUAL_IMPORTS = {"pd": "import pandas as pd", "np": "import numpy as np", "plt": "import matplotlib.pyplot as plt"}
 
@@ -436,11 +530,20 @@ def error_hint(etype: str, message: str) -> str | None:
     'string methods of a Series are under .str: write .str.title(...), e.g. s.str.strip().str.title()'
     >>> error_hint("NameError", "name 'pd' is not defined")
     'add `import pandas as pd` at the top of the code'
+    >>> error_hint("AttributeError", "'Engine' object has no attribute 'cursor'").startswith("a SQLAlchemy 2 engine")
+    True
     >>> error_hint("ValueError", "bad") is None
     True
     """
     if etype == "AttributeError" and (m := _NO_ATTR.search(message)) and hasattr(str, m.group(2)):
         return f"string methods of a {m.group(1)} are under .str: write .str.{m.group(2)}(...), e.g. s.str.strip().str.title()"
+    if etype == "AttributeError" and _ENGINE_ATTR.search(message):
+        return (
+            "a SQLAlchemy 2 engine has no execute()/cursor(): query it with pandas, "
+            'e.g. pd.read_sql("SELECT ...", db) (use the engine\'s own name)'
+        )
+    if etype in ("ObjectNotExecutableError", "ArgumentError") and "Not an executable object" in message:
+        return 'pass SQL text to pandas instead: pd.read_sql("SELECT ...", db)'
     if etype == "NameError" and (m := _NOT_DEFINED.search(message)) and m.group(1) in _USUAL_IMPORTS:
         return f"add `{_USUAL_IMPORTS[m.group(1)]}` at the top of the code"
     return None
@@ -466,6 +569,34 @@ NEED_OBJECTS_NOTE = (
     "That reply had no code. This task checks the objects you leave in the runtime: write Python that builds "
     "them and call final_answer(result) in a ```python block."
 )
+CUT_NOTE = (
+    "Your code block was cut off at the length limit ({max_tokens} tokens per reply) and was not run. "
+    "The usual cause is data typed in by hand: the data is already in the session, so use the given variables by "
+    "name and write short code (one step at a time)."
+)
+PROSE_AFTER_ERROR_NOTE = (
+    "That reply had no code, and your last code failed, so it cannot be the answer yet. Fix the code (one small "
+    "step) in a ```python block, and call final_answer(result) when you have the result."
+)
+PROSE_UNCHECKED_NOTE = (
+    "That reply had no code: you have not looked at the data yet, so it cannot be the answer. Compute the answer "
+    "with code from the variables given to you, then call final_answer(result) in a ```python block."
+)
+MISSING_OUTPUTS_NOTE = (
+    "Not finished yet: the task asks you to store results in {names}, which {verb} not exist in the session. "
+    "Assign {them} first, then call final_answer(...)."
+)
+LOOP_NOTE = (
+    "This is the same error as in your previous {n} steps. Stop repeating that approach.{line}{facts} "
+    "Take one small step: print what you need to know first (e.g. columns, dtypes, a few rows), then continue."
+)
+REVIEW_NOTE = (
+    "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
+    "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding)? "
+    "If yes, reply with ```python\nfinal_answer(_final_answer)\n``` to confirm. If not, fix it and call "
+    "final_answer with the corrected result."
+)
+STATE_HEADER = "Variables now in the session (new or changed):"
 REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the error above and change the code."
 CONTINUE_PROMPT = (
     "Your reply was cut off by the length limit inside a code block. Continue exactly where it stopped: "

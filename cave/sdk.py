@@ -148,6 +148,9 @@ def build_agent(task: Task, *, llm: LLM | None = None, runtime: BaseRuntime | No
         skills=skills,
         instructions=task.spec.instructions,
         checks=task.spec.checks,
+        review=task.spec.review,
+        outputs=[out.variable or name for name, out in task.spec.outputs.items() if out.variable != "final_answer"],
+        response_prefix=task.spec.model.response_prefix,
     )
 
 

@@ -110,6 +110,11 @@ class ModelSpec(ConfigModel):
     stop: list[str] | None = Field(
         None, description="stop sequences, e.g. ['```\\n\\n'] to end a reply after its code block"
     )
+    response_prefix: str | None = Field(
+        None,
+        description='text every reply starts with, e.g. "```python\\n" so a small model replies with code '
+        "(the local backend and vLLM continue it; part of the prompt)",
+    )
 
     model: str | None = Field(
         None, description="local: an embedded model (qwen, smollm2) or a .gguf path; openai: the served model's name"
@@ -275,6 +280,11 @@ class TaskSpec(ConfigModel):
     max_steps: int = Field(8, ge=1, le=200, description="most LLM calls before the run stops with status max_steps")
     seed: int | None = Field(None, description="sampling seed, for reproducible runs")
     instructions: str | None = Field(None, description="extra text appended to the system prompt")
+    review: bool = Field(
+        False,
+        description="before an answer is accepted (when there are no checks), show the model a summary of it "
+        "beside the task once, to confirm or fix it",
+    )
 
     @field_validator("task")
     @classmethod

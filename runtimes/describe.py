@@ -302,3 +302,96 @@ def describe_namespace(
             )
         )
     return infos
+
+
+# -- how to use a given object (the system prompt's longer description of injected inputs) -----------
+GUIDE_LIMIT = 900  # characters
+
+
+def guide(obj: Any, name: str) -> str | None:
+    """How to use a given object, for the prompt: a DataFrame's columns with dtypes and first rows; an engine's
+    tables with their columns and how to query it (SQLAlchemy 2). None for objects the one-line preview covers.
+
+    >>> import pandas as pd
+    >>> print(guide(pd.DataFrame({"a": [1, 2], "b": [0.5, None]}), "df"))
+    2 rows x 2 columns; a: int64, b: float64 (1 missing)
+    first rows:
+       a    b
+    0  1  0.5
+    1  2  NaN
+    """
+    try:
+        if _has_type(obj, "pandas.DataFrame"):
+            return _guide_dataframe(obj)
+        if _has_type(obj, "sqlalchemy.Engine"):
+            return _guide_engine(obj, name)
+    except Exception:  # a guide is a courtesy: never break the prompt
+        return None
+    return None
+
+
+def _guide_dataframe(df: Any) -> str:
+    rows, cols = df.shape
+    missing = df.isna().sum()
+    columns = []
+    for c, t in zip(df.columns, df.dtypes, strict=False):
+        n = int(missing[c]) if c in missing.index else 0
+        columns.append(f"{c}: {t}" + (f" ({n} missing)" if n else ""))
+    text = f"{rows} rows x {cols} columns; " + _names(columns, 30)
+    index = df.index
+    if type(index).__name__ != "RangeIndex":
+        text += f"; index {type(index).__name__} {index.name!r} {index.dtype}"
+    if rows:
+        import pandas as pd
+
+        with pd.option_context("display.width", 120, "display.max_columns", 12, "display.max_colwidth", 24):
+            head = df.head(3).to_string()
+        text += "\nfirst rows:\n" + head
+    return text[:GUIDE_LIMIT]
+
+
+def _guide_engine(engine: Any, name: str) -> str:
+    from sqlalchemy import inspect as sa_inspect
+
+    insp = sa_inspect(engine)
+    tables = []
+    for table in insp.get_table_names()[:MAX_LISTED]:
+        cols = [f"{c['name']} {c['type']}" for c in insp.get_columns(table)]
+        tables.append(f"{table}({', '.join(cols[:MAX_LISTED])}{', ...' if len(cols) > MAX_LISTED else ''})")
+    text = f"{engine.dialect.name} database; tables: " + ("; ".join(tables) if tables else "(none)")
+    text += f'\nquery it with pandas: pd.read_sql("SELECT ... FROM table", {name}) (SQLAlchemy 2: no {name}.execute)'
+    return text[:GUIDE_LIMIT]
+
+
+def answer_summary(obj: Any, rows: int = 5) -> str:
+    """What an answer object is, for the model's review before it is accepted: type and shape, the first rows,
+    and warnings for answers that are rarely right (empty, None, every value the same).
+
+    >>> answer_summary(None)
+    'None (WARNING: nothing)'
+    >>> import pandas as pd
+    >>> answer_summary(pd.Series([3, 3, 3], name="m")).endswith("(WARNING: every value is the same)")
+    True
+    """
+    warnings = []
+    text = f"{type_name(obj)}: {preview(obj)}"
+    if obj is None:
+        return "None (WARNING: nothing)"
+    try:
+        if _has_type(obj, "pandas.DataFrame") or _has_type(obj, "pandas.Series"):
+            import numpy as np
+            import pandas as pd
+
+            if len(obj) == 0:
+                warnings.append("it is empty")
+            elif len(obj) > 1 and bool(np.all(np.asarray(obj.nunique(dropna=False)) <= 1)):
+                warnings.append("every value is the same")
+            with pd.option_context("display.width", 120, "display.max_columns", 10, "display.max_colwidth", 24):
+                text += "\nfirst rows:\n" + obj.head(rows).to_string()
+        elif isinstance(obj, str | list | tuple | dict | set) and len(obj) == 0:
+            warnings.append("it is empty")
+    except Exception:  # a summary must not fail the run
+        pass
+    if warnings:
+        text += f" (WARNING: {'; '.join(warnings)})"
+    return text[:GUIDE_LIMIT]

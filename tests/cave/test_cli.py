@@ -88,8 +88,10 @@ def test_quiet_mode_prints_only_the_answer(task, tmp_path, capsys):
 def test_missing_required_output_fails_the_run(tmp_path, capsys):
     path = tmp_path / "t.yaml"
     path.write_text(
-        'task: t\nmodel: {backend: scripted, replies: ["```python\\nfinal_answer(1)\\n```"]}\noutputs:\n  nothing: {}\n'
-    )
+        "task: t\nmodel: {backend: scripted, replies: [REPLIES]}\noutputs:\n  nothing: {}\n".replace(
+            "REPLIES", ", ".join(['"```python\\nfinal_answer(1)\\n```"'] * 3)
+        )
+    )  # final_answer is held back twice while `nothing` is missing, then the answer stands
     assert main(["run", str(path), "--db", str(tmp_path / "c.db"), "--json"]) == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["status"] == "success" and summary["ok"] is False

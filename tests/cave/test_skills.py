@@ -452,7 +452,8 @@ def test_host_activation_for_task_yaml(runtime):
 
 
 def test_exports_reach_the_agent_prompt_on_the_next_step(stocks):
-    """The real agent loop: step 1 activates, step 2's system prompt lists the exports."""
+    """The real agent loop: step 1 activates, step 2's prompt lists the exports (in the state note after step 1's
+    observation: the system prompt itself stays as it was, for the prefix cache)."""
     agent_mod = pytest.importorskip("cave.agent")
     from cave.llm.base import Scripted
 
@@ -469,9 +470,10 @@ def test_exports_reach_the_agent_prompt_on_the_next_step(stocks):
         result = agent.run("Profile the stocks table")
     finally:
         rt.close()
-    first, second = llm.calls[0][0]["content"], llm.calls[1][0]["content"]
+    first, second = llm.calls[0][0]["content"], llm.calls[1][-1]["content"]
     assert "dataframe-analysis:" in first and "profile(df" not in first
-    assert "profile(df: pd.DataFrame) -> Profile" in second or "profile(df" in second
+    state = second.split("Variables now in the session (new or changed):", 1)[1]
+    assert "profile(df: pd.DataFrame) -> Profile" in state or "profile(df" in state
     assert type(result.answer).__name__ == "Profile" and result.answer.rows == len(stocks)
 
 

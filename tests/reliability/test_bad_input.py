@@ -43,7 +43,8 @@ def test_replies_without_code_broken_code_and_huge_output_are_handled():
             code("print('x' * 20_000_000)"),  # enormous output
             code("def broken(:", "    pass"),  # a SyntaxError
             code("1 / 0"),  # a runtime error
-            "I think the answer is 2.",  # no code: the reply is the answer
+            "I think the answer is 2.",  # no code right after a failed cell: not the answer yet
+            code("final_answer(1 + 1)"),
         ]
     )
     agent = Agent(model=llm, runtime="process", max_steps=6, observation_limit=2000)
@@ -52,7 +53,8 @@ def test_replies_without_code_broken_code_and_huge_output_are_handled():
     finally:
         agent.runtime.close()
     steps = result.trajectory.steps
-    assert result.status == "no_code" and result.answer == "I think the answer is 2."
+    assert result.status == "success" and result.answer == 2
+    assert "your last code failed" in steps[3].observation
     assert len(steps[0].observation) < 5000  # the model is shown a bounded observation
     assert "SyntaxError" in steps[1].observation
     assert "ZeroDivisionError" in steps[2].observation

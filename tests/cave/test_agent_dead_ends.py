@@ -1,0 +1,176 @@
+"""No dead ends: prose that cannot be the answer, cells cut off at the length limit, loops on the same error,
+given objects loaded again, declared outputs, and the review of an answer before it is accepted.
+
+Driven by the Scripted backend against a real InProcessRuntime (and a real SQLite database where SQL is involved).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import sqlalchemy
+from cave.runtimes.inprocess import InProcessRuntime
+
+from cave.agent import Agent
+from cave.llm.base import Completion, Scripted, Usage
+
+
+def code(src: str, prose: str = "I will do it.") -> str:
+    return f"{prose}\n```python\n{src}\n```"
+
+
+@pytest.fixture
+def sales() -> pd.DataFrame:
+    return pd.DataFrame({"region": ["N", "S", "N", "E"], "units": [1, 2, 3, 4]})
+
+
+def agent_with(replies: list, sales: pd.DataFrame | None = None, **kw) -> Agent:
+    agent = Agent(model=Scripted(replies), runtime=InProcessRuntime(), **kw)
+    if sales is not None:
+        agent.runtime.inject("sales", sales)
+    return agent
+
+
+# -- prose that cannot be the answer -----------------------------------------------------------------
+def test_prose_right_after_a_failed_cell_is_not_the_answer(sales):
+    replies = [code("sales.groupby('country').units.sum()"), "The answer is 42.", code("final_answer(10)")]
+    result = agent_with(replies, sales).run("total units")
+    assert result.status == "success" and result.answer == 10
+    refused = result.trajectory.steps[1]
+    assert "your last code failed" in refused.observation
+
+
+def test_prose_before_looking_at_the_data_is_not_the_answer(sales):
+    result = agent_with(["The top region is N.", code("final_answer(sales.units.sum())")], sales).run("units?")
+    assert result.status == "success" and result.answer == 10
+    assert "you have not looked at the data" in result.trajectory.steps[0].observation
+
+
+def test_prose_after_a_successful_cell_is_still_an_answer(sales):
+    result = agent_with([code("print(sales.units.sum())"), "The total is 10."], sales).run("units?")
+    assert result.status == "no_code" and result.answer == "The total is 10."
+
+
+def test_a_model_that_never_writes_code_ends_after_two_refusals(sales):
+    result = agent_with(["N.", "Still N.", "N, really."], sales, max_steps=6).run("top region?")
+    assert result.status == "no_code" and result.answer == "N, really."
+    assert len(result.trajectory.steps) == 3
+
+
+def test_prose_without_given_data_is_an_answer():
+    result = agent_with(["Hello! Nothing to compute."]).run("say hello")
+    assert result.status == "no_code"
+
+
+# -- cut off at the length limit ---------------------------------------------------------------------
+def test_a_cell_cut_off_at_max_tokens_is_reported_and_not_run(sales):
+    def cut(text: str) -> Completion:
+        return Completion(text=text, usage=Usage(10, 20, 30), finish_reason="length")
+
+    # The reply and both continuations run out of tokens inside the same block of typed-in data.
+    replies = [cut("Let me type the data.\n```python\ndata = pd.DataFrame({'a': [1, 2, 3,"), cut(" 4, 5,"), cut(" 6,")]
+    agent = agent_with([*replies, code("final_answer(int(sales.units.sum()))")], sales, max_continuations=2)
+    result = agent.run("units?")
+    assert result.status == "success" and result.answer == 10
+    first = result.trajectory.steps[0]
+    assert first.meta["cut_off"] and first.execution is None
+    assert "cut off at the length limit" in first.observation
+    assert "data typed in by hand" in first.observation
+
+
+# -- loops -----------------------------------------------------------------------------------------------
+def test_the_same_error_twice_points_at_the_line_and_the_real_columns(sales):
+    replies = [
+        code("x = sales.groupby('country').units.sum()"),
+        code("y = 1\nx = sales.groupby('country').units.sum()\nprint(x)"),
+        code("final_answer(sales.groupby('region').units.sum().to_dict())"),
+    ]
+    result = agent_with(replies, sales).run("units per country")
+    assert result.status == "success"
+    first, second = result.trajectory.steps[:2]
+    assert "same error" not in first.observation
+    note = second.observation
+    assert "same error as in your previous 1 steps" in note
+    assert "`x = sales.groupby('country').units.sum()`" in note  # the failing line (line 2 of the cell)
+    assert "region: " in note and "units: int64" in note  # the frame's real columns
+
+
+def test_repeated_failing_code_is_resampled_hotter_when_the_first_resample_repeats_it(sales):
+    bad = code("sales.groupby('country')")
+    llm = Scripted([bad, bad, bad, code("final_answer(1)")])
+    agent = Agent(model=llm, runtime=InProcessRuntime(), seed=0)
+    agent.runtime.inject("sales", sales)
+    result = agent.run("t")
+    assert result.answer == 1
+    temps = [r["temperature"] for r in result.trajectory.steps[1].meta["resampled"]]
+    assert temps == [0.7, pytest.approx(1.1)]
+
+
+# -- given objects are the data ----------------------------------------------------------------------
+@pytest.fixture
+def shop(tmp_path):
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
+    pd.DataFrame({"customer": ["a", "b", "a"], "amount": [5.0, 7.0, 1.0]}).to_sql("orders", engine, index=False)
+    yield engine
+    engine.dispose()
+
+
+def test_a_rebuilt_engine_becomes_the_given_one(shop):
+    src = (
+        "from sqlalchemy import create_engine\nimport pandas as pd\n"
+        "engine = create_engine('sqlite:///shop.db')\n"
+        "final_answer(float(pd.read_sql('SELECT SUM(amount) AS s FROM orders', engine).s[0]))"
+    )
+    agent = Agent(model=Scripted([code(src)]), runtime=InProcessRuntime())
+    agent.runtime.inject("db", shop)
+    result = agent.run("total amount")
+    assert result.status == "success" and result.answer == 13.0
+    notes = result.trajectory.steps[0].meta["blocks"][0]["notes"]
+    assert "it ran as `engine = db`" in notes[0]
+
+
+def test_the_engine_is_described_with_its_tables_and_how_to_query_it(shop):
+    import asyncio
+
+    agent = Agent(model=Scripted([]), runtime=InProcessRuntime())
+    agent.runtime.inject("db", shop)
+    prompt = asyncio.run(agent.system_prompt())
+    assert "orders(customer TEXT, amount FLOAT)" in prompt
+    assert 'pd.read_sql("SELECT ... FROM table", db)' in prompt
+
+
+def test_engine_execute_gets_the_sqlalchemy_2_hint(shop):
+    agent = Agent(model=Scripted([code("db.execute('SELECT 1')"), code("final_answer(1)")]), runtime=InProcessRuntime())
+    agent.runtime.inject("db", shop)
+    obs = agent.run("t").trajectory.steps[0].observation
+    assert "Hint: a SQLAlchemy 2 engine has no execute()" in obs
+
+
+# -- declared outputs and review ---------------------------------------------------------------------
+def test_final_answer_waits_for_the_declared_outputs(sales):
+    replies = [code("final_answer(1)"), code("by_region = sales.groupby('region').units.sum()\nfinal_answer(1)")]
+    result = agent_with(replies, sales, outputs=["by_region"]).run("t")
+    assert result.status == "success" and len(result.trajectory.steps) == 2
+    assert "`by_region`, which does not exist" in result.trajectory.steps[0].observation
+
+
+def test_review_shows_the_answer_before_it_is_accepted(sales):
+    replies = [
+        code("final_answer(sales.groupby('region').units.transform('max') * 0 + 4)"),
+        code("final_answer(sales.groupby('region').units.sum())"),
+        code("final_answer(_final_answer)"),
+    ]
+    result = agent_with(replies, sales, review=True).run("units per region")
+    assert result.status == "success"
+    assert result.answer.to_dict() == {"E": 4, "N": 4, "S": 2}
+    review = result.trajectory.steps[0].observation
+    assert "Review: Before this is accepted" in review and "WARNING: every value is the same" in review
+    assert "units per region" in review
+    # One review per run: the second answer is accepted as it is.
+    assert len(result.trajectory.steps) == 2
+
+
+def test_review_is_skipped_when_the_task_has_checks(sales):
+    agent = agent_with([code("final_answer(3)")], sales, review=True, checks={"answer": {"type": "int"}})
+    result = agent.run("t")
+    assert result.status == "success" and len(result.trajectory.steps) == 1
