@@ -171,7 +171,9 @@ def _describe_line(v: VariableInfo, detail: str) -> str:
             text += f" - {v.preview}"
     if detail != "full":
         first = text.splitlines()[0] if text else ""
-        text = first[:157] + "..." if len(first) > 160 else first
+        # A function's signature is how to call it: never cut inside it (a variable's preview may be cut).
+        limit = max(160, len(v.preview.split(")")[0]) + 40) if v.kind == "function" else 160
+        text = first[: limit - 3] + "..." if len(first) > limit else first
     if v.description and detail != "name":
         text += "\n" + " ".join(v.description.split())
     return "- " + text.replace("\n", "\n  ")

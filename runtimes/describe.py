@@ -37,6 +37,7 @@ from typing import Any
 from cave.runtimes.base import VariableInfo, VariableKind
 
 MAX_PREVIEW = 300  # characters; the bound on any one variable's preview
+MAX_SIGNATURE = 1200  # characters; the bound on a function's preview (signature + first doc line)
 MAX_LISTED = 12  # columns, keys, fields or tables named before "(+N more)"
 
 _repr = reprlib.Repr()
@@ -226,9 +227,11 @@ _SCALARS = (int, float, complex, bool, type(None))
 
 
 def preview(obj: Any) -> str:
-    """A short description of ``obj`` (never more than MAX_PREVIEW characters, never raises)."""
+    """A short description of ``obj`` (never more than MAX_PREVIEW characters, never raises). A function's
+    signature is how to call it, so a callable gets up to MAX_SIGNATURE characters: enough for a long one whole."""
     try:
-        return clip(_preview(obj))
+        routine = inspect.isroutine(obj) or type(obj).__name__ == "partial"
+        return clip(_preview(obj), MAX_SIGNATURE if routine else MAX_PREVIEW)
     except Exception as e:
         return f"<no preview: {type(e).__name__}>"
 

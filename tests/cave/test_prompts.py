@@ -137,3 +137,29 @@ def test_guard_keeps_line_numbers_and_legitimate_code():
     assert guard_code("final_answer(df.describe())", ["df"]) == ("final_answer(df.describe())", [])
     assert guard_code("df = df[df.x > 1]", ["df"]) == ("df = df[df.x > 1]", [])
     assert guard_code("other = pd.DataFrame({'a': [1]})", ["df"])[1] == []
+
+
+def test_a_long_function_signature_is_never_cut_in_the_prompt():
+    """tau2's book_reservation has eleven parameters: a cut signature leaves the model unable to call it."""
+    from cave.runtimes.describe import describe_namespace
+
+    def book_reservation(
+        user_id: str,
+        origin: str,
+        destination: str,
+        flight_type: str,
+        cabin: str,
+        flights: list[dict],
+        passengers: list[dict],
+        payment_methods: list[dict],
+        total_baggages: int,
+        nonfree_baggages: int,
+        insurance: str,
+    ) -> str:
+        """Book a reservation."""
+        return "ok"
+
+    infos = describe_namespace({"book_reservation": book_reservation})
+    for budget in (4000, 300):  # whole previews, and the one-line fallback of a tight budget
+        prompt = prompts.render_system_prompt(infos, budget_tokens=budget, instructions="Solve it.")
+        assert "insurance: str) -> str" in prompt, prompt
