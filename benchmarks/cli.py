@@ -1,4 +1,4 @@
-"""``cave bench bfcl|tau2|data|search``: score the code agent and the JSON baseline on the same model.
+"""``cave bench bfcl|tau2|data|search|analyst|dabench``: score the code agent and the JSON baseline on the same model.
 
     cave bench bfcl --model local --agent code,json --limit 5
     cave bench tau2 --model openai:gpt-4o-mini --base-url http://127.0.0.1:8000/v1 --domains mock --trials 2
@@ -143,7 +143,9 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 
 COMMAND = Command(
-    "bench", "benchmarks: cave bench bfcl|tau2|data|search ... (the code agent and the JSON baseline)", configure
+    "bench",
+    "benchmarks: cave bench bfcl|tau2|data|search|analyst|dabench ... (the code agent and the JSON baseline)",
+    configure,
 )
 
 

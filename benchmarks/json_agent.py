@@ -400,5 +400,22 @@ __all__ = [
     "ToolCall",
     "ToolSpec",
     "parse_prompted_calls",
+    "sql_tool",
     "to_text",
 ]
+
+
+def sql_tool(con: Any, description: str) -> ToolSpec:
+    """``run_sql(query)`` on ``con``: the result rows as records."""
+
+    def run_sql(query: str) -> list[dict[str, Any]]:
+        cur = con.execute(query)
+        cols = [d[0] for d in cur.description or []]
+        return [dict(zip(cols, row, strict=False)) for row in cur.fetchall()]
+
+    schema = {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "SQLite SELECT"}},
+        "required": ["query"],
+    }
+    return ToolSpec("run_sql", description, schema, fn=run_sql)

@@ -28,7 +28,7 @@ from cave.benchmarks.analyst import generate as g
 from cave.benchmarks.analyst.compare import describe
 from cave.benchmarks.analyst.tasks import TASKS, AnalystTask
 from cave.benchmarks.data.run import CODE_INSTRUCTIONS, JSON_INSTRUCTIONS, failure_reason
-from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+from cave.benchmarks.json_agent import JsonAgent, ToolSpec, sql_tool
 from cave.benchmarks.runtime import code_runtime
 
 from cave.llm.base import LLM, Scripted
@@ -144,22 +144,6 @@ def json_tools(inputs: Inputs) -> tuple[list[ToolSpec], Callable[[], None]]:
 
         tools.append(sql_tool(con, f"Run a SQLite query on the tables ({where}); returns the rows."))
     return tools, (con.close if con is not None else lambda: None)
-
-
-def sql_tool(con: sqlite3.Connection, description: str) -> ToolSpec:
-    """``run_sql(query)`` on ``con``: the result rows as records."""
-
-    def run_sql(query: str) -> list[dict[str, Any]]:
-        cur = con.execute(query)
-        cols = [d[0] for d in cur.description or []]
-        return [dict(zip(cols, row, strict=False)) for row in cur.fetchall()]
-
-    schema = {
-        "type": "object",
-        "properties": {"query": {"type": "string", "description": "SQLite SELECT"}},
-        "required": ["query"],
-    }
-    return ToolSpec("run_sql", description, schema, fn=run_sql)
 
 
 async def run_json(

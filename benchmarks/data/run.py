@@ -22,7 +22,7 @@ from typing import Any
 
 from cave.benchmarks.data import generate as g
 from cave.benchmarks.data.tasks import TASKS, DataTask, check
-from cave.benchmarks.json_agent import JsonAgent, ToolSpec
+from cave.benchmarks.json_agent import JsonAgent, ToolSpec, sql_tool
 from cave.benchmarks.runtime import code_runtime
 
 from cave.llm.base import LLM, Scripted
@@ -122,19 +122,8 @@ async def run_code(
 def json_tools(task: DataTask, ws: Workspace) -> tuple[list[ToolSpec], Any]:
     if task.dataset == "shop":
         con = ws.connect()
-
-        def run_sql(query: str) -> list[dict[str, Any]]:
-            cur = con.execute(query)
-            cols = [d[0] for d in cur.description or []]
-            return [dict(zip(cols, row, strict=False)) for row in cur.fetchall()]
-
-        schema = {
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "SQLite SELECT"}},
-            "required": ["query"],
-        }
         desc = "Run a SQL query on the shop database (tables customers(customer_id, name, city), orders(order_id, customer_id, amount, date)); returns the rows."
-        return [ToolSpec("run_sql", desc, schema, fn=run_sql)], con
+        return [sql_tool(con, desc)], con
     frame = ws.frame()
 
     def get_rows(dataset: str) -> list[dict[str, Any]]:
