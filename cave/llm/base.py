@@ -13,7 +13,7 @@ import threading
 import time
 from abc import ABC
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from cave.registry import Registry
@@ -106,6 +106,8 @@ class Request:
     stop: list[str] = field(default_factory=list)
     seed: int | None = None
     options: dict[str, Any] = field(default_factory=dict)  # backend-specific: tools, top_k, top_p, extra_body, ...
+    # The start of the assistant's reply, written for the model (e.g. "```python\n"): see ``LLM.stream``.
+    prefix: str = ""
 
     @property
     def tools(self) -> list[dict[str, Any]] | None:
@@ -129,6 +131,7 @@ class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override _str
     name: str = "llm"
     context_window: int = 8192
     supports_tools: bool = False  # native OpenAI tool calling
+    supports_prefix: bool = False  # honours ``prefix=`` (a response prefix); others refuse it
 
     async def complete(
         self,
@@ -138,9 +141,12 @@ class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override _str
         temperature: float = 0.0,
         stop: list[str] | None = None,
         seed: int | None = None,
+        prefix: str | None = None,
         **kwargs: Any,
     ) -> Completion:
         final: Completion | None = None
+        if prefix:  # only when given: wrappers that override ``stream`` need not know the option
+            kwargs["prefix"] = prefix
         async for item in self.stream(
             messages, max_tokens=max_tokens, temperature=temperature, stop=stop, seed=seed, **kwargs
         ):
@@ -158,11 +164,26 @@ class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override _str
         temperature: float = 0.0,
         stop: list[str] | None = None,
         seed: int | None = None,
+        prefix: str | None = None,
         **kwargs: Any,
     ) -> AsyncIterator[StreamItem]:
         """Text deltas as they come, then the Completion. Keyword arguments other than these reach the
-        backend in ``request.options`` (``tools``, ``top_k``, ...)."""
-        return self._stream(messages, Request(max_tokens, temperature, list(stop or []), seed, kwargs))
+        backend in ``request.options`` (``tools``, ``top_k``, ...).
+
+        ``prefix``: the assistant's reply starts with this text (e.g. ``"```python\n"`` makes a small model
+        answer with code). It is part of the prompt: the model continues after it, ``prompt_token_ids`` and
+        ``usage.prompt_tokens`` include its tokens and ``token_ids`` are only the generated ones (so a
+        trainer never trains on it). ``Completion.text`` is the whole reply, prefix included, and the first
+        TextDelta is the prefix. Stop sequences are matched in the generated text only. Backends with
+        ``supports_prefix = False`` raise an LLMError rather than ignore it.
+        """
+        if prefix and not self.supports_prefix:
+            raise LLMError(
+                f"the {self.name!r} backend ({type(self).__name__}) does not support a response prefix "
+                f"(prefix={prefix!r}); use local, transformers, vllm, scripted, or openai against a vLLM server"
+            )
+        request = Request(max_tokens, temperature, list(stop or []), seed, kwargs, prefix or "")
+        return self._stream(messages, request)
 
     async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
         completion = await self._complete(messages, **request.kwargs())
@@ -226,7 +247,13 @@ class Scripted(LLM):
 
     Usage is counted with the same 4-chars-per-token estimate as ``count_tokens``,
     so tests can check totals. ``calls`` records every message list it was sent.
+
+    A response ``prefix`` is emulated: the reply's text is ``prefix + reply``, unless the scripted reply
+    already starts with the prefix (so one script serves callers with and without a prefix); the prefix
+    is counted as prompt tokens, not completion tokens. ``prefixes`` records each call's prefix.
     """
+
+    supports_prefix = True
 
     def __init__(
         self,
@@ -248,9 +275,10 @@ class Scripted(LLM):
         self.context_window = context_window
         self.stream_chunk = stream_chunk
         self.calls: list[list[Message]] = []
+        self.prefixes: list[str] = []
         self._i = 0
 
-    def _next(self, messages: list[Message]) -> Completion:
+    def _next(self, messages: list[Message], prefix: str = "") -> Completion:
         if callable(self.replies):
             reply = self.replies(messages)
         elif self._i < len(self.replies):
@@ -263,9 +291,15 @@ class Scripted(LLM):
             )
         self._i += 1
         if isinstance(reply, Completion):
+            if prefix and not reply.text.startswith(prefix):
+                reply = replace(reply, text=prefix + reply.text)
             return reply
         prompt = sum(self.count_tokens(str(m.get("content") or "")) for m in messages)
-        completion = self.count_tokens(reply) if reply else 0
+        if prefix:
+            prompt += self.count_tokens(prefix)
+            reply = reply if reply.startswith(prefix) else prefix + reply
+        generated = reply[len(prefix) :]
+        completion = self.count_tokens(generated) if generated else 0
         return Completion(
             text=reply,
             usage=Usage(prompt, completion, prompt + completion),
@@ -275,7 +309,8 @@ class Scripted(LLM):
 
     async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
         self.calls.append([dict(m) for m in messages])
-        completion = self._next(messages)
+        self.prefixes.append(request.prefix)
+        completion = self._next(messages, request.prefix)
         text = completion.text
         for i in range(0, len(text), self.stream_chunk):
             yield TextDelta(text[i : i + self.stream_chunk])
@@ -330,8 +365,13 @@ def reply_room(llm: LLM, prompt_tokens: int, max_tokens: int, advice: str = "com
 WAKE_INTERVAL_S = 0.025  # how often a generating thread may wake the event loop
 
 
-async def iterate_in_thread(gen: Iterator[Any], cancel: threading.Event) -> AsyncIterator[Any]:
+async def iterate_in_thread(
+    gen: Iterator[Any], cancel: threading.Event, start: Callable[[Callable[[], None]], None] | None = None
+) -> AsyncIterator[Any]:
     """Drive a blocking iterator in a worker thread; yield its items on the event loop as they come.
+
+    ``start(work)`` runs ``work`` on some thread (a long-lived one, as the local backend's llama.cpp
+    thread); by default a new daemon thread per call.
 
     Items are handed over in batches: the worker wakes the event loop at most every ``WAKE_INTERVAL_S``
     (and at once for the end or an error). Waking it per token put a third busy thread on a machine whose
@@ -358,6 +398,8 @@ async def iterate_in_thread(gen: Iterator[Any], cancel: threading.Event) -> Asyn
 
     def work() -> None:
         try:
+            if cancel.is_set():  # closed while it waited for its thread: do not start the generation
+                return
             for item in gen:
                 put(item)
                 if cancel.is_set():
@@ -368,8 +410,10 @@ async def iterate_in_thread(gen: Iterator[Any], cancel: threading.Event) -> Asyn
             gen.close()
             put(_DONE, urgent=True)
 
-    worker = threading.Thread(target=work, name="cave-llm-generate", daemon=True)
-    worker.start()
+    if start is None:
+        threading.Thread(target=work, name="cave-llm-generate", daemon=True).start()
+    else:
+        start(work)
     try:
         while True:
             await ready.wait()

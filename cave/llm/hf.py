@@ -12,6 +12,10 @@ Log-probabilities are those of the sampled token under the distribution actually
 Response ``token_ids`` are every sampled token, the end-of-turn token included when generation
 stopped on it (so a trainer sees the model learn to stop); ``text`` excludes it, and is cut
 before a stop string, while ``token_ids`` end with the token that completed the stop string.
+
+A response ``prefix`` (``stream(..., prefix="```python\n")``, ``generate_batch(..., prefix=...)``) is
+appended to the rendered prompt text before tokenizing: its tokens are prompt ids, never response ids
+(so the trainer never trains on them); ``Completion.text`` starts with it, ``Generation.text`` does not.
 """
 
 from __future__ import annotations
@@ -62,14 +66,15 @@ class Generation:
     prompt_ids: list[int]
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
-    text: str = ""
+    text: str = ""  # the generated text (without the response prefix)
     finish_reason: str = "length"  # "stop" (end-of-turn token or stop string) | "length"
+    prefix: str = ""  # the response prefix the prompt ended with, if any
 
     def completion(self, model: str, finish_reason: str | None = None) -> Completion:
         """This response as a backend's Completion (usage counted from the ids)."""
         prompt, reply = len(self.prompt_ids), len(self.token_ids)
         return Completion(
-            text=self.text,
+            text=self.prefix + self.text,
             usage=Usage(prompt, reply, prompt + reply),
             finish_reason=finish_reason or self.finish_reason,
             token_ids=self.token_ids,
@@ -79,8 +84,11 @@ class Generation:
         )
 
 
-def encode_chat(tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
-    """Prompt token ids of ``messages`` through the tokenizer's chat template, generation prompt appended."""
+def encode_chat(
+    tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None, prefix: str = ""
+) -> list[int]:
+    """Prompt token ids of ``messages`` through the tokenizer's chat template, generation prompt appended,
+    then the response ``prefix`` (tokenized with the prompt text, as vLLM's ``continue_final_message`` does)."""
     if not getattr(tokenizer, "chat_template", None):
         raise LLMError("the tokenizer has no chat template: pass chat_template=... or use a chat/instruct checkpoint")
     from cave.llm.local import normalize_messages
@@ -88,6 +96,7 @@ def encode_chat(tokenizer: Any, messages: list[Message], tools: list[dict[str, A
     text = tokenizer.apply_chat_template(
         normalize_messages(messages), tools=tools, add_generation_prompt=True, tokenize=False
     )
+    text += prefix
     # The template writes the special tokens itself; adding them again would double the BOS.
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
@@ -248,16 +257,18 @@ def generate_batch(
     seed: int | None = None,
     stop: Sequence[str] = (),
     stop_ids: set[int] | None = None,
+    prefix: str = "",
 ) -> list[Generation]:
     """Sample responses for many prompts at once (left-padded batch), with token ids and logprobs.
 
     ``prompts`` are token-id lists, or chat message lists (rendered with the chat template).
     ``model`` is any causal LM module (e.g. the trainer's current policy): it is run in eval
-    mode under ``torch.no_grad`` and put back in the mode it was in.
+    mode under ``torch.no_grad`` and put back in the mode it was in. ``prefix``: a response prefix, appended
+    to chat prompts (token-id prompts must already end with it); each Generation records it.
     """
     if not prompts:
         return []
-    encoded = [encode_chat(tokenizer, p) if _is_messages(p) else list(p) for p in prompts]
+    encoded = [encode_chat(tokenizer, p, prefix=prefix) if _is_messages(p) else list(p) for p in prompts]
     stop_ids = stop_ids if stop_ids is not None else stop_token_ids(tokenizer, model)
     out: list[Generation] = []
     with _inference(model):
@@ -275,6 +286,8 @@ def generate_batch(
             stop_ids=stop_ids,
         ):
             pass
+    for g in out:
+        g.prefix = prefix
     return out
 
 
@@ -367,6 +380,7 @@ class TransformersLLM(LLM):
     """
 
     name = "transformers"
+    supports_prefix = True
 
     def __init__(
         self,
@@ -404,8 +418,8 @@ class TransformersLLM(LLM):
         self.supports_tools = "tools" in (getattr(tokenizer, "chat_template", None) or "")
         self._lock = threading.Lock()
 
-    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        return encode_chat(self.tokenizer, messages, tools)
+    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None = None, prefix: str = "") -> list[int]:
+        return encode_chat(self.tokenizer, messages, tools, prefix)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -420,7 +434,7 @@ class TransformersLLM(LLM):
             return generate_batch(self.model, self.tokenizer, prompts, **kwargs)
 
     async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
-        prompt_ids = self.encode(messages, request.tools)
+        prompt_ids = self.encode(messages, request.tools, request.prefix)
         cancel = threading.Event()
         options = {
             "max_new_tokens": reply_room(self, len(prompt_ids), request.max_tokens),
@@ -430,8 +444,11 @@ class TransformersLLM(LLM):
             "seed": request.seed if request.seed is not None else self.seed,
             "stop": request.stop,
         }
+        if request.prefix:
+            yield TextDelta(request.prefix)
+        gen = self._generate(prompt_ids, options, cancel, request.prefix)
         # aclosing: if the caller stops early, the worker is told to stop (and frees the model) at once
-        async with contextlib.aclosing(iterate_in_thread(self._generate(prompt_ids, options, cancel), cancel)) as items:
+        async with contextlib.aclosing(iterate_in_thread(gen, cancel)) as items:
             async for item in items:
                 if isinstance(item, Completion) and request.tools:
                     from cave.llm.local import take_tool_calls
@@ -440,7 +457,7 @@ class TransformersLLM(LLM):
                 yield item
 
     def _generate(
-        self, prompt_ids: list[int], options: dict[str, Any], cancel: threading.Event
+        self, prompt_ids: list[int], options: dict[str, Any], cancel: threading.Event, prefix: str = ""
     ) -> Iterator[StreamItem]:
         out: list[Generation] = []
         with self._lock, _inference(self.model):
@@ -451,5 +468,6 @@ class TransformersLLM(LLM):
                 if cancel.is_set():
                     break
         g = out[0]
+        g.prefix = prefix
         finish = "cancelled" if cancel.is_set() and g.finish_reason == "length" else g.finish_reason
         yield g.completion(self.model_name, finish)

@@ -7,10 +7,21 @@ by the transformers backend instead.
 
 How it runs: the chat template stored in the GGUF (the same Jinja template llama-cpp's
 ``create_chat_completion`` uses) renders the prompt, which is tokenized here so usage, prompt
-token ids and response token ids are exact. Tokens are produced by ``Llama.generate`` in a
-worker thread and handed to the event loop through a queue, so a 0.5B model decoding on two
-cores never blocks other sessions. llama.cpp keeps the previous prompt in its KV cache: an
-agent's next step re-evaluates only the new suffix, reported as ``usage.cached_tokens``.
+token ids and response token ids are exact. Tokens are produced by ``Llama.generate`` on one
+long-lived worker thread (see ``llama_thread``) and handed to the event loop in batches, so a 0.5B
+model decoding on two cores never blocks other sessions. llama.cpp keeps the previous prompt in its
+KV cache: an agent's next step re-evaluates only the new suffix, reported as ``usage.cached_tokens``.
+
+Why one thread for all of llama.cpp: the llama-cpp-python wheels run ggml's threads with OpenMP
+(libgomp), whose thread pools belong to the thread that calls in. Once libgomp manages more threads
+than the process has cores (a second calling thread's pool: the main thread's, an earlier worker's),
+its barriers stop spinning and sleep instead, hundreds of futex waits per token: decoding SmolLM2 on 2
+cores ran at ~0.55x of the same ``Llama.generate`` called on the main thread. Every generation of
+every LocalLLM in the process therefore runs on the same thread, so libgomp keeps one pool. (Calling
+a ``Llama`` yourself from another thread of the same process brings the slowdown back, for both.)
+
+A response ``prefix`` (``stream(..., prefix="```python\n")``) is appended to the rendered prompt
+before tokenizing: the model continues after it; ``text`` starts with it, ``token_ids`` do not.
 
 ``token_ids`` are every sampled token, the end-of-turn token included when generation stopped on
 it (it is counted in ``usage.completion_tokens``, as OpenAI-compatible servers count it); ``text``
@@ -24,6 +35,7 @@ import codecs
 import contextlib
 import json
 import os
+import queue
 import random
 import re
 import threading
@@ -57,6 +69,7 @@ __all__ = [
     "busy_cpus",
     "cpu_count",
     "create_local",
+    "llama_thread",
     "normalize_messages",
     "parse_tool_calls",
     "resolve_gguf",
@@ -103,6 +116,62 @@ def cpu_count() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+class LlamaThread:
+    """The one long-lived thread that runs this process's llama.cpp work, one job at a time (see the module doc).
+
+    ``submit(work)`` queues a callable; jobs run in order. Started on first use (and again in a forked child).
+    """
+
+    def __init__(self, name: str = "cave-llama") -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, work: Any) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._jobs = queue.SimpleQueue()  # a fork's child inherits no worker: start afresh
+                self._thread = threading.Thread(target=self._run, args=(self._jobs,), name=self.name, daemon=True)
+                self._thread.start()
+            self._jobs.put(work)
+
+    def run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` on this thread and wait for its result (blocking: for benchmarks and sync code)."""
+        done, box = threading.Event(), {}
+
+        def work() -> None:
+            try:
+                box["value"] = fn(*args, **kwargs)
+            except BaseException as e:
+                box["error"] = e
+            finally:
+                done.set()
+
+        self.submit(work)
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    @staticmethod
+    def _run(jobs: queue.SimpleQueue) -> None:
+        while True:
+            work = jobs.get()
+            try:
+                work()
+            except BaseException:  # noqa: S110 - a job reports its own errors (iterate_in_thread hands them over)
+                pass
+
+
+_LLAMA_THREAD = LlamaThread()
+
+
+def llama_thread() -> LlamaThread:
+    """The process's llama.cpp thread: run your own ``Llama`` calls on it (``llama_thread().run(fn)``) next to cave's."""
+    return _LLAMA_THREAD
 
 
 def normalize_messages(messages: list[Message]) -> list[Message]:
@@ -197,6 +266,7 @@ class LocalLLM(LLM):
 
     name = "local"
     supports_tools = True  # via the GGUF chat template's tool section, when it has one
+    supports_prefix = True
 
     def __init__(
         self,
@@ -254,6 +324,7 @@ class LocalLLM(LLM):
             bos_token=vocab.token_get_text(bos) if bos != -1 else "",
         )
         self.last_threads = self.n_threads or cpu_count()
+        self._pieces: dict[int, bytes] = {}  # token id -> its bytes (a token's piece does not depend on context)
         self._lock = threading.Lock()  # one generation at a time per loaded model
         # Free the model before interpreter teardown: llama-cpp's own __del__ then fails noisily.
         self._finalizer = weakref.finalize(self, self._llm.close)
@@ -266,9 +337,12 @@ class LocalLLM(LLM):
         except Exception as e:  # jinja raises many kinds
             raise LLMError(f"the chat template of {self.path.name} rejected the messages: {e}") from e
 
-    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
-        """Prompt token ids, tokenized the way llama-cpp's chat completion does (special tokens parsed)."""
-        prompt = self.render(messages, tools)
+    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None = None, prefix: str = "") -> list[int]:
+        """Prompt token ids, tokenized the way llama-cpp's chat completion does (special tokens parsed).
+
+        ``prefix``: the start of the reply, appended to the rendered prompt before tokenizing.
+        """
+        prompt = self.render(messages, tools) + prefix
         # The template writes the BOS itself where the model wants one (added_special=True).
         return self._llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
 
@@ -277,7 +351,7 @@ class LocalLLM(LLM):
 
     # -- generation -------------------------------------------------------------------------
     async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
-        prompt_ids = self.encode(messages, request.tools)
+        prompt_ids = self.encode(messages, request.tools, request.prefix)
         room = reply_room(
             self, len(prompt_ids), request.max_tokens, "compact the conversation or load the model with a larger n_ctx"
         )
@@ -285,11 +359,15 @@ class LocalLLM(LLM):
         seed = request.seed if request.seed is not None else self.seed
         cancel = threading.Event()
         gen = self._generate(prompt_ids, room, request.temperature, request.stop, seed, sampling, cancel)
+        if request.prefix:
+            yield TextDelta(request.prefix)
         try:
-            async with contextlib.aclosing(iterate_in_thread(gen, cancel)) as items:
+            async with contextlib.aclosing(iterate_in_thread(gen, cancel, _LLAMA_THREAD.submit)) as items:
                 async for item in items:
-                    if isinstance(item, Completion) and request.tools:
-                        take_tool_calls(item, request.tools)
+                    if isinstance(item, Completion):
+                        item.text = request.prefix + item.text
+                        if request.tools:
+                            take_tool_calls(item, request.tools)
                     yield item
         finally:
             cancel.set()
@@ -304,8 +382,14 @@ class LocalLLM(LLM):
         sampling: dict[str, Any],
         cancel: threading.Event,
     ) -> Iterator[StreamItem]:
-        """Synchronous token loop (runs in a worker thread): text deltas, then the Completion."""
-        llm, is_eog = self._llm, self._llama_cpp.llama_vocab_is_eog
+        """Synchronous token loop (runs on the llama thread): text deltas, then the Completion.
+
+        Per token it only looks up the token's bytes (cached), decodes them incrementally and, when there
+        are stop sequences, scans the last few characters for them.
+        """
+        llm, is_eog, pieces = self._llm, self._llama_cpp.llama_vocab_is_eog, self._pieces
+        vocab = llm._model.vocab
+        longest = max(map(len, stops), default=0)
         with self._lock:
             if self.n_threads is None:
                 threads = auto_threads()
@@ -320,17 +404,22 @@ class LocalLLM(LLM):
                     if cancel.is_set():
                         finish = "cancelled"
                         break
-                    if is_eog(llm._model.vocab, token):  # kept in token_ids (as the transformers backend does)
-                        ids.append(token)
+                    ids.append(token)  # an end-of-turn token too (as the transformers backend keeps it)
+                    if is_eog(vocab, token):
                         finish = "stop"
                         break
-                    ids.append(token)
-                    text += decoder.decode(llm.detokenize([token]))
-                    cut = stop_position(text, stops, max(0, emitted - max(map(len, stops), default=0)))
-                    if cut is not None:
-                        text, finish = text[:cut], "stop"
-                        break
-                    safe = len(text) - held_back(text, stops)
+                    piece = pieces.get(token)
+                    if piece is None:
+                        piece = pieces[token] = llm.detokenize([token])
+                    text += decoder.decode(piece)
+                    if longest:
+                        cut = stop_position(text, stops, max(0, emitted - longest))
+                        if cut is not None:
+                            text, finish = text[:cut], "stop"
+                            break
+                        safe = len(text) - held_back(text, stops)
+                    else:
+                        safe = len(text)
                     if safe > emitted:
                         yield TextDelta(text[emitted:safe])
                         emitted = safe

@@ -10,6 +10,20 @@ that a retry would repeat text the caller has already seen.
 Tool calls streamed as deltas are assembled into ``Completion.tool_calls`` (OpenAI format).
 Against vLLM, ``token_ids=True`` asks for prompt and response token ids and ``logprobs=True``
 for per-token logprobs; plain OpenAI servers reject those extras, so both are off by default.
+
+``usage.cached_tokens`` is the server's ``usage.prompt_tokens_details.cached_tokens`` (streamed or not):
+vLLM reports it when started with ``--enable-prompt-tokens-details`` (its prefix cache is on by default
+in the V1 engine; ``--enable-prefix-caching`` otherwise); 0 when the server says nothing.
+
+A response ``prefix`` (``stream(..., prefix="```python\n")``) is sent as a trailing assistant message
+that the server continues. ``prefill="vllm"`` (the default) adds vLLM's ``continue_final_message: true,
+add_generation_prompt: false`` to the body, so the chat template leaves that message open and
+``prompt_tokens`` / ``prompt_token_ids`` include the prefix; the server streams only the continuation,
+and cave puts the prefix in front (``text`` and the first TextDelta). ``prefill="message"`` sends the
+assistant message alone, for servers that continue a final assistant message by themselves (llama.cpp's
+server). OpenAI's own API has no such option: it rejects ``continue_final_message`` (status 400,
+"unrecognized request argument"), and with ``prefill="message"`` it would answer the assistant message
+with a new reply instead of continuing it, so do not use a prefix against it.
 """
 
 from __future__ import annotations
@@ -128,6 +142,7 @@ class OpenAICompatible(LLM):
 
     name = "openai"
     supports_tools = True
+    supports_prefix = True  # against vLLM (or a server that continues a trailing assistant message)
 
     def __init__(
         self,
@@ -146,7 +161,11 @@ class OpenAICompatible(LLM):
         token_ids: bool = False,
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        prefill: str = "vllm",
     ) -> None:
+        if prefill not in ("vllm", "message"):
+            raise ValueError(f"prefill must be 'vllm' or 'message', not {prefill!r}")
+        self.prefill = prefill
         self.base_url, self.model = base_url, model
         self.url = chat_url(base_url)
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -176,8 +195,10 @@ class OpenAICompatible(LLM):
         if client is not None and self._client_loop is asyncio.get_running_loop():
             await client.aclose()  # a client of a loop that is gone was closed with its loop
 
-    def body(self, messages: list[Message], **options: Any) -> dict[str, Any]:
-        """The JSON request body (exposed for tests and debugging)."""
+    def body(self, messages: list[Message], prefix: str = "", **options: Any) -> dict[str, Any]:
+        """The JSON request body (exposed for tests and debugging). ``prefix``: see the module doc."""
+        if prefix:
+            messages = [*messages, {"role": "assistant", "content": prefix}]
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -200,12 +221,17 @@ class OpenAICompatible(LLM):
             body["return_token_ids"] = True
             if body.get("logprobs"):
                 body["return_tokens_as_token_ids"] = True
+        if prefix and self.prefill == "vllm":
+            body["continue_final_message"], body["add_generation_prompt"] = True, False
         body.update(self.extra_body)
         body.update(options.get("extra_body") or {})
         return body
 
     async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
         options = request.kwargs()
+        if request.prefix:
+            options["prefix"] = request.prefix
+            yield TextDelta(request.prefix)
         last: _Retry | None = None
         for attempt in range(self.max_attempts):
             if attempt:
@@ -214,7 +240,7 @@ class OpenAICompatible(LLM):
                 await asyncio.sleep(
                     wait if wait is not None else backoff(attempt - 1, self.backoff_base, self.backoff_cap)
                 )
-            acc = _Accumulator(self.model)
+            acc = _Accumulator(self.model, request.prefix)
             try:
                 async with contextlib.aclosing(self._attempt(messages, options, acc)) as attempt_items:
                     async for item in attempt_items:  # closed with us if the caller stops early
@@ -276,8 +302,8 @@ class OpenAICompatible(LLM):
 class _Accumulator:
     """Folds SSE chunks (or one JSON body) into text deltas and a final Completion."""
 
-    def __init__(self, model: str) -> None:
-        self.text, self.model, self.finish = "", model, None
+    def __init__(self, model: str, prefix: str = "") -> None:
+        self.text, self.model, self.finish, self.prefix = "", model, None, prefix
         self.usage: Usage | None = None
         self.tool_calls: dict[int, dict[str, Any]] = {}
         self.token_ids: list[int] = []
@@ -366,12 +392,12 @@ class _Accumulator:
         if usage is None:  # the server sent none: estimate, so totals are never silently zero
             prompt = len(self.prompt_token_ids or []) or sum(
                 llm.count_tokens(str(m.get("content") or "")) for m in messages
-            )
+            ) + (llm.count_tokens(self.prefix) if self.prefix else 0)
             completion_tokens = len(self.token_ids) or (llm.count_tokens(self.text) if self.text else 0)
             usage = Usage(prompt, completion_tokens, prompt + completion_tokens)
         calls = [self.tool_calls[i] for i in sorted(self.tool_calls)] or None
         return Completion(
-            text=self.text,
+            text=self.prefix + self.text,
             usage=usage,
             finish_reason=self.finish or ("tool_calls" if calls else "stop"),
             token_ids=self.token_ids or None,

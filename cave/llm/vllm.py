@@ -9,7 +9,9 @@ Prompts are rendered with the checkpoint's own chat template (transformers token
 as token ids, so ``prompt_token_ids`` are exactly what the model saw; response ``token_ids`` and
 per-token ``logprobs`` come from vLLM. vLLM's logprobs are by default computed from the raw
 logits (before temperature); pass ``logprobs_mode="processed_logprobs"`` (vLLM >= 0.10.2) to get
-them under the sampling distribution, as the transformers backend reports them.
+them under the sampling distribution, as the transformers backend reports them. A response ``prefix``
+is appended to the rendered prompt (``cave.llm.hf.encode_chat``): prompt ids include it, ``text`` starts
+with it, response ``token_ids`` do not.
 
 For RL rollouts the engine can take new policy weights while it runs (``weight_sync=True``, then
 ``load_weights``: written to a safetensors file that every worker loads through the
@@ -138,6 +140,7 @@ class VLLMEngine(LLM):
     """
 
     name = "vllm"
+    supports_prefix = True
 
     def __init__(
         self,
@@ -207,10 +210,10 @@ class VLLMEngine(LLM):
             self.context_window = 8192
         self.want_logprobs = logprobs
 
-    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> list[int]:
+    def encode(self, messages: list[Message], tools: list[dict[str, Any]] | None = None, prefix: str = "") -> list[int]:
         from cave.llm.hf import encode_chat
 
-        return encode_chat(self.tokenizer, messages, tools)
+        return encode_chat(self.tokenizer, messages, tools, prefix)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -218,7 +221,7 @@ class VLLMEngine(LLM):
     async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
         if self.engine is None:
             raise LLMError("this VLLMEngine was closed")
-        prompt_ids = self.encode(messages, request.tools)
+        prompt_ids = self.encode(messages, request.tools, request.prefix)
         params = self._vllm.SamplingParams(
             max_tokens=request.max_tokens,
             temperature=request.temperature,
@@ -230,6 +233,8 @@ class VLLMEngine(LLM):
         )
         request_id = uuid.uuid4().hex
         text, final = "", None
+        if request.prefix:
+            yield TextDelta(request.prefix)
         try:
             async for output in self._generate(prompt_ids, params, request_id):
                 final = output
@@ -249,7 +254,7 @@ class VLLMEngine(LLM):
         if out.logprobs:
             logprobs = [float(step[tok].logprob) for step, tok in zip(out.logprobs, ids, strict=False)]
         yield Completion(
-            text=out.text,
+            text=request.prefix + out.text,
             usage=Usage(
                 len(prompt_ids), len(ids), len(prompt_ids) + len(ids), int(getattr(final, "num_cached_tokens", 0) or 0)
             ),
