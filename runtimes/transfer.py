@@ -275,8 +275,151 @@ def _write_parts(directory: str, parts: list[tuple[int, Any]]) -> str:
     return path
 
 
+# -- tagged JSON: the everyday answers that plain JSON does not round-trip ------------------------------
+# numpy scalars (np.float64 is what `df.col.mean()` returns), tuples, sets, dicts with non-string keys, dates and
+# timestamps, non-finite floats. Each is written as {"__t": tag, ...}; decoding only ever calls the fixed
+# constructors below, so a hostile kernel can send these as safely as plain JSON.
+_TAG = "__t"
+_NUMPY_KINDS = "biufcmM"  # bool, int, uint, float, complex, timedelta, datetime: never object dtypes
+
+
+class _NoSafeForm(Exception):
+    pass
+
+
+def to_tagged(value: Any, budget: list[int], depth: int = 0) -> Any:
+    """``value`` as tagged JSON, or raise _NoSafeForm.
+
+    >>> import numpy as np
+    >>> to_tagged({"n": np.float64(2.5), (1, 2): {3}}, [100])
+    {'__t': 'dict', 'items': [['n', {'__t': 'np', 'dtype': 'float64', 'v': 2.5}], [{'__t': 'tuple', 'v': [1, 2]}, {'__t': 'set', 'v': [3]}]]}
+    """
+    budget[0] -= 1
+    if budget[0] < 0 or depth > 20:
+        raise _NoSafeForm("too large or too deep")
+    t = type(value)
+    if t in (str, int, bool) or value is None:
+        return value
+    if t is float:
+        return value if math.isfinite(value) else {_TAG: "float", "v": repr(value)}
+    if t is list:
+        return [to_tagged(v, budget, depth + 1) for v in value]
+    if t in (tuple, set, frozenset):
+        items = list(value)
+        return {_TAG: t.__name__, "v": [to_tagged(v, budget, depth + 1) for v in items]}
+    if t is dict:
+        if all(type(k) is str and k != _TAG for k in value):
+            return {k: to_tagged(v, budget, depth + 1) for k, v in value.items()}
+        return {
+            _TAG: "dict",
+            "items": [[to_tagged(k, budget, depth + 1), to_tagged(v, budget, depth + 1)] for k, v in value.items()],
+        }
+    if (
+        _is(value, "numpy", "generic")
+        and getattr(value, "dtype", None) is not None
+        and value.dtype.kind in _NUMPY_KINDS
+    ):
+        v = str(value) if value.dtype.kind in "mM" else value.item()
+        if value.dtype.kind == "c":
+            v = [value.real.item(), value.imag.item()]
+        elif value.dtype.kind == "f" and not math.isfinite(v):
+            v = repr(v)
+        return {_TAG: "np", "dtype": value.dtype.str if value.dtype.kind in "mM" else value.dtype.name, "v": v}
+    if _is(value, "pandas", "Timestamp"):
+        return {_TAG: "timestamp", "v": value.isoformat()}
+    if _is(value, "pandas", "Timedelta"):
+        return {_TAG: "timedelta", "ns": int(value.value)}
+    import datetime as dt
+    import decimal
+
+    if t in (dt.datetime, dt.date, dt.time):
+        return {_TAG: t.__name__, "v": value.isoformat()}
+    if t is dt.timedelta:
+        return {_TAG: "pytimedelta", "s": value.total_seconds()}
+    if t is decimal.Decimal:
+        return {_TAG: "decimal", "v": str(value)}
+    raise _NoSafeForm(qualified_type(value))
+
+
+def from_tagged(value: Any, depth: int = 0) -> Any:
+    """The object ``to_tagged`` described (only fixed constructors run; an unknown tag is an error).
+
+    >>> import numpy as np
+    >>> v = from_tagged(to_tagged({"n": np.float64(2.5), (1, 2): {3}}, [100]))
+    >>> v == {"n": 2.5, (1, 2): {3}}, type(v["n"]).__name__
+    (True, 'float64')
+    """
+    if depth > 22:
+        raise TransferError("tagged JSON nested too deep")
+    if isinstance(value, list):
+        return [from_tagged(v, depth + 1) for v in value]
+    if not isinstance(value, dict):
+        return value
+    tag = value.get(_TAG)
+    if tag is None:
+        return {k: from_tagged(v, depth + 1) for k, v in value.items()}
+    try:
+        return _BUILD_TAGGED[tag](value, depth)
+    except KeyError as e:
+        raise TransferError(f"unknown tagged-JSON type {tag!r}") from e
+    except TransferError:
+        raise
+    except Exception as e:  # malformed payload from the other side
+        raise TransferError(f"malformed tagged-JSON {tag!r}: {type(e).__name__}: {e}") from e
+
+
+def _numpy_scalar(value: dict[str, Any], depth: int) -> Any:
+    import numpy as np
+
+    dtype = np.dtype(str(value["dtype"]))
+    if dtype.kind not in _NUMPY_KINDS:
+        raise TransferError(f"numpy dtype {dtype} is not allowed in tagged JSON")
+    v = value["v"]
+    if dtype.kind == "c":
+        v = complex(float(v[0]), float(v[1]))
+    elif dtype.kind == "f" and isinstance(v, str):
+        v = float(v)
+    return np.array(v, dtype=dtype)[()]
+
+
+def _builders() -> dict[str, Callable[[dict[str, Any], int], Any]]:
+    import datetime as dt
+    import decimal
+
+    def items(value: dict[str, Any], depth: int) -> list[Any]:
+        return [from_tagged(v, depth + 1) for v in value["v"]]
+
+    def pandas(name: str) -> Any:
+        import pandas as pd
+
+        return getattr(pd, name)
+
+    return {
+        "float": lambda v, d: float(v["v"]),
+        "tuple": lambda v, d: tuple(items(v, d)),
+        "set": lambda v, d: set(items(v, d)),
+        "frozenset": lambda v, d: frozenset(items(v, d)),
+        "dict": lambda v, d: {from_tagged(k, d + 1): from_tagged(x, d + 1) for k, x in v["items"]},
+        "np": _numpy_scalar,
+        "timestamp": lambda v, d: pandas("Timestamp")(str(v["v"])),
+        "timedelta": lambda v, d: pandas("Timedelta")(int(v["ns"]), unit="ns"),
+        "datetime": lambda v, d: dt.datetime.fromisoformat(str(v["v"])),
+        "date": lambda v, d: dt.date.fromisoformat(str(v["v"])),
+        "time": lambda v, d: dt.time.fromisoformat(str(v["v"])),
+        "pytimedelta": lambda v, d: dt.timedelta(seconds=float(v["s"])),
+        "decimal": lambda v, d: decimal.Decimal(str(v["v"])),
+    }
+
+
+_BUILD_TAGGED = _builders()
+
+
 def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
     name = qualified_type(value)
+    try:
+        return {"format": "tjson", "value": to_tagged(value, [_JSON_MAX_ITEMS])}, b""
+    except _NoSafeForm:
+        pass
     if _is(value, "pandas", "Series"):  # a one-column frame on the wire, a Series again on arrival
         column = value.name if isinstance(value.name, str) else "__series__"
         meta, attachment = _encode_safe(value.to_frame(name=column), directory)
@@ -319,7 +462,7 @@ def _is(value: Any, package: str, name: str) -> bool:
 def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True, validate: bool | None = None) -> Any:
     """Rebuild an object from ``encode``'s output; deletes the payload file, if any.
 
-    With ``trust=False`` only json, arrow, npy and named recipes are accepted. ``validate`` (default: ``not
+    With ``trust=False`` only json, tagged json, arrow, npy and named recipes are accepted. ``validate`` (default: ``not
     trust``) treats an Arrow payload as hostile input: see ``read_arrow``.
     """
     validate = (not trust) if validate is None else validate
@@ -328,6 +471,8 @@ def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True, va
     try:
         if fmt == "json":
             return meta["value"]
+        if fmt == "tjson":
+            return from_tagged(meta["value"])
         if fmt == "recipe":
             builder = BUILDERS.get(meta.get("builder", ""))
             if builder is None:

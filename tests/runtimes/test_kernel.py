@@ -372,6 +372,41 @@ def test_untrusted_retrieve_uses_safe_formats_only():
             runtime.retrieve("evil")
 
 
+def test_everyday_answers_cross_from_an_untrusted_kernel():
+    """`df.col.mean()` is a numpy.float64: an answer like that must come back from a sandbox, type and all."""
+    import datetime as dt
+    import decimal
+
+    with KernelRuntime(timeout=20, trust=False) as runtime:
+        runtime.execute(
+            "import numpy as np, pandas as pd, datetime as dt, decimal\n"
+            "mean = np.float64(2.5)\ncount = np.int64(7)\nflag = np.bool_(True)\n"
+            "mixed = {'total': np.float64(1.5), ('a', 1): {3, 4}, 2024: (np.int32(1), float('nan'))}\n"
+            "when = pd.Timestamp('2025-03-01 10:00')\nday = dt.date(2025, 3, 1)\nprice = decimal.Decimal('1.10')\n"
+            "stamp = np.datetime64('2025-03-01')\n"
+        )
+        mean = runtime.retrieve("mean")
+        assert mean == 2.5 and type(mean).__name__ == "float64"
+        assert runtime.retrieve("count") == 7 and type(runtime.retrieve("count")).__name__ == "int64"
+        assert runtime.retrieve("flag") is np.True_
+        mixed = runtime.retrieve("mixed")
+        assert mixed["total"] == 1.5 and mixed[("a", 1)] == {3, 4}
+        assert mixed[2024][0] == 1 and np.isnan(mixed[2024][1])
+        assert runtime.retrieve("when") == pd.Timestamp("2025-03-01 10:00")
+        assert runtime.retrieve("day") == dt.date(2025, 3, 1)
+        assert runtime.retrieve("price") == decimal.Decimal("1.10")
+        assert runtime.retrieve("stamp") == np.datetime64("2025-03-01")
+
+
+def test_tagged_json_from_a_hostile_kernel_runs_no_code():
+    from cave.runtimes.transfer import decode
+
+    with pytest.raises(TransferError, match="not allowed"):
+        decode({"format": "tjson", "value": {"__t": "np", "dtype": "O", "v": 1}}, trust=False)
+    with pytest.raises(TransferError, match="unknown tagged-JSON type"):
+        decode({"format": "tjson", "value": {"__t": "os.system", "v": "echo pwned"}}, trust=False)
+
+
 # -- async ---------------------------------------------------------------------------------------------------------
 
 

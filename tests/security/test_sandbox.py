@@ -116,9 +116,10 @@ def test_objects_still_arrive_in_the_jail(jail):
     assert jail.retrieve("weights").shape == (2, 3)
     jail.execute("summary = {'rows': 3, 'regions': ['n', 's']}")
     assert jail.retrieve("summary") == {"rows": 3, "regions": ["n", "s"]}
-    jail.execute("odd = {1, 2}")
+    jail.execute("import numpy as np\nodd = {1, 2}\nmean = np.float64(2.5)\nclass Point:\n    x = 1\npoint = Point()")
+    assert jail.retrieve("odd") == {1, 2} and type(jail.retrieve("mean")).__name__ == "float64"  # tagged JSON
     with pytest.raises(TransferError, match="no safe format"):
-        jail.retrieve("odd")
+        jail.retrieve("point")  # a class of the kernel's own: only a pickle could bring it, and those are refused
 
 
 def test_an_engine_arrives_by_recipe_when_its_file_is_in_the_workdir(jail):
