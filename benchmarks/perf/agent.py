@@ -1,4 +1,5 @@
-"""Agent-loop overhead: ``python -m cave.benchmarks.perf.agent [--quick] [--out results.jsonl]``.
+"""Agent-loop overhead: ``python -m cave.benchmarks.perf.agent [--quick] [--out results.jsonl]``;
+with ``--model``, real multi-step tasks on a real model (see "Real tasks" below).
 
 What one step of the code-as-action loop costs when the model and the code are free:
 the Scripted backend replays short replies (prose + one ```python block), the
@@ -12,6 +13,16 @@ Rows:
   ``Scripted.complete``), so "loop overhead" is what is left;
 - the same with every step committed to the SQLite store;
 - 64 concurrent sessions on one event loop (each its own runtime and backend).
+
+Real tasks: ``python -m cave.benchmarks.perf.agent --model local [--tasks sqlite,cleaning,data:...]
+[--out FILE.json] [--baseline FILE.json]``. Runs the task files examples/sqlite and examples/cleaning
+(as ``cave run`` builds their agents) and data-suite tasks (``data:TASK_ID``, the code agent on
+generated data) on one loaded model (``--model local`` is the embedded Qwen; ``local:smollm2``,
+``openai:URL[@MODEL]``), one after another, and reports per task: steps, prompt tokens, the share of
+the prompt tokens of steps 2+ served from the backend's prefix cache (llama.cpp's KV cache, vLLM's
+prefix caching: what a prompt layout that only grows at the end buys), wall time, status, and the
+ratio of wall time to the same task in ``--baseline`` (the ``--out`` file of an earlier run, e.g. on
+the commit before a prompt-layout change).
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -153,11 +165,189 @@ def print_table(rows: list[Row], quick: bool) -> None:
     )
 
 
+# -- real tasks on a real model ------------------------------------------------------------------------------
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DEFAULT_TASKS = "sqlite,cleaning,data:sales_revenue_by_region"
+
+
+@dataclass
+class TaskRow:
+    task: str
+    status: str
+    steps: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cached_share_after_step1: float  # cached / prompt tokens over steps 2+ (0 when there is one step)
+    wall_s: float
+    ok: bool
+    baseline_wall_s: float | None = None
+    wall_ratio: float | None = None  # wall_s / baseline_wall_s
+    baseline_cached_share: float | None = None
+    error: str | None = None
+
+
+def make_model(spec: str, n_ctx: int) -> Any:
+    """``local`` (embedded Qwen), ``local:NAME_OR_GGUF``, or ``openai:URL[@MODEL]``."""
+    from cave.llm import create_backend
+
+    kind, _, rest = spec.partition(":")
+    if kind == "local":
+        return create_backend("local", model=rest or "qwen", n_ctx=n_ctx)
+    if kind == "openai":
+        url, _, model = rest.rpartition("@") if "@" in rest else (rest, "", "default")
+        return create_backend("openai", base_url=url, model=model, context_window=n_ctx)
+    raise SystemExit(f"--model {spec!r}: use local, local:NAME, or openai:URL[@MODEL]")
+
+
+def task_row(name: str, traj: Any, wall: float, ok: bool, calls: list[Any]) -> TaskRow:
+    steps = traj.steps
+    later = steps[1:]
+    later_prompt = sum(s.usage.prompt_tokens for s in later)
+    usage = traj.usage
+    return TaskRow(
+        task=name,
+        status=traj.status,
+        steps=len(steps),
+        llm_calls=len(calls),
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens,
+        cached_share_after_step1=round(sum(s.usage.cached_tokens for s in later) / later_prompt, 4)
+        if later_prompt
+        else 0.0,
+        wall_s=round(wall, 2),
+        ok=ok,
+        error=traj.error,
+    )
+
+
+class _Counting:
+    """Counts the backend calls of a run (an agent's step may make more than one: continuations, reviews)."""
+
+    def __init__(self, llm: Any) -> None:
+        self.llm, self.calls = llm, []
+        self._stream = llm.stream
+
+        def stream(messages: Any, **kwargs: Any) -> Any:
+            self.calls.append(len(messages))
+            return self._stream(messages, **kwargs)
+
+        llm.stream = stream
+
+    def close(self) -> None:
+        self.llm.stream = self._stream
+
+
+async def run_real_task(name: str, llm: Any, max_steps: int | None, data_size: int) -> TaskRow:
+    counter = _Counting(llm)
+    t0 = time.perf_counter()
+    try:
+        if name.startswith("data:"):
+            from cave.benchmarks.data.run import arun_task as data_task
+
+            kwargs = {"max_steps": max_steps} if max_steps else {}
+            result = await data_task(name[5:], data_size, "code", llm, **kwargs)
+            return task_row(name, result.trajectory, time.perf_counter() - t0, result.success, counter.calls)
+        from cave.sdk import arun_task, build_agent
+        from cave.task import load_task
+
+        path = Path(name)
+        if not path.suffix:  # an example's name
+            path = EXAMPLES / name / "task.yaml"
+        task = load_task(path)
+        agent = build_agent(task, llm=llm)
+        if max_steps:
+            agent.max_steps = max_steps
+        try:
+            outcome = await arun_task(task, store=None, agent=agent)
+        finally:
+            agent.runtime.close()
+        traj = outcome.result.trajectory
+        return task_row(path.parent.name, traj, time.perf_counter() - t0, outcome.ok, counter.calls)
+    finally:
+        counter.close()
+
+
+def run_real(args: argparse.Namespace) -> list[TaskRow]:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    llm = make_model(args.model, args.n_ctx)
+    baseline = _read_rows(args.baseline) if args.baseline else {}
+    rows: list[TaskRow] = []
+    try:
+        for name in [t.strip() for t in args.tasks.split(",") if t.strip()]:
+            row = asyncio.run(run_real_task(name, llm, args.max_steps, args.data_size))
+            if base := baseline.get(row.task):
+                row.baseline_wall_s = base["wall_s"]
+                row.wall_ratio = round(row.wall_s / base["wall_s"], 3) if base["wall_s"] else None
+                row.baseline_cached_share = base.get("cached_share_after_step1")
+            rows.append(row)
+            print(
+                f"{row.task}: {row.status}, {row.steps} steps, {row.prompt_tokens} prompt tokens, "
+                f"{100 * row.cached_share_after_step1:.0f}% cached after step 1, {row.wall_s:.1f} s",
+                flush=True,
+            )
+    finally:
+        asyncio.run(llm.aclose())
+    return rows
+
+
+def _read_rows(path: str) -> dict[str, dict[str, Any]]:
+    """Task rows of an earlier ``--out`` file (its JSON document, or JSON lines), by task."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        doc = json.loads(text)
+        rows = doc["rows"] if isinstance(doc, dict) else doc
+    except json.JSONDecodeError:
+        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return {r["task"]: r for r in rows if isinstance(r, dict) and "task" in r}
+
+
+def print_real(rows: list[TaskRow], model: str) -> None:
+    head = f"{'task':<30} {'status':<14} {'steps':>5} {'calls':>5} {'prompt tok':>10} {'cached %':>8} "
+    head += f"{'wall s':>7} {'vs base':>7}"
+    print(f"\n# {model} - cached %: share of the prompt tokens of steps 2+ served from the prefix cache")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        ratio = f"{r.wall_ratio:.2f}x" if r.wall_ratio is not None else "-"
+        print(
+            f"{r.task:<30} {r.status:<14} {r.steps:>5} {r.llm_calls:>5} {r.prompt_tokens:>10} "
+            f"{100 * r.cached_share_after_step1:>7.1f}% {r.wall_s:>7.1f} {ratio:>7}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
-    parser.add_argument("--out", help="append results as JSON lines")
+    parser.add_argument("--out", help="append results as JSON lines (with --model: write one JSON document)")
+    parser.add_argument("--model", help="run real tasks on this model: local, local:smollm2, openai:URL[@MODEL]")
+    parser.add_argument("--tasks", default=DEFAULT_TASKS, help="example names, task.yaml paths, data:TASK_ID")
+    parser.add_argument("--max-steps", type=int, default=None, help="override each task's max_steps")
+    parser.add_argument("--data-size", type=int, default=1000, help="rows of a data-suite task's generated data")
+    parser.add_argument("--n-ctx", type=int, default=8192, help="context window to load the model with")
+    parser.add_argument("--baseline", help="an earlier --out file: report each task's wall time as a ratio to it")
     args = parser.parse_args(argv)
+    if args.model:
+        rows_real = run_real(args)
+        print_real(rows_real, args.model)
+        if args.out:
+            import subprocess
+
+            commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                    cwd=Path(__file__).parent).stdout.strip()  # fmt: skip
+            doc = {
+                "bench": "agent-real",
+                "model": args.model,
+                "commit": commit,
+                "machine": platform.node(),
+                "cores": os.cpu_count(),
+                "time": time.time(),
+                "rows": [asdict(r) for r in rows_real],
+            }
+            Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        return 0
     rows = run(args.quick)
     print_table(rows, args.quick)
     if args.out:

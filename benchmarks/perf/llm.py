@@ -9,6 +9,15 @@ same process: the baseline that shows what cave's thread + queue streaming costs
 transformers backend on SmolLM2 converted to an HF checkpoint (fp32, CPU), with the one-off
 conversion time read from the conversion record. Target: decode >= 20 tok/s for the default (qwen).
 
+Then the decode ratio table (``--ratio-models``, default smollm2): one loaded model, decoded in turn
+through the ``local`` backend (``LocalLLM.stream``: prompt rendering, the token loop, text deltas
+handed to the event loop) and by raw ``Llama.generate`` on the same ``Llama`` object, same prompt
+shape, greedy, same threads (``--ratio-threads``, default the free cores), interleaved so load drifts
+hit both alike; median tok/s of each and their ratio (target >= 0.9). Both run on cave's llama.cpp
+thread (``cave.llm.local.llama_thread``): OpenMP thread pools belong to the calling thread, and two
+of them on a small machine slow both down (see cave/llm/local.py), so "raw on the main thread" would
+measure that, not cave's per-token cost.
+
 Numbers depend heavily on what else runs: llama.cpp's threads wait for each other, so a busy
 machine slows decoding sharply (the ``local`` backend picks its thread count per generation
 from the free cores; ``threads`` in the table is what it used; ``busy`` how many other threads
@@ -114,12 +123,18 @@ def bench_raw_llama(model: str, repeat: int, max_tokens: int, filler: int, threa
     busy = busy_cpus()
     path = model_path(model)
     t0 = time.perf_counter()
+    from cave.llm.local import llama_thread
+
     llm = Llama(str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
     load = time.perf_counter() - t0
+    on_thread = llama_thread().run  # the thread cave's own generations use (see the module doc)
     prefill, decode, ttfts = [], [], []
     prompt_tokens = decode_tokens = 0
 
     def stream(messages: list[dict[str, str]], max_tokens: int) -> tuple[float, float, int]:
+        return on_thread(_stream, messages, max_tokens)
+
+    def _stream(messages: list[dict[str, str]], max_tokens: int) -> tuple[float, float, int]:
         start, first, n = time.perf_counter(), None, 0
         for chunk in llm.create_chat_completion(messages, max_tokens=max_tokens, temperature=0.0, stream=True):
             if chunk["choices"][0]["delta"].get("content"):
@@ -128,22 +143,87 @@ def bench_raw_llama(model: str, repeat: int, max_tokens: int, filler: int, threa
         total = time.perf_counter() - start
         return (first if first is not None else total), total, n
 
-    llm.create_chat_completion(_messages(-1, "Say hi."), max_tokens=2)
+    on_thread(llm.create_chat_completion, _messages(-1, "Say hi."), max_tokens=2)
     for i in range(repeat):
         msgs = _messages(i, "Summarize the table in one word.", filler)
         _, total, _ = stream(msgs, 1)
         # the chat handler does not report usage when streaming: count the rendered prompt's tokens
-        prompt_tokens = llm.create_chat_completion(msgs, max_tokens=1)["usage"]["prompt_tokens"]
+        prompt_tokens = on_thread(llm.create_chat_completion, msgs, max_tokens=1)["usage"]["prompt_tokens"]
         prefill.append(prompt_tokens / total)
         first, total, n = stream(_messages(100 + i, DECODE_TASK), max_tokens)
         decode_tokens = n  # streamed chunks: one per token, except held-back stop prefixes
         ttfts.append(first)
         decode.append((n - 1) / max(total - first, 1e-9))
-    llm.close()
+    on_thread(llm.close)
     return Row(
         "llama-cpp (raw)", model, load, statistics.median(prefill), statistics.median(decode),
         statistics.median(ttfts), prompt_tokens, decode_tokens, threads, busy, "baseline",
     )  # fmt: skip
+
+
+@dataclass
+class Ratio:
+    model: str
+    threads: int
+    local_tok_s: float
+    raw_tok_s: float
+    ratio: float
+    decode_tokens: int
+    runs: int
+    busy: int
+
+
+def bench_decode_ratio(model: str, repeat: int, max_tokens: int, threads: int | None = None) -> Ratio:
+    """Decode tok/s of the local backend vs raw ``Llama.generate`` on the same loaded model (see the module doc)."""
+    from cave.llm import LocalLLM, TextDelta
+    from cave.llm.local import auto_threads, busy_cpus, llama_thread
+
+    busy = busy_cpus()
+    threads = threads or auto_threads()
+    llm = LocalLLM(model, n_threads=threads, n_ctx=4096)
+    raw = llm._llm
+    sampling = dict(llm.sampling)
+
+    def raw_decode(prompt_ids: list[int]) -> tuple[float, int]:
+        n, first = 0, 0.0
+        for _ in raw.generate(prompt_ids, temp=0.0, reset=True, **sampling):
+            n += 1
+            if n == 1:
+                first = time.perf_counter()
+            if n >= max_tokens:
+                break
+        return (n - 1) / max(time.perf_counter() - first, 1e-9), n
+
+    async def local_decode(messages: list[dict[str, str]]) -> tuple[float, int]:
+        first, final = None, None
+        async for item in llm.stream(messages, max_tokens=max_tokens, temperature=0.0):
+            if isinstance(item, TextDelta) and first is None:
+                first = time.perf_counter()
+            final = item
+        n = final.usage.completion_tokens
+        return (n - 1) / max(time.perf_counter() - (first or 0.0), 1e-9), n
+
+    asyncio.run(llm.complete(_messages(-1, "Say hi."), max_tokens=2))
+    local, base, tokens = [], [], 0
+    for i in range(repeat):  # interleaved: a load change hits both sides
+        rate, tokens = asyncio.run(local_decode(_messages(200 + i, DECODE_TASK)))
+        local.append(rate)
+        base.append(llama_thread().run(raw_decode, llm.encode(_messages(300 + i, DECODE_TASK)))[0])
+    asyncio.run(llm.aclose())
+    lo, hi = statistics.median(local), statistics.median(base)
+    return Ratio(model, threads, lo, hi, lo / hi, tokens, repeat, busy)
+
+
+def print_ratios(ratios: list[Ratio]) -> None:
+    head = f"{'model':<10} {'threads':>7} {'local tok/s':>12} {'raw generate tok/s':>19} {'ratio':>6} "
+    head += f"{'tokens':>7} {'runs':>5} {'busy':>5}"
+    print(head)
+    print("-" * len(head))
+    for r in ratios:
+        print(
+            f"{r.model:<10} {r.threads:>7} {r.local_tok_s:>12.1f} {r.raw_tok_s:>19.1f} {r.ratio:>6.2f} "
+            f"{r.decode_tokens:>7} {r.runs:>5} {r.busy:>5}"
+        )
 
 
 def _torch_threads() -> int:
@@ -173,6 +253,9 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--no-raw", action="store_true", help="skip the raw llama-cpp baseline rows")
     parser.add_argument("--no-transformers", action="store_true", help="skip the transformers backend row")
     parser.add_argument("--torch-threads", type=int, default=0, help="torch threads (default: the free cores)")
+    parser.add_argument("--ratio-models", default="smollm2", help="models of the local-vs-raw decode ratio table")
+    parser.add_argument("--ratio-threads", type=int, default=0, help="threads for it (default: the free cores)")
+    parser.add_argument("--ratio-only", action="store_true", help="only the decode ratio table")
     parser.add_argument("--out", help="append the rows as JSON lines to this file")
     args = parser.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -182,6 +265,13 @@ def main(argv: list[str] | None = None) -> list[Row]:
     from cave.llm import LocalLLM
 
     rows: list[Row] = []
+    ratios = [
+        bench_decode_ratio(m.strip(), max(repeat, 3), max_tokens, args.ratio_threads or None)
+        for m in args.ratio_models.split(",")
+        if m.strip()
+    ]
+    if args.ratio_only:
+        args.models, args.no_transformers = "", True
     for model in [m.strip() for m in args.models.split(",") if m.strip()]:
         row = bench_backend("local", lambda m=model: LocalLLM(m), repeat, max_tokens, filler)
         rows.append(row)
@@ -209,11 +299,17 @@ def main(argv: list[str] | None = None) -> list[Row]:
         rows[-1].model, rows[-1].note = "smollm2", note + f", fp32, torch threads {torch.get_num_threads()}"
     print()
     print(f"# {platform.node()} {platform.processor() or platform.machine()} cores={os.cpu_count()}")
-    print_table(rows)
+    if rows:
+        print_table(rows)
+    if ratios:
+        print("\n# decode: local backend vs raw Llama.generate, same process, same model object")
+        print_ratios(ratios)
     if args.out:
         with open(args.out, "a") as f:
             for r in rows:
                 f.write(json.dumps({"bench": "llm", **asdict(r), "time": time.time()}) + "\n")
+            for q in ratios:
+                f.write(json.dumps({"bench": "llm-decode-ratio", **asdict(q), "time": time.time()}) + "\n")
     return rows
 
 
