@@ -114,10 +114,13 @@ class Request:
         return self.options.get("tools")
 
     def kwargs(self) -> dict[str, Any]:
-        """The call's keyword arguments again, for ``_complete`` and request bodies."""
+        """The call's keyword arguments again, for ``_complete`` and request bodies (``prefix`` only when set:
+        a ``_complete``-only backend with ``supports_prefix`` gets it and returns text that starts with it)."""
+        extra = {"prefix": self.prefix} if self.prefix else {}
         return dict(
-            max_tokens=self.max_tokens, temperature=self.temperature, stop=self.stop, seed=self.seed, **self.options
-        )
+            max_tokens=self.max_tokens, temperature=self.temperature, stop=self.stop, seed=self.seed,
+            **self.options, **extra,
+        )  # fmt: skip
 
 
 class LLM(ABC):  # noqa: B024 - abstract by convention: subclasses override _stream or _complete

@@ -228,9 +228,8 @@ class OpenAICompatible(LLM):
         return body
 
     async def _stream(self, messages: list[Message], request: Request) -> AsyncIterator[StreamItem]:
-        options = request.kwargs()
+        options = request.kwargs()  # with the prefix, when there is one
         if request.prefix:
-            options["prefix"] = request.prefix
             yield TextDelta(request.prefix)
         last: _Retry | None = None
         for attempt in range(self.max_attempts):

@@ -56,6 +56,17 @@ async def test_a_backend_without_prefix_support_refuses_it() -> None:
     assert (await Plain().complete(ASK)).text == "hi"
 
 
+async def test_a_complete_only_backend_that_supports_it_gets_the_prefix() -> None:
+    class Prefilled(LLM):
+        supports_prefix = True
+
+        async def _complete(self, messages: list[dict], prefix: str = "", **kwargs: Any) -> Completion:
+            return Completion(prefix + "print(5)")
+
+    deltas, c = await collect(Prefilled(), ASK, prefix=PREFIX)
+    assert c.text == PREFIX + "print(5)" and "".join(deltas) == c.text
+
+
 # -- openai: a trailing assistant message that vLLM continues ---------------------------------------------
 @pytest.fixture
 def server() -> Iterator[FakeServer]:
