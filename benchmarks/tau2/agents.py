@@ -35,6 +35,7 @@ from typing import Any
 
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
 from cave.benchmarks.runtime import code_runtime
+from cave.benchmarks.tau2.tools import plain_signature, render_tools, summary
 
 from cave.llm.base import LLM, Message, Usage
 from cave.trajectory import Trajectory
@@ -255,7 +256,8 @@ def _agent_classes() -> tuple[type, type, type]:
             for t in tools:
                 runtime.inject_function(self._tool_function(t), host=True)  # runs here: it talks to the orchestrator
             runtime.inject_type(ToolError)  # raised again in the kernel by name when a tool refuses
-            instructions = CODE_INSTRUCTIONS.format(policy=self.domain_policy)
+            # The tools go whole into the instructions: cave's function list clips each to 300 characters (tools.py).
+            instructions = CODE_INSTRUCTIONS.format(tools=render_tools(tools), policy=self.domain_policy)
             # The policy and the tool list both live in the system prompt: give them most of the window.
             window = int(getattr(self.ctx.llm, "context_window", 8192) or 8192)
             budget = max(2000, int(window * 0.6), self.ctx.llm.count_tokens(instructions) + 1500)
@@ -288,8 +290,9 @@ def _agent_classes() -> tuple[type, type, type]:
                 return _parse(reply.content)
 
             call_tool.__name__ = call_tool.__qualname__ = tool.name
-            call_tool.__signature__ = sig  # type: ignore[attr-defined]
-            call_tool.__doc__ = tool._get_description()
+            # cave's function list shows the parameters in one line that fits; types and docs: the instructions
+            call_tool.__signature__ = plain_signature(sig)  # type: ignore[attr-defined]
+            call_tool.__doc__ = summary(tool)
             return call_tool
 
         def _wait_inbox(self) -> Any:
@@ -417,10 +420,12 @@ class AgentStopped(BaseException):  # noqa: N818 - a signal that ends the agent'
 
 CODE_INSTRUCTIONS = """\
 You are a customer service agent. Each user message is a task: handle it by calling the tools listed
-above as Python functions in ```python blocks (they return the result as Python data and raise ToolError
+below as Python functions in ```python blocks (they return the result as Python data and raise ToolError
 when the call is refused). Follow the policy below exactly; ask the user for anything you need that you
 cannot look up. To send your message to the user, call final_answer("your message") - that ends your turn.
 To transfer to a human, call the transfer tool and then final_answer("YOU ARE BEING TRANSFERRED TO A HUMAN AGENT. PLEASE HOLD ON.").
+
+{tools}
 
 <policy>
 {policy}

@@ -354,6 +354,7 @@ def print_prompts(domains: Sequence[str]) -> int:
     from cave.llm.base import create_backend
 
     quiet_logs("ERROR")
+    require_tau2()  # before tau2's first import: litellm would fetch a price list
     llm = create_backend("local", n_ctx=32768)
 
     def count(messages: list[Any], tools: list[Any] | None) -> int:

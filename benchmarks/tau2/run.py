@@ -30,6 +30,8 @@ DEFAULT_SIM_STEPS = 20  # orchestrator steps per simulation (tau2's own default 
 DEFAULT_AGENT_STEPS = 3  # the code agent's LLM calls per user turn
 DEFAULT_TASK_TIMEOUT = 600.0  # seconds of wall clock per task (0 or None: no limit)
 STOP_GRACE = 30.0  # seconds a stopped task gets to unwind before its thread is abandoned
+DRAIN_LIMIT = 900.0  # seconds to wait for a stopped generation's prompt evaluation to end (see drain_generations)
+GENERATION_THREAD = "cave-llm-generate"  # the worker thread of an in-process backend's generation (cave.llm.base)
 
 
 @dataclass
@@ -154,7 +156,38 @@ def run_task(
         timed_out = False
     else:
         timed_out = not _finished(simulate, f"tau2-{domain}-{task.id}", limit)
-    return _task_run(domain, task, agent, trial, agent_key, user_key, outcome, timed_out, limit, t0)
+    run = _task_run(domain, task, agent, trial, agent_key, user_key, outcome, timed_out, limit, t0)
+    drain_generations(llm, user_llm)
+    return run
+
+
+def drain_generations(*llms: Any, limit: float = DRAIN_LIMIT) -> list[str]:
+    """Wait until no in-process generation is still running (a stopped task's); what is still busy after ``limit``.
+
+    Stopping a task cancels its generation, but an in-process model (llama.cpp) only sees the cancel at its next
+    token: a prompt evaluation under way runs to its end on a daemon worker thread (minutes for a long prompt on a
+    busy CPU). Left alone it holds the model into the next task's time limit, and if the process ends first the
+    model is freed at exit (``LocalLLM``'s finalizer, from ``atexit``) while that thread is still inside
+    ``llama_decode``: a segmentation fault after the run's results were written. Waited for: the generation
+    worker threads (``GENERATION_THREAD``) and each of ``llms`` that has a generation lock (``LocalLLM._lock``,
+    held for the whole of a generation, prompt evaluation included).
+    """
+    deadline = time.monotonic() + limit
+    busy = []
+    for thread in threading.enumerate():
+        if thread.name == GENERATION_THREAD and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread.is_alive():
+                busy.append(thread.name)
+    for llm in llms:
+        lock = getattr(llm, "_lock", None)  # through DeadlineLLM too (it forwards what it lacks)
+        if not hasattr(lock, "acquire"):
+            continue
+        if lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            lock.release()
+        else:
+            busy.append(getattr(llm, "name", type(llm).__name__))
+    return busy
 
 
 def _finished(work: Callable[[], None], name: str, limit: float) -> bool:

@@ -127,18 +127,36 @@ def test_cli_tau2_runs_and_reports_pass_hat_k(tmp_path, capsys) -> None:
     assert "pass^1" in group and "pass^2" in group
 
 
-def test_code_agent_prompt_carries_the_policy_and_every_tool() -> None:
-    # Airline's policy is long; the tool list must still be described in full next to it.
-    task = load_tasks("airline", limit=1)[0]
+@pytest.mark.parametrize("domain", ["airline", "retail", "telecom"])
+def test_code_agent_prompt_carries_the_policy_and_every_tool_whole(domain) -> None:
+    # The policy is long; every tool must still be there with all its parameters, their types and its docstring
+    # (cave's function list clips a preview to 300 characters: airline's book_reservation lost 5 parameters).
+    import inspect
+
+    from cave.benchmarks.tau2.tools import short_type
+
+    task = load_tasks(domain, limit=1)[0]
     llm = Scripted(['```python\nfinal_answer("Could you give me your user id?")\n```'], context_window=32_768)
-    stop = Scripted(["I need to change my flight.", "Bye. ###STOP###"])
-    run_task("airline", task, "code", llm, stop)
+    stop = Scripted(["I need help.", "Bye. ###STOP###"])
+    run_task(domain, task, "code", llm, stop, runtime="inprocess")
     from tau2.registry import registry
 
-    tools = registry.get_env_constructor("airline")().get_tools()
+    env = registry.get_env_constructor(domain)()
     system = llm.calls[0][0]["content"]
-    assert "<policy>" in system and "more names not shown" not in system
-    assert all(f"- {t.name}(" in system for t in tools), [t.name for t in tools if f"- {t.name}(" not in system]
+    assert env.get_policy() in system and "more names not shown" not in system
+    lines = system.splitlines()
+    for t in env.get_tools():
+        (stub,) = [line for line in lines if line.startswith(f"def {t.name}(")]
+        for p in inspect.signature(t).parameters.values():
+            assert f"{p.name}: {short_type(p.annotation)}" in stub, (t.name, p.name, stub)
+        summary = inspect.getdoc(t).strip().splitlines()[0]
+        assert f'"""{summary}' in system, t.name
+        listed = [line for line in lines if line.startswith(f"- {t.name}(")]  # cave's own list: whole, once
+        assert len(listed) == 1 and "…" not in listed[0], listed
+        assert all(p in listed[0] for p in inspect.signature(t).parameters), listed[0]
+    if domain == "airline":  # the objects the arguments take, with their keys
+        for key in ("'flight_number': str", "'dob': str", "'payment_id': str", "'amount': int"):
+            assert key in system, key
 
 
 # -- defaults, the per-task time limit, the log file -------------------------------------------------------------
@@ -272,3 +290,42 @@ def test_cli_sends_tau2_logs_to_the_run_folder(tmp_path) -> None:
     assert "SIMULATION" not in console and "| DEBUG" not in console and "| INFO" not in console
     assert str(out / "tau2.log") in console  # said at the end
     assert "1/1" in console  # the progress display (task i/n)
+
+
+def test_tools_doctests() -> None:
+    import doctest
+
+    from cave.benchmarks.tau2 import tools
+
+    assert doctest.testmod(tools).failed == 0
+
+
+def test_a_stopped_generation_is_waited_for_before_the_run_goes_on() -> None:
+    # A stopped task's in-process generation finishes its prompt evaluation in a daemon thread; the process must not
+    # exit (the model is freed at exit: a segfault) nor start the next task (it would wait on the model) under it.
+    from cave.benchmarks.tau2.run import GENERATION_THREAD, drain_generations
+
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (time.sleep(0.5), done.set()), name=GENERATION_THREAD, daemon=True)
+    worker.start()
+    assert drain_generations() == [] and done.is_set()
+    stuck = threading.Event()
+    worker = threading.Thread(target=stuck.wait, name=GENERATION_THREAD, daemon=True)
+    worker.start()
+    try:
+        assert drain_generations(limit=0.1) == [GENERATION_THREAD]  # bounded: named, not waited on forever
+    finally:
+        stuck.set()
+    worker.join()
+
+    class Busy(Scripted):  # a local model's generation lock, held by a generation still evaluating its prompt
+        def __init__(self) -> None:
+            super().__init__([])
+            self._lock = threading.Lock()
+
+    llm = Busy()
+    llm._lock.acquire()
+    threading.Timer(0.3, llm._lock.release).start()
+    assert drain_generations(llm) == [] and not llm._lock.locked()
+    llm._lock.acquire()
+    assert drain_generations(llm, limit=0.1) == [llm.name]
