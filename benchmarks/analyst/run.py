@@ -82,8 +82,10 @@ async def run_code(
     instructions: str = CODE_INSTRUCTIONS,
     max_steps: int = 6,
     runtime: str | None = None,
+    agent_options: dict[str, Any] | None = None,
 ) -> tuple[Any, Trajectory]:
-    """The code agent on ``question`` with ``inputs`` injected as live objects."""
+    """The code agent on ``question`` with ``inputs`` injected as live objects (``agent_options``: more ``Agent``
+    keyword arguments, e.g. ``review=True`` or ``response_prefix``)."""
     from cave.agent import Agent
 
     rt = code_runtime(runtime, timeout=120)
@@ -99,7 +101,13 @@ async def run_code(
             engine = create_engine(f"sqlite:///{inputs.db_path}")
             rt.inject("db", engine, description=inputs.db_description)
         agent = Agent(
-            model=llm, runtime=rt, max_steps=max_steps, instructions=instructions, checks=checks, stream=False
+            model=llm,
+            runtime=rt,
+            max_steps=max_steps,
+            instructions=instructions,
+            checks=checks,
+            stream=False,
+            **(agent_options or {}),
         )
         result = await agent.arun(question)
         return result.answer, result.trajectory
@@ -177,12 +185,20 @@ async def run_agent(
     max_steps: int = 6,
     runtime: str | None = None,
     native: bool | None = None,
+    agent_options: dict[str, Any] | None = None,
 ) -> tuple[Any, Trajectory]:
     """One run of ``agent`` (``code`` or ``json``). A task's checks bind the code agent only: the JSON agent's
     answer is text, which has no type or columns to check."""
     if agent == "code":
         return await run_code(
-            question, inputs, llm, checks=checks, instructions=code_instructions, max_steps=max_steps, runtime=runtime
+            question,
+            inputs,
+            llm,
+            checks=checks,
+            instructions=code_instructions,
+            max_steps=max_steps,
+            runtime=runtime,
+            agent_options=agent_options,
         )
     if agent == "json":
         return await run_json(question, inputs, llm, instructions=json_instructions, max_steps=max_steps, native=native)

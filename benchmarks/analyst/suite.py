@@ -12,10 +12,40 @@ def analyst_options(p: Any) -> None:
     p.add_argument("--tasks", help="comma-separated task ids (default: all)")
     p.add_argument("--seed", type=int, default=0, help="the data's seed (default: 0)")
     p.add_argument("--scripted", action="store_true", help="run the correct scripted policies, no model")
+    agent_option(p)
     p.set_defaults(max_steps=6)
     p._option_string_actions["--model"].help += "; several: comma-separated"
     _runtime_option(p)
     _tool_call_format(p)
+
+
+def agent_option(p: Any) -> None:
+    p.add_argument(
+        "--agent-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="code agent option (repeatable; YAML values), e.g. review=true or 'response_prefix=```python\n'",
+    )
+
+
+def agent_options(args: Any) -> dict[str, Any]:
+    """``--agent-option KEY=VALUE`` -> keyword arguments of ``Agent`` (values read as YAML scalars)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in args.agent_option or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise SystemExit(f"--agent-option {item!r}: write KEY=VALUE, e.g. review=true")
+        if key in ("response_prefix", "instructions"):  # text as given, with \n escapes
+            out[key] = value.encode().decode("unicode_escape")
+            continue
+        try:
+            out[key] = yaml.safe_load(value) if value.strip() else value
+        except yaml.YAMLError:
+            out[key] = value
+    return out
 
 
 def models(args: Any) -> list[tuple[str, Any]]:
@@ -41,7 +71,12 @@ def bench_analyst(args: Any, agents: list[str], emit: Callable[..., None]) -> di
         for agent in agents:
             for tid in ids:
                 policy = llm or scripted_policy(tid, agent, seed=args.seed)
-                kwargs: dict[str, Any] = {"max_steps": args.max_steps, "runtime": args.runtime, "native": args.native}
+                kwargs: dict[str, Any] = {
+                    "max_steps": args.max_steps,
+                    "runtime": args.runtime,
+                    "native": args.native,
+                    "agent_options": agent_options(args),
+                }
                 r = run_task(tid, agent, policy, seed=args.seed, model=name, **kwargs)
                 emit(r.record(), r.trajectory)
                 rows.append(r.record())

@@ -7,6 +7,7 @@ from typing import Any
 
 
 def dabench_options(p: Any) -> None:
+    from cave.benchmarks.analyst.suite import agent_option
     from cave.benchmarks.cli import _runtime_option, _tool_call_format
 
     p.add_argument(
@@ -19,6 +20,7 @@ def dabench_options(p: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="with --limit: the seed of the question sample (default: 0)")
     p.add_argument("--level", help="comma-separated of easy,medium,hard (default: all)")
+    agent_option(p)
     p.set_defaults(max_steps=6)
     p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
     _runtime_option(p)
@@ -39,7 +41,7 @@ def _data_dir(value: str) -> str:
 
 def bench_dabench(args: Any, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
     from cave.benchmarks.analyst.run import print_outcomes
-    from cave.benchmarks.analyst.suite import models
+    from cave.benchmarks.analyst.suite import agent_options, models
     from cave.benchmarks.cli import summarize
     from cave.benchmarks.dabench.data import LEVELS, load_questions
     from cave.benchmarks.dabench.run import dabench_report, run_question
@@ -54,7 +56,12 @@ def bench_dabench(args: Any, agents: list[str], emit: Callable[..., None]) -> di
         llm = build()
         for agent in agents:
             for q in qs:
-                kwargs = {"max_steps": args.max_steps, "runtime": args.runtime, "native": args.native}
+                kwargs = {
+                    "max_steps": args.max_steps,
+                    "runtime": args.runtime,
+                    "native": args.native,
+                    "agent_options": agent_options(args),
+                }
                 r = run_question(q, args.data, agent, llm, model=name, **kwargs)
                 emit(r.record(), r.trajectory)
                 rows.append(r.record())

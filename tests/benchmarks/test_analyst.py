@@ -164,3 +164,16 @@ def test_cave_bench_analyst_help() -> None:
         [sys.executable, "-m", "cave", "bench", "analyst", "--help"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and "--tasks" in done.stdout and "--scripted" in done.stdout
+
+
+def test_agent_options_reach_the_code_agent():
+    import argparse
+
+    from cave.benchmarks.analyst.suite import agent_option, agent_options
+
+    p = argparse.ArgumentParser()
+    agent_option(p)
+    args = p.parse_args(["--agent-option", "review=true", "--agent-option", "response_prefix=```python\\n"])
+    assert agent_options(args) == {"review": True, "response_prefix": "```python\n"}
+    with pytest.raises(SystemExit, match="KEY=VALUE"):
+        agent_options(p.parse_args(["--agent-option", "review"]))
