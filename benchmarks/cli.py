@@ -213,6 +213,7 @@ def bench(args: argparse.Namespace, suite: Suite) -> int:
             for step in d["steps"]:
                 step.pop("messages", None)
             traj_file.write(json.dumps({"id": row["id"], "agent": row["agent"], "trajectory": d}, default=str) + "\n")
+            traj_file.flush()  # a run stopped halfway keeps every finished entry's trajectory
         if not args.quiet:
             ok = row.get("valid", row.get("success"))
             mark = "[green]ok[/green]" if ok else "[red]x[/red]"
