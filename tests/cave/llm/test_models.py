@@ -103,7 +103,7 @@ def test_concurrent_first_use_assembles_a_whole_file(fake_model: models.Embedded
 def test_names_and_aliases() -> None:
     assert models.resolve_name("QWEN") == "qwen" and models.resolve_name("SmolLM2-135M-Instruct") == "smollm2"
     assert models.resolve_name("gpt-4") is None
-    with pytest.raises(LLMError, match="unknown embedded model 'gpt-4'; known: qwen, smollm2"):
+    with pytest.raises(LLMError, match="unknown embedded model 'gpt-4'; known: qwen, qwen-1.5b, smollm2"):
         models.model_path("gpt-4")
 
 
@@ -125,7 +125,7 @@ def test_user_gguf_paths(tmp_path: Path) -> None:
 def test_real_packaged_models_are_found_without_importing_them() -> None:
     rows = {r["name"]: r for r in models.info()}
     assert rows["qwen"]["default"] is True
-    for name in ["qwen", "smollm2"]:
+    for name in ["qwen", "qwen-1.5b", "smollm2"]:
         spec = models.MODELS[name]
         try:
             parts = models.locate_parts(spec)
@@ -144,3 +144,25 @@ def test_real_default_model_verifies() -> None:
     path = embedded_or_skip("qwen")
     assert path.stat().st_size == 491_400_064
     models.verify(models.MODELS["qwen"], path, force=True)  # a full re-hash, not the stamp
+
+
+@pytest.mark.model
+def test_the_1_5b_model_assembles_verifies_and_answers() -> None:
+    """Qwen2.5-Coder-1.5B from its 22 PyPI parts: joined once into the cache, sha256-checked, and it runs."""
+    import asyncio
+
+    from cave.llm import create_backend
+    from tests.cave.llm.conftest import embedded_or_skip
+
+    assert models.resolve_name("Qwen2.5-Coder-1.5B-Instruct") == "qwen-1.5b"
+    path = embedded_or_skip("qwen-1.5b")
+    assert path.stat().st_size == 1_117_320_768
+    models.verify(models.MODELS["qwen-1.5b"], path, force=True)
+    llm = create_backend("local", model="qwen-1.5b", n_ctx=512)
+    try:
+        reply = asyncio.run(
+            llm.complete([{"role": "user", "content": "Reply with the single word: yes"}], max_tokens=4)
+        )
+    finally:
+        asyncio.run(llm.aclose())
+    assert "yes" in reply.text.lower()
