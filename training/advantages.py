@@ -152,9 +152,13 @@ def pooled_calls(
 
 # -- shared pieces ---------------------------------------------------------------------------------------------------
 def group_normalize(values: Any, group_idx: Any, *, norm_by_std: bool = True, eps: float = EPS) -> np.ndarray:
-    """``(v - mean_g) / (std_g + eps)`` per group (unbiased std); a singleton group uses mean 0, std 1.
+    """``(v - mean_g) / (std_g + eps)`` per group (unbiased std); a singleton group uses mean 0, std 1; a group of
+    several equal values gets exactly 0 (not the float noise of its mean).
 
     ``group_idx`` holds small non-negative ints (one group index per value).
+
+    >>> group_normalize([-0.1, -0.1, -0.1, 0.9], [0, 0, 0, 1], norm_by_std=False).tolist()
+    [0.0, 0.0, 0.0, 0.9]
 
     >>> group_normalize([1.0, 3.0, 5.0, 7.0], [0, 0, 0, 1]).round(4)
     array([-1.,  0.,  1.,  7.])
@@ -175,6 +179,13 @@ def group_normalize(values: Any, group_idx: Any, *, norm_by_std: bool = True, ep
     mean[single] = 0.0
     std[single] = 1.0
     centered = v - mean[g]
+    # A group of several equal values gets exactly 0: the float mean of e.g. three -0.1 scores is
+    # -0.10000000000000002, which left advantages of ~1e-11 (after the std division by eps) that Adam, which
+    # normalizes the gradient's scale away, turned into a full-size update in a noise direction.
+    lo, hi = np.full(count.size, np.inf), np.full(count.size, -np.inf)
+    np.minimum.at(lo, g, v)
+    np.maximum.at(hi, g, v)
+    centered[(lo == hi)[g] & ~single[g]] = 0.0
     return centered / (std[g] + eps) if norm_by_std else centered
 
 

@@ -188,7 +188,9 @@ class DataConfig(ConfigModel):
     model_config = ConfigDict(extra="forbid")
 
     split: str = Field("train", description="the split training uses (train | test; a {split} path: any file's)")
-    generator: str | None = Field(None, description="a registered data generator (math_word; cave.training.datasets)")
+    generator: str | None = Field(
+        None, description="a registered data generator (math_word, search_qa; cave.training.datasets)"
+    )
     n: int | None = Field(None, ge=1, description="generator: examples per split (default 1000 train / 200 test)")
     seed: int = Field(0, description="generator: its seed (the split of a problem never depends on it)")
     path: str | None = Field(
@@ -372,7 +374,7 @@ class TrainConfig(ConfigModel):
             by_model.setdefault(agent.model, (role, agent))
         if not self.data.path and not self.data.prompts and not self.data.generator:
             raise ValueError(
-                "data: no examples; give data.generator (math_word), data.path (a JSONL file) or data.prompts (a list)"
+                "data: no examples; give data.generator (math_word, search_qa), data.path (a JSONL file) or data.prompts (a list)"
             )
         if self.eval_every and not self.data.has_splits:
             raise ValueError(

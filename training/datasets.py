@@ -1,7 +1,9 @@
 """Seeded data generators with train/test splits, by name (``data: {generator: math_word, split: train}``).
 
 A generator is ``fn(split, n, seed) -> list[example]``; each example has the ``question`` the team is given and
-the reward's reference (``answer``). ``math_word`` writes arithmetic word problems of one to three steps with
+the reward's reference (``answer``). ``search_qa`` gives the questions of
+the search benchmark's synthetic encyclopedia (cave.benchmarks.search.corpus; its own hash split, 25% test).
+``math_word`` writes arithmetic word problems of one to three steps with
 exact integer answers and numbers large enough that guessing fails. Which split a problem belongs to is a
 function of its normalized question text alone (a hash), so train and test can never share a problem, whatever
 the seeds and sizes::
@@ -33,6 +35,7 @@ __all__ = [
     "Generator",
     "generate",
     "math_word_problems",
+    "search_questions",
     "normalize_question",
     "split_of",
 ]
@@ -168,3 +171,21 @@ def math_word_problems(split: str, n: int, seed: int = 0) -> list[dict[str, Any]
         seen.add(key)
         out.append({"question": question, "answer": int(answer), "steps": steps, "template": template})
     return out
+
+
+# -- the search benchmark's questions ---------------------------------------------------------------------
+@register_generator("search_qa")
+def search_questions(split: str, n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` questions (1- and 2-hop) of ``split`` of the synthetic encyclopedia the search team's ``search`` reads.
+
+    A question's split is a hash of its id (``cave.benchmarks.search.corpus.split_of``: 25% test), so train and
+    test never share one; ``seed`` shuffles the order (a smaller ``n`` is a prefix of a larger one). The split has
+    about 1,680 train and 570 test questions; a larger ``n`` gives them all.
+
+    >>> qs = search_questions("test", 4, seed=0)
+    >>> len(qs), sorted(qs[0]), {q["split"] for q in qs}
+    (4, ['answer', 'hops', 'id', 'question', 'split'], {'test'})
+    """
+    from cave.benchmarks.search.corpus import split_questions
+
+    return split_questions(split, n, seed)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from cave.training.config import TrainConfig
+from cave.training.diagnostics import GradHistory, agent_diagnostics
 from cave.training.evaluate import EVAL, plot_eval, score_episodes
 from cave.training.workers import load_model, resolve_device  # noqa: F401  (re-exported: benchmarks, notebooks)
 
@@ -81,10 +82,13 @@ class Trainer:
         self.workers = make_workers(cfg)
         self.start_step = 0
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.grad_history = GradHistory({role: a.grad_clip for role, a in cfg.agents.items()})
         if self.resume:
             self.start_step = load_checkpoint(self.run_dir, self.workers)
             trim_metrics(self.run_dir / METRICS, self.start_step)
             trim_metrics(self.run_dir / EVAL, self.start_step)
+            for row in read_metrics(self.run_dir) if (self.run_dir / METRICS).is_file() else []:
+                self.grad_history.add(_logged_norms(row))  # the run-so-far spike statistics go on where they were
         if cfg.eval_every:
             from cave.training.evaluate import eval_examples
 
@@ -156,6 +160,13 @@ class Trainer:
         self.workers.sync()  # after the check: a bad step never reaches the rollout engines
         t3 = time.perf_counter()
         metrics = step_metrics(step, roll, samples, adv, advantage_stats(adv, cols["agent_ids"]), results)
+        # gradient-spike diagnostics (cave.training.diagnostics): this batch's E[A^2], predicted inflation and
+        # agent-wise degenerate groups; the run-so-far tail and spikes of each role's pre-clip gradient norms
+        metrics.update(agent_diagnostics(cols["scores"], cols["group_ids"], cols["agent_ids"], adv))
+        norms = {role: n for r in results.values() for role, n in r.role_grad_norms.items()}
+        metrics.update({f"grad_norms/{role}": list(n) for role, n in norms.items()})
+        self.grad_history.add(norms)
+        metrics.update(self.grad_history.metrics())
         metrics.update(
             rewards_failed=len(failed),
             reward_errors=failed[:3],
@@ -246,6 +257,11 @@ def step_metrics(
     return m
 
 
+def _logged_norms(row: Mapping[str, Any]) -> dict[str, list[float]]:
+    """A metrics row's per-role pre-clip gradient norms (``grad_norms/{role}``: one per optimizer step)."""
+    return {k.split("/", 1)[1]: v for k, v in row.items() if k.startswith("grad_norms/") and isinstance(v, list)}
+
+
 def status_line(m: Mapping[str, Any]) -> str:
     return f"step {m['step']} reward {m['reward_mean']:.2f} loss {m.get('loss', float('nan')):.3f}"
 
@@ -279,6 +295,11 @@ PLOT_YLABELS = {
     "clip_kl_entropy": "fraction / nats",
     "response_len": "tokens per response",
     "throughput": "tokens / s",
+    "grad_tail": "pre-clip grad norm, run so far",
+    "grad_spikes": "max / median; steps > 5x trailing-20 median",
+    "grad_clip": "fraction of optimizer steps",
+    "inflation": "E[A^2]; predicted factor",
+    "agent_groups": "share of the agent's calls",
 }
 _STYLES = ("-", "--", ":", "-.")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
@@ -291,6 +312,14 @@ PLOT_GROUPS = {
     "clip_kl_entropy": ("clip_frac", "approx_kl", "kl", "entropy"),
     "response_len": ("response_len/",),
     "throughput": ("tokens_per_s", "rollout_tokens_per_s", "update_tokens_per_s"),
+    # cave.training.diagnostics: the absolute tail and the relative spikes of each role's pre-clip norms (both:
+    # agent-wise normalization can lower the first and raise the second), Dr. MAS's predicted inflation factor
+    # beside the realized E[A^2], and the calls in (prompt, agent) groups of one call or of all-equal scores
+    "grad_tail": ("gradspike/median/", "gradspike/p95/", "gradspike/p99/", "gradspike/max/"),
+    "grad_spikes": ("gradspike/max_over_median/", "gradspike/spikes_5x_trailing/"),
+    "grad_clip": ("gradspike/over_clip_frac/", "gradspike/zero_signal_frac/"),
+    "inflation": ("inflation/", "adv_sq/"),
+    "agent_groups": ("agent_group_singleton/", "agent_group_all_equal/"),
 }
 
 

@@ -12,6 +12,9 @@ first or last name, and generic passages that mention many names and no facts.
 >>> q = c.questions("test")[0]
 >>> sorted(q) == ["answer", "hops", "id", "question", "split"]
 True
+
+``split_questions`` is the training data generator's view (``data: {generator: search_qa, split: test}``): ``n``
+questions of one split of the encyclopedia the ``search`` tool indexes, in a seeded order that mixes hop counts.
 """
 
 from __future__ import annotations
@@ -79,6 +82,28 @@ def split_of(qid: str, test_share: float = 0.25) -> str:
     """
     h = int(hashlib.sha256(qid.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
     return "test" if h < test_share else "train"
+
+
+def split_questions(split: str, n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """The first ``n`` questions of ``split`` (all when ``n`` is None or larger) in an order shuffled by ``seed``.
+
+    The questions are always those of the ``DEFAULT_SEED`` encyclopedia, the one ``search`` looks facts up in (a
+    question about another corpus would be unanswerable); ``seed`` only orders them, so a smaller ``n`` is a prefix
+    of a larger one and train and test never share a question, whatever the seeds and sizes.
+
+    >>> train, test = split_questions("train", 50), split_questions("test", 50)
+    >>> len(train), {q["split"] for q in train}, {q["split"] for q in test}
+    (50, {'train'}, {'test'})
+    >>> {q["question"] for q in train} & {q["question"] for q in test}
+    set()
+    >>> split_questions("test", 3, seed=1) == split_questions("test", 10, seed=1)[:3] != split_questions("test", 3)
+    True
+    """
+    if split not in ("train", "test"):
+        raise ValueError(f"unknown split {split!r}; the search questions have train and test")
+    qs = list(make_corpus(DEFAULT_SEED).questions(split))
+    random.Random(f"search_qa:{seed}").shuffle(qs)
+    return [dict(q) for q in qs[:n]]
 
 
 @lru_cache(maxsize=4)

@@ -1,14 +1,18 @@
-"""The seeded math word-problem generator: deterministic, sized, split-disjoint, with correct answers."""
+"""The seeded data generators (math word problems, the search questions): deterministic, sized, split-disjoint,
+with correct answers; the search config evaluates on its held-out split."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from cave.training.config import ConfigError, parse_config
 from cave.training.datasets import generate, math_word_problems, normalize_question, split_of
 
 from tests.training.test_rollout import TEAM
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # the numbers of each template, in the order they appear in the question -> the answer
 RECOMPUTE = {
@@ -99,3 +103,57 @@ def test_bad_split_or_generator_is_a_config_error(tmp_path, data, extra, message
     (tmp_path / "p_train.jsonl").write_text('{"question": "q", "answer": 1}\n')
     with pytest.raises(ConfigError, match=f"(?s)^t.yaml:1: {message}"):
         parse_config({"team": TEAM, "data": data, **extra}, base_dir=tmp_path, file="t.yaml")
+
+
+# -- the search benchmark's questions (data: {generator: search_qa}) ----------------------------------------------
+SEARCH_CONFIG = ROOT / "training" / "configs" / "search_smollm2.yaml"
+
+
+def test_search_qa_splits_are_disjoint_seeded_and_answerable():
+    from cave.benchmarks.search.corpus import DEFAULT_SEED, make_corpus
+
+    train, test = generate("search_qa", "train"), generate("search_qa", "test")
+    assert len(train) == 1000 and len(test) == 200  # the registry's default sizes
+    assert {q["id"] for q in train}.isdisjoint({q["id"] for q in test})
+    assert {q["question"] for q in train}.isdisjoint({q["question"] for q in test})
+    assert {q["split"] for q in train} == {"train"} and {q["split"] for q in test} == {"test"}
+    assert {q["hops"] for q in test} == {1, 2}  # the seeded order mixes one- and two-hop questions
+    assert generate("search_qa", "test", 5) == test[:5] and generate("search_qa", "test", 5, seed=1) != test[:5]
+    everything = generate("search_qa", "test", 10_000)  # more than the split has: all of it
+    assert len(everything) == len(make_corpus(DEFAULT_SEED).questions("test"))
+    # every question belongs to the encyclopedia the search tool indexes
+    known = {q["id"]: q for q in make_corpus(DEFAULT_SEED).qa}
+    assert all(known[q["id"]]["answer"] == q["answer"] for q in train + test)
+
+
+def test_search_config_names_a_split_and_has_a_held_out_one():
+    from cave.training.config import load_config
+    from cave.training.evaluate import eval_examples
+
+    cfg = load_config(SEARCH_CONFIG)
+    assert cfg.data.generator == "search_qa" and cfg.data.split == "train" and cfg.data.has_splits
+    held_out = eval_examples(cfg, "test", limit=2)
+    assert len(held_out) == 2 and all(q["split"] == "test" for q in held_out)
+    assert not {q["id"] for q in held_out} & {q["id"] for q in cfg.data.examples()}
+
+
+@pytest.mark.slow
+def test_cave_train_eval_runs_the_search_config_on_the_test_split(tmp_path, monkeypatch, capsys):
+    """`cave train eval search_smollm2.yaml --checkpoint base --limit 2 -k 1`, the model swapped for a tiny Llama."""
+    import json
+
+    import yaml
+    from cave.training.cli import train_main
+
+    from tests.training.test_rollout import save_tiny
+
+    monkeypatch.setenv("CAVE_HOME", str(tmp_path / "cave-home"))  # the search index is built there
+    data = yaml.safe_load(SEARCH_CONFIG.read_text())
+    data["models"]["base"] = {"source": str(save_tiny(tmp_path / "tiny"))}
+    data["max_tokens"] = 16
+    config = tmp_path / "search.yaml"
+    config.write_text(yaml.safe_dump(data))
+    assert train_main(["eval", str(config), "--checkpoint", "base", "--limit", "2", "-k", "1", "-q"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["split"] == "test" and report["problems"] == 2 and report["k"] == 1
+    assert set(report["format_failure"]) <= {"router", "search", "answer"} and report["mean_turns"] >= 2

@@ -4,6 +4,7 @@ import doctest
 
 import cave.training.advantages
 import cave.training.datasets
+import cave.training.diagnostics
 import cave.training.evaluate
 import cave.training.experiments.gradspike
 import cave.training.loss
@@ -19,6 +20,7 @@ import pytest
         cave.training.samples,
         cave.training.experiments.gradspike,
         cave.training.datasets,
+        cave.training.diagnostics,
         cave.training.evaluate,
     ],
 )

@@ -4,6 +4,7 @@ It asserts the artifacts and their consistency, not a research outcome: the outc
 """
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -73,3 +74,44 @@ def test_grad_norm_stats():
     assert st["zero_signal_steps"] == 2 and st["steps"] == 6
     assert st["max_over_median_all_steps"] == pytest.approx(8 / 1.0)
     assert st["spikes_over_3x_median"] == 1
+
+
+@pytest.mark.slow
+def test_same_seed_gives_identical_runs_in_process_and_in_a_fresh_process(tmp_path):
+    """Every estimator's run (grpo and pooled_calls included) is a function of config and seed: the metrics rows
+    (rewards, per-step gradient norms, probe, diagnostics) of two runs are equal but for the wall-clock fields, in
+    one process and in a fresh one with another hash seed (dict/set order of strings)."""
+    import os
+    import subprocess
+    import sys
+
+    cfg = gs.Config(seeds=(0,), iterations=4, warm_start_steps=10, prompts_per_iteration=4)
+
+    def rows(path):
+        return [gs.reproducible_part(json.loads(line)) for line in (path / "metrics.jsonl").read_text().splitlines()]
+
+    for name in ("a", "b"):
+        gs.run(replace(cfg, out=str(tmp_path / name)), verbose=False)
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    cmd = [sys.executable, "-m", "cave.training.experiments.gradspike", "--seeds", "0", "--iterations", "4",
+           "--warm-start-steps", "10", "--prompts", "4", "--out", str(tmp_path / "c")]  # fmt: skip
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    a, b, c = rows(tmp_path / "a"), rows(tmp_path / "b"), rows(tmp_path / "c")
+    assert len(a) == 3 * cfg.iterations and {r["estimator"] for r in a} == set(cfg.estimators)
+    assert a == b == c
+    assert json.loads((tmp_path / "a" / "summary.json").read_text())["environment"]["torch"] == torch.__version__
+
+
+def test_gradient_tail_statistics_are_in_the_rows_and_the_summary(tmp_path):
+    cfg = gs.Config(seeds=(0,), iterations=3, warm_start_steps=0, prompts_per_iteration=2, probe=False,
+                    estimators=("grpo", "drmas"), out=str(tmp_path))  # fmt: skip
+    summary = gs.run(cfg, verbose=False)
+    row = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[-1])
+    for key in ("adv_sq", "inflation", "singleton_share", "all_equal_share"):
+        assert key in row["agents"]["solver"]
+    solver = summary["estimators"]["drmas"]["solver"]
+    for key in gs.TAIL_KEYS:
+        assert f"tail_{key}" in solver
+    assert solver["tail_max"]["mean"] >= solver["tail_p99"]["mean"] >= solver["tail_median"]["mean"] > 0
+    assert summary["estimators"]["drmas"]["fixer"]["singleton_share"] is not None

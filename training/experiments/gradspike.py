@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 import torch
 from cave.training.advantages import advantage_stats, compute_advantages
+from cave.training.diagnostics import agent_diagnostics, grad_norm_tail
 from cave.training.loss import FORMAT_PENALTY, LossConfig
 from cave.training.policy import AgentPolicies, OptimizerConfig
 from cave.training.samples import build_samples, sample_columns
@@ -64,11 +65,14 @@ __all__ = [
     "Episode",
     "QUICK",
     "STAT_KEYS",
+    "TAIL_KEYS",
+    "TIMING_KEYS",
     "TASKS",
     "ToyTask",
     "VOCAB_SIZE",
     "grad_norm_stats",
     "last_logits",
+    "environment",
     "main",
     "plot",
     "print_table",
@@ -76,6 +80,7 @@ __all__ = [
     "repair_warm_example",
     "replot",
     "run",
+    "reproducible_part",
     "run_one",
     "sample_next",
     "search_rollout",
@@ -427,6 +432,8 @@ def _row(estimator, seed, it, trajs, samples, adv, results, cfg: Config, t_roll,
         "agents": {},
     }
     stats = advantage_stats(adv, [s.agent_id for s in samples])
+    cols = sample_columns(samples)
+    diag = agent_diagnostics(cols["scores"], cols["group_ids"], cols["agent_ids"], adv)
     role_norms = {r: n for res in results.values() for r, n in res.role_grad_norms.items()}
     model_metrics = {r: res.metrics for res in results.values() for r in res.roles}
     errors = [str(e) for res in results.values() for e in res.errors]
@@ -446,6 +453,12 @@ def _row(estimator, seed, it, trajs, samples, adv, results, cfg: Config, t_roll,
             "approx_kl": m.get("approx_kl"),
             "entropy": m.get("entropy"),
             "loss": m.get("loss"),
+            # cave.training.diagnostics on this batch: the estimator's E[A^2], Dr. MAS's predicted factor under a
+            # prompt-group baseline, and the share of calls in (prompt, agent) groups of one call / equal scores
+            "adv_sq": diag.get(f"adv_sq/{agent}"),
+            "inflation": diag.get(f"inflation/{agent}"),
+            "singleton_share": diag.get(f"agent_group_singleton/{agent}"),
+            "all_equal_share": diag.get(f"agent_group_all_equal/{agent}"),
         }
     if errors:
         row["errors"] = errors
@@ -472,17 +485,20 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
                 "reward_final": float(np.mean(rewards[-tail:])),
             }
             for agent in agents:
-                stats = grad_norm_stats([r["agents"][agent]["grad_norms"] for r in s_rows])
+                per_iter = [r["agents"][agent]["grad_norms"] for r in s_rows]
+                stats = grad_norm_stats(per_iter)
                 if stats:
-                    entry[agent] = stats
+                    # both views of the tail, over every optimizer step in order (cave.training.diagnostics)
+                    both = grad_norm_tail([g for norms in per_iter for g in norms], cfg.grad_clip)
+                    entry[agent] = {**stats, **{f"tail_{k}": both[k] for k in TAIL_KEYS}}
             per_seed.append(entry)
         agg: dict[str, Any] = {"per_seed": per_seed}
         for key in ("reward_mean", "reward_final"):
             agg[key] = _mean_range([s[key] for s in per_seed])
         for agent in agents:
             agg[agent] = {
-                k: _mean_range([s[agent][k] for s in per_seed if agent in s and s[agent][k] is not None])
-                for k in STAT_KEYS
+                k: _mean_range([s[agent][k] for s in per_seed if agent in s and s[agent].get(k) is not None])
+                for k in (*STAT_KEYS, *(f"tail_{t}" for t in TAIL_KEYS))
             }
         for agent in agents:
             calls = [
@@ -491,6 +507,10 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
             means = [r["agents"][agent]["score_mean"] for r in e_rows if r["agents"][agent]["score_mean"] is not None]
             agg[agent]["calls_per_run"] = float(np.mean(calls)) if calls else None
             agg[agent]["score_mean"] = float(np.mean(means)) if means else None
+            for key in ("adv_sq", "inflation", "singleton_share", "all_equal_share"):  # batch means over the run
+                vals = [r["agents"][agent].get(key) for r in e_rows]
+                vals = [v for v in vals if v is not None]
+                agg[agent][key] = float(np.mean(vals)) if vals else None
         out["estimators"][est] = agg
     if any("probe" in r for r in rows):
         out["probe"] = summarize_probe(rows, cfg)
@@ -511,6 +531,12 @@ def summarize(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
                         "local_spike",
                         "grad_norm_max",
                         "grad_norm_median",
+                        "tail_median",
+                        "tail_p99",
+                        "tail_max",
+                        "tail_over_clip_frac",
+                        "tail_max_over_median",
+                        "tail_spikes_5x_trailing",
                     )
                 }
             cmp["reward_mean_diff"] = agg["reward_mean"]["mean"] - base["reward_mean"]["mean"]
@@ -572,6 +598,19 @@ def summarize_probe(rows: list[dict[str, Any]], cfg: Config) -> dict[str, Any]:
             }
     return out
 
+
+# grad_norm_tail's statistics, per agent over every optimizer step of a run (summary keys "tail_<key>"): the absolute
+# tail (median .. max, over_clip_frac) and the relative spikes (max_over_median, spikes_5x_trailing)
+TAIL_KEYS = (
+    "median",
+    "p95",
+    "p99",
+    "max",
+    "over_clip_frac",
+    "max_over_median",
+    "spikes_5x_trailing",
+    "zero_signal_frac",
+)
 
 STAT_KEYS = (
     "max_over_median",
@@ -648,7 +687,7 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
 
     colors = {"grpo": "tab:red", "drmas": "tab:blue", "pooled_calls": "tab:green"}
     has_probe = "probe" in summary
-    fig, axes = plt.subplots(2, 3 if has_probe else 2, figsize=(17 if has_probe else 12, 8.5), squeeze=False)
+    fig, axes = plt.subplots(3, 3, figsize=(17, 12.5), squeeze=False)
     ax_r, ax_bar, ax_g1, ax_g2 = axes[0, 0], axes[0, 1], axes[1, 0], axes[1, 1]
     agents = cfg.toy.agents
     first = cfg.seeds[0]
@@ -676,6 +715,24 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
         )
     _bars(ax_bar, {e: summary["estimators"][e] for e in cfg.estimators}, "max_over_median", colors, agents)
     ax_bar.set(title="training runs: grad-norm max / median per agent\n(mean, range over seeds)", ylabel="max / median")
+    # the two views of the tail, and the predicted factor beside what each estimator gave (cave.training.diagnostics)
+    by_est = {e: summary["estimators"][e] for e in cfg.estimators}
+    _bars(axes[2, 0], by_est, "tail_p99", colors, agents)
+    axes[2, 0].set(title="absolute tail: p99 of pre-clip grad norm per agent\n(mean, range over seeds)",
+                   ylabel="grad norm (p99)", yscale="log")  # fmt: skip
+    _bars(axes[2, 1], by_est, "tail_spikes_5x_trailing", colors, agents)
+    axes[2, 1].set(title="relative spikes: steps above 5x the trailing-20 median\n(mean, range over seeds)",
+                   ylabel="optimizer steps")  # fmt: skip
+    _bars(axes[2, 2], by_est, "adv_sq", colors, agents)
+    predicted = [np.mean([by_est[e][a]["inflation"] or np.nan for e in cfg.estimators]) for a in agents]
+    axes[2, 2].scatter(np.arange(len(agents)), predicted, marker="*", s=160, color="k", zorder=3,
+                       label="predicted factor, global baseline")  # fmt: skip
+    axes[2, 2].axhline(1.0, color="k", lw=0.8, ls="--")
+    axes[2, 2].set(title="training runs: E[A^2] per agent (bars) vs Dr. MAS's predicted\n(sigma_k^2 + (mu_k - mu)^2) "
+                   "/ sigma^2 (star)", ylabel="E[A^2]")  # fmt: skip
+    if not has_probe:
+        for ax in axes[:2, 2]:
+            ax.set_visible(False)
     if has_probe:
         probe = summary["probe"]
         _bars(axes[0, 2], probe, "max_over_median", colors, agents)
@@ -689,8 +746,9 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
             title="paired probe: mean squared advantage per agent\n(mean, range over iterations)", ylabel="E[A^2]"
         )
     for ax in axes.flat:
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
+        if ax.get_visible():
+            ax.legend(fontsize=8)
+            ax.grid(alpha=0.3)
     fig.suptitle(
         f"grpo vs drmas vs pooled_calls: toy '{cfg.task}' team ({' + '.join(agents)}), {len(cfg.seeds)} seeds, "
         f"{cfg.iterations} iterations, N={cfg.rollouts_per_prompt}"
@@ -703,7 +761,8 @@ def plot(rows: list[dict[str, Any]], summary: dict[str, Any], cfg: Config, path:
 def _bars(ax, by_est: dict[str, Any], key: str, colors: dict[str, str], agents: Sequence[str]) -> None:
     width = 0.8 / max(1, len(by_est))
     for j, (est, agg) in enumerate(by_est.items()):
-        stats = [agg[a][key] for a in agents]
+        stats = [agg[a].get(key) for a in agents]
+        stats = [st if isinstance(st, dict) else {"mean": st, "min": st, "max": st} for st in stats]  # a plain number
         means = [st["mean"] or 0.0 for st in stats]
         lo = [m - (st["min"] if st["min"] is not None else m) for m, st in zip(means, stats, strict=True)]
         hi = [(st["max"] if st["max"] is not None else m) - m for m, st in zip(means, stats, strict=True)]
@@ -757,12 +816,53 @@ def run(cfg: Config, verbose: bool = True) -> dict[str, Any]:
                     )
     summary = summarize(rows, cfg)
     summary["seconds"] = time.perf_counter() - t0
+    summary["environment"] = environment()
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     plot(rows, summary, cfg, out / "gradspike.png")
     if verbose:
         print_table(summary, cfg)
         print(f"wrote {out / 'metrics.jsonl'}, {out / 'summary.json'}, {out / 'gradspike.png'}")
     return summary
+
+
+TIMING_KEYS = ("seconds", "rollout_seconds")  # wall-clock fields: the only ones two runs of one seed may differ in
+
+
+def reproducible_part(row: dict[str, Any]) -> dict[str, Any]:
+    """A metrics row without its wall-clock fields: two runs with the same config and seed give equal ones.
+
+    >>> reproducible_part({"reward": 0.5, "seconds": 1.2, "rollout_seconds": 0.3})
+    {'reward': 0.5}
+    """
+    return {k: v for k, v in row.items() if k not in TIMING_KEYS}
+
+
+def environment() -> dict[str, Any]:
+    """What the numbers depend on beyond the config and seed: library versions, the CPU kernels and the commit.
+
+    Results are bit-identical between runs of one environment; another torch, another CPU instruction set, or a
+    change to the update's numerics (fused AdamW, the shared-prompt forward) moves gradient norms in the 4th digit,
+    and after the first sampled token that flips, the trajectories of a run part ways.
+    """
+    import platform
+    import subprocess
+
+    import transformers
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5,
+                                cwd=Path(__file__).parent).stdout.strip() or None  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "commit": commit,
+    }
 
 
 def print_table(summary: dict[str, Any], cfg: Config) -> None:
@@ -782,6 +882,32 @@ def print_table(summary: dict[str, Any], cfg: Config) -> None:
                 f"{est:>12} | {agent:>8} | {fmt(st['max_over_median']):>20} | "
                 f"{fmt(st['max_over_median_after_warmup']):>20} | {st['calls_per_run']:>9.2f} | "
                 f"{fmt(a['reward_mean'])}; final {fmt(a['reward_final'])}"
+            )
+    print(
+        "\nboth views of each agent's pre-clip grad norms over every optimizer step (mean over seeds): the absolute tail"
+        "\n(median, p99, max, share of steps above the clip) and spikes relative to the typical norm (max/median, steps"
+        "\nabove 5x the trailing-20 median); E[A^2] of the trained estimator, Dr. MAS's predicted factor under a"
+        "\nprompt-group baseline, and the share of calls in singleton / all-equal (prompt, agent) groups"
+    )
+    print(
+        f"{'estimator':>12} | {'agent':>8} | {'median':>7} | {'p99':>7} | {'max':>7} | {'>clip':>5} | {'max/med':>7} | "
+        f"{'5x-tr20':>7} | {'E[A^2]':>6} | {'infl.':>6} | {'single':>6} | {'equal':>6}"
+    )
+    for est in cfg.estimators:
+        a = summary["estimators"][est]
+        for agent in agents:
+            st = a[agent]
+
+            def m(key: str, spec: str = ".3f", st: dict[str, Any] = st) -> str:
+                v = st.get(key)
+                v = v.get("mean") if isinstance(v, dict) else v
+                return "n/a" if v is None else format(v, spec)
+
+            print(
+                f"{est:>12} | {agent:>8} | {m('tail_median'):>7} | {m('tail_p99'):>7} | {m('tail_max'):>7} | "
+                f"{m('tail_over_clip_frac', '.2f'):>5} | {m('tail_max_over_median', '.1f'):>7} | "
+                f"{m('tail_spikes_5x_trailing', '.1f'):>7} | {m('adv_sq', '.2f'):>6} | {m('inflation', '.2f'):>6} | "
+                f"{m('singleton_share', '.2f'):>6} | {m('all_equal_share', '.2f'):>6}"
             )
     if "probe" in summary:
         print("\npaired probe (same batches and weights), per agent: max/median over runs; mean squared advantage")
@@ -833,8 +959,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--hint-accuracy", type=float)
     p.add_argument("--format-penalty", type=float)
     p.add_argument("--lr", type=float)
+    p.add_argument("--prompts", type=int, help=f"prompt groups per iteration (default {Config.prompts_per_iteration})")
     p.add_argument("--entropy-coef", type=float)
     p.add_argument("--no-probe", action="store_true", help="skip the paired probe (faster)")
+    p.add_argument("--warm-start-steps", type=int, help=f"supervised warm-up steps (default {Config.warm_start_steps})")
     p.add_argument("--from-metrics", metavar="RUN_DIR", help="re-summarize and re-plot RUN_DIR/metrics.jsonl")
     p.add_argument("--out", default=Config.out)
     args = p.parse_args(argv)
@@ -849,6 +977,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "format_penalty": args.format_penalty,
         "lr": args.lr,
         "entropy_coef": args.entropy_coef,
+        "warm_start_steps": args.warm_start_steps,
+        "prompts_per_iteration": args.prompts,
     }
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
     if args.from_metrics:
