@@ -178,7 +178,8 @@ class Agent:
             fed back and the run goes on; ``success`` then means every check passed (else ``failed_checks``).
         prompt_layout: "stable" (default): the system prompt is rendered once per session and each observation
             ends with what changed in the runtime, so prompts only grow at the end and prefix caches stay valid;
-            "rerender": the system prompt is rendered from ``describe()`` before every call.
+            "rerender": the system prompt is rendered from ``describe()`` before every call. Unset: the
+            ``CAVE_PROMPT_LAYOUT`` environment variable, else "stable" (benchmarks compare the two this way).
         review: before a final answer is accepted (when the task gives no checks), show the model a summary of
             it (type, shape, first rows, warnings) beside the task, once, to confirm or fix it.
         outputs: runtime variables the task asks to be left behind; final_answer (or a prose answer) is not
@@ -219,7 +220,7 @@ class Agent:
         store: Any = None,
         model_options: dict[str, Any] | None = None,
         runtime_options: dict[str, Any] | None = None,
-        prompt_layout: Literal["stable", "rerender"] = "stable",
+        prompt_layout: Literal["stable", "rerender"] | None = None,
         review: bool = False,
         outputs: Sequence[str] = (),
         response_prefix: str | None = None,
@@ -254,8 +255,11 @@ class Agent:
         self._override: dict[str, Any] = {}  # sampling overrides for the current step
         self._started = False
         self._count = getattr(self.llm, "count_tokens", prompts.estimate_tokens)
+        prompt_layout = prompt_layout or os.environ.get("CAVE_PROMPT_LAYOUT") or "stable"
         if prompt_layout not in ("stable", "rerender"):
-            raise ValueError(f"prompt_layout must be 'stable' or 'rerender', not {prompt_layout!r}")
+            raise ValueError(
+                f"prompt_layout must be 'stable' or 'rerender', not {prompt_layout!r} (check $CAVE_PROMPT_LAYOUT)"
+            )
         self.prompt_layout = prompt_layout
         self.review = review
         self.outputs = list(outputs)

@@ -186,6 +186,7 @@ class TaskRow:
     wall_ratio: float | None = None  # wall_s / baseline_wall_s
     baseline_cached_share: float | None = None
     error: str | None = None
+    layout: str = "stable"
 
 
 def make_model(spec: str, n_ctx: int) -> Any:
@@ -276,19 +277,27 @@ def run_real(args: argparse.Namespace) -> list[TaskRow]:
     baseline = _read_rows(args.baseline) if args.baseline else {}
     rows: list[TaskRow] = []
     try:
-        for name in [t.strip() for t in args.tasks.split(",") if t.strip()]:
+        names = [t.strip() for t in args.tasks.split(",") if t.strip()]
+        for name, layout in [(n, lay) for n in names for lay in args.layouts.split(",")]:
+            os.environ["CAVE_PROMPT_LAYOUT"] = layout  # every agent the task builds takes it
             row = asyncio.run(run_real_task(name, llm, args.max_steps, args.data_size))
-            if base := baseline.get(row.task):
+            row.layout = layout
+            if layout != "stable" and (same := next((r for r in rows if r.task == row.task), None)):
+                # the layouts side by side, in the same process: stable's wall time as a ratio to this one
+                same.baseline_wall_s, same.baseline_cached_share = row.wall_s, row.cached_share_after_step1
+                same.wall_ratio = round(same.wall_s / row.wall_s, 3) if row.wall_s else None
+            elif base := baseline.get(row.task):
                 row.baseline_wall_s = base["wall_s"]
                 row.wall_ratio = round(row.wall_s / base["wall_s"], 3) if base["wall_s"] else None
                 row.baseline_cached_share = base.get("cached_share_after_step1")
             rows.append(row)
             print(
-                f"{row.task}: {row.status}, {row.steps} steps, {row.prompt_tokens} prompt tokens, "
+                f"{row.task} [{layout}]: {row.status}, {row.steps} steps, {row.prompt_tokens} prompt tokens, "
                 f"{100 * row.cached_share_after_step1:.0f}% cached after step 1, {row.wall_s:.1f} s",
                 flush=True,
             )
     finally:
+        os.environ.pop("CAVE_PROMPT_LAYOUT", None)
         asyncio.run(llm.aclose())
     return rows
 
@@ -305,7 +314,7 @@ def _read_rows(path: str) -> dict[str, dict[str, Any]]:
 
 
 def print_real(rows: list[TaskRow], model: str) -> None:
-    head = f"{'task':<30} {'status':<14} {'steps':>5} {'calls':>5} {'prompt tok':>10} {'cached %':>8} "
+    head = f"{'task':<30} {'layout':<9} {'status':<14} {'steps':>5} {'calls':>5} {'prompt tok':>10} {'cached %':>8} "
     head += f"{'wall s':>7} {'vs base':>7}"
     print(f"\n# {model} - cached %: share of the prompt tokens of steps 2+ served from the prefix cache")
     print(head)
@@ -313,7 +322,7 @@ def print_real(rows: list[TaskRow], model: str) -> None:
     for r in rows:
         ratio = f"{r.wall_ratio:.2f}x" if r.wall_ratio is not None else "-"
         print(
-            f"{r.task:<30} {r.status:<14} {r.steps:>5} {r.llm_calls:>5} {r.prompt_tokens:>10} "
+            f"{r.task:<30} {r.layout:<9} {r.status:<14} {r.steps:>5} {r.llm_calls:>5} {r.prompt_tokens:>10} "
             f"{100 * r.cached_share_after_step1:>7.1f}% {r.wall_s:>7.1f} {ratio:>7}"
         )
 
@@ -328,6 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-size", type=int, default=1000, help="rows of a data-suite task's generated data")
     parser.add_argument("--n-ctx", type=int, default=8192, help="context window to load the model with")
     parser.add_argument("--baseline", help="an earlier --out file: report each task's wall time as a ratio to it")
+    parser.add_argument(
+        "--layouts",
+        default="stable",
+        help="prompt layouts to run each task with, e.g. stable,rerender: the stable rows then carry the ratio "
+        "of their wall time to rerender's, measured in the same process (vs base)",
+    )
     args = parser.parse_args(argv)
     if args.model:
         rows_real = run_real(args)
