@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -100,7 +101,15 @@ def test_tiny_team_trains_logs_plots_checkpoints_and_resumes(tiny_dir, tmp_path)
     assert torch.equal(live[key].detach(), step2[key])
     assert resumed.policies.slots[0].optimizer.state_dict()["state"]  # Adam moments came back
     Trainer(cfg.model_copy(update={"steps": 3}), resume=run, quiet=True).train()
-    assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    # gradient-spike diagnostics every step; the run-so-far statistics went on from the logged norms after --resume
+    for agent in ("solver", "verifier"):
+        for name in ("adv_sq", "inflation", "agent_group_singleton", "agent_group_all_equal", "grad_norms"):
+            assert f"{name}/{agent}" in rows[-1]
+        every = [g for r in rows for g in r[f"grad_norms/{agent}"] if g > 0]
+        assert rows[-1][f"gradspike/max/{agent}"] == pytest.approx(max(every))
+        assert rows[-1][f"gradspike/median/{agent}"] == pytest.approx(float(np.median(every)))
     assert latest_checkpoint(run).name == "step_000003.pt"
 
     # exploding gradients stop the step with a clear message; the last good checkpoint stays the latest
