@@ -326,8 +326,9 @@ class LocalLLM(LLM):
         self.last_threads = self.n_threads or cpu_count()
         self._pieces: dict[int, bytes] = {}  # token id -> its bytes (a token's piece does not depend on context)
         self._lock = threading.Lock()  # one generation at a time per loaded model
-        # Free the model before interpreter teardown: llama-cpp's own __del__ then fails noisily.
-        self._finalizer = weakref.finalize(self, self._llm.close)
+        # Free the model before interpreter teardown: llama-cpp's own __del__ then fails noisily. Only once no
+        # generation holds it: a prompt read still running on the llama thread at exit segfaulted in llama.cpp.
+        self._finalizer = weakref.finalize(self, _close_when_idle, self._llm, self._lock)
 
     # -- prompt -----------------------------------------------------------------------------
     def render(self, messages: list[Message], tools: list[dict[str, Any]] | None = None) -> str:
@@ -398,8 +399,9 @@ class LocalLLM(LLM):
             cached = _common_prefix(llm._input_ids.tolist(), prompt_ids) if llm.n_tokens else 0
             llm.set_seed(seed if seed is not None else random.getrandbits(32))
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-            text, emitted, ids, finish, cut = "", 0, [], "length", None
-            if max_tokens > 0:
+            text, emitted, ids, cut = "", 0, [], None
+            finish = "cancelled" if cancel.is_set() else "length"
+            if max_tokens > 0 and not cancel.is_set():  # a request cancelled while it queued reads no prompt
                 for token in llm.generate(prompt_ids, temp=max(temperature, 0.0), reset=True, **sampling):
                     if cancel.is_set():
                         finish = "cancelled"
@@ -445,6 +447,15 @@ class LocalLLM(LLM):
             with self._lock:
                 self._finalizer()  # closes the model once, however often aclose is called
                 self._llm = None
+
+
+def _close_when_idle(llm: Any, lock: threading.Lock, wait: float = 60.0) -> None:
+    """Free a model once no generation uses it; a model still busy after ``wait`` seconds is left to the OS."""
+    if lock.acquire(timeout=wait):
+        try:
+            llm.close()
+        finally:
+            lock.release()
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
