@@ -189,7 +189,7 @@ class DataConfig(ConfigModel):
 
     split: str = Field("train", description="the split training uses (train | test; a {split} path: any file's)")
     generator: str | None = Field(
-        None, description="a registered data generator (math_word, search_qa; cave.training.datasets)"
+        None, description="a registered data generator (math_word; cave.training.datasets) or package.module:function"
     )
     n: int | None = Field(None, ge=1, description="generator: examples per split (default 1000 train / 200 test)")
     seed: int = Field(0, description="generator: its seed (the split of a problem never depends on it)")
@@ -203,9 +203,11 @@ class DataConfig(ConfigModel):
     @field_validator("generator")
     @classmethod
     def _known_generator(cls, v: str | None) -> str | None:
-        from cave.training.datasets import GENERATORS
+        from cave.training.datasets import resolve_generator
 
-        return v if v is None else GENERATORS.check(v)
+        if v is not None:
+            resolve_generator(v)  # an unknown name or import path fails here, naming what is known
+        return v
 
     @field_validator("path")
     @classmethod
@@ -374,7 +376,7 @@ class TrainConfig(ConfigModel):
             by_model.setdefault(agent.model, (role, agent))
         if not self.data.path and not self.data.prompts and not self.data.generator:
             raise ValueError(
-                "data: no examples; give data.generator (math_word, search_qa), data.path (a JSONL file) or data.prompts (a list)"
+                "data: no examples; give data.generator (math_word or package.module:function), data.path (a JSONL file) or data.prompts (a list)"
             )
         if self.eval_every and not self.data.has_splits:
             raise ValueError(

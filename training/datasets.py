@@ -1,8 +1,9 @@
 """Seeded data generators with train/test splits, by name (``data: {generator: math_word, split: train}``).
 
 A generator is ``fn(split, n, seed) -> list[example]``; each example has the ``question`` the team is given and
-the reward's reference (``answer``). ``search_qa`` gives the questions of
-the search benchmark's synthetic encyclopedia (cave.benchmarks.search.corpus; its own hash split, 25% test).
+the reward's reference (``answer``). A generator is named by its registered name or by an import path
+``package.module:function`` (any function with that signature, e.g. the search benchmark's questions,
+``cave.benchmarks.search.corpus:split_questions``: the trainer never imports a benchmark itself).
 ``math_word`` writes arithmetic word problems of one to three steps with
 exact integer answers and numbers large enough that guessing fails. Which split a problem belongs to is a
 function of its normalized question text alone (a hash), so train and test can never share a problem, whatever
@@ -23,6 +24,7 @@ the seeds and sizes::
 from __future__ import annotations
 
 import hashlib
+import importlib
 import random
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +37,7 @@ __all__ = [
     "Generator",
     "generate",
     "math_word_problems",
-    "search_questions",
+    "resolve_generator",
     "normalize_question",
     "split_of",
 ]
@@ -68,11 +70,37 @@ def split_of(question: str) -> str:
     return "test" if h % 100 < TEST_SHARE else "train"
 
 
+def resolve_generator(name: str) -> Generator:
+    """A registered generator, or the function an import path ``package.module:function`` names.
+
+    >>> resolve_generator("math_word") is math_word_problems
+    True
+    >>> resolve_generator("cave.training.datasets:math_word_problems").__name__
+    'math_word_problems'
+    >>> resolve_generator("cave.training.datasets:nope")
+    Traceback (most recent call last):
+    ...
+    ValueError: module cave.training.datasets has no function 'nope'; give a registered name (math_word) or package.module:function
+    """
+    if ":" not in name:
+        return GENERATORS.get(name)
+    module_name, _, attr = name.partition(":")
+    hint = f"give a registered name ({', '.join(GENERATORS.names())}) or package.module:function"
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ValueError(f"cannot import {module_name!r} ({e}); {hint}") from None
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ValueError(f"module {module_name} has no function {attr!r}; {hint}")
+    return fn
+
+
 def generate(name: str, split: str, n: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """The examples of registered generator ``name``: ``n`` of ``split`` (default: 1,000 train / 200 test)."""
+    """The examples of generator ``name``: ``n`` of ``split`` (default: 1,000 train / 200 test)."""
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; the generators' splits are {', '.join(SPLITS)}")
-    return GENERATORS.get(name)(split, n or DEFAULT_SIZES[split], seed)
+    return resolve_generator(name)(split, n or DEFAULT_SIZES[split], seed)
 
 
 # -- math word problems ---------------------------------------------------------------------------------
@@ -171,21 +199,3 @@ def math_word_problems(split: str, n: int, seed: int = 0) -> list[dict[str, Any]
         seen.add(key)
         out.append({"question": question, "answer": int(answer), "steps": steps, "template": template})
     return out
-
-
-# -- the search benchmark's questions ---------------------------------------------------------------------
-@register_generator("search_qa")
-def search_questions(split: str, n: int, seed: int = 0) -> list[dict[str, Any]]:
-    """``n`` questions (1- and 2-hop) of ``split`` of the synthetic encyclopedia the search team's ``search`` reads.
-
-    A question's split is a hash of its id (``cave.benchmarks.search.corpus.split_of``: 25% test), so train and
-    test never share one; ``seed`` shuffles the order (a smaller ``n`` is a prefix of a larger one). The split has
-    about 1,680 train and 570 test questions; a larger ``n`` gives them all.
-
-    >>> qs = search_questions("test", 4, seed=0)
-    >>> len(qs), sorted(qs[0]), {q["split"] for q in qs}
-    (4, ['answer', 'hops', 'id', 'question', 'split'], {'test'})
-    """
-    from cave.benchmarks.search.corpus import split_questions
-
-    return split_questions(split, n, seed)

@@ -13,7 +13,7 @@ first or last name, and generic passages that mention many names and no facts.
 >>> sorted(q) == ["answer", "hops", "id", "question", "split"]
 True
 
-``split_questions`` is the training data generator's view (``data: {generator: search_qa, split: test}``): ``n``
+``split_questions`` is the training data generator's view (``data: {generator: "cave.benchmarks.search.corpus:split_questions", split: test}``): ``n``
 questions of one split of the encyclopedia the ``search`` tool indexes, in a seeded order that mixes hop counts.
 """
 

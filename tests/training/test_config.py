@@ -68,7 +68,7 @@ def test_defaults_give_every_role_the_base_model():
         ),
         (
             {"data": {}},
-            "data: no examples\n  fix: give data.generator (math_word, search_qa), data.path (a JSONL file) or data.prompts (a list)",
+            "data: no examples\n  fix: give data.generator (math_word or package.module:function), data.path (a JSONL file) or data.prompts (a list)",
         ),
         ({"data": {"path": "nope.jsonl"}}, "data.path: data file not found:"),
         ({"stepz": 3}, "train.yaml:1: stepz: unknown field `stepz`\n  fix: did you mean `steps`?"),

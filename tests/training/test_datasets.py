@@ -85,6 +85,12 @@ def test_configs_name_a_split(tmp_path):
             {},
             r"data\.generator: unknown data generator 'math_wrod'.*did you mean 'math_word'",
         ),
+        (
+            {"generator": "cave.benchmarks.search.corpus:nope"},
+            {},
+            r"data\.generator: module cave\.benchmarks\.search\.corpus has no function 'nope'",
+        ),
+        ({"generator": "no_such_pkg.mod:fn"}, {}, r"data\.generator: cannot import 'no_such_pkg\.mod'"),
         ({"generator": "math_word", "split": "dev"}, {}, r"data: split: 'dev' is not a split of generator math_word"),
         ({"path": "p_{split}.jsonl", "split": "dev"}, {}, r"data\.path: data file not found: .*p_dev\.jsonl"),
         (
@@ -105,21 +111,22 @@ def test_bad_split_or_generator_is_a_config_error(tmp_path, data, extra, message
         parse_config({"team": TEAM, "data": data, **extra}, base_dir=tmp_path, file="t.yaml")
 
 
-# -- the search benchmark's questions (data: {generator: search_qa}) ----------------------------------------------
+# -- the search benchmark's questions, a generator named by import path ------------------------------------
 SEARCH_CONFIG = ROOT / "training" / "configs" / "search_smollm2.yaml"
+SEARCH_QA = "cave.benchmarks.search.corpus:split_questions"  # a generator by import path: training imports no benchmark
 
 
 def test_search_qa_splits_are_disjoint_seeded_and_answerable():
     from cave.benchmarks.search.corpus import DEFAULT_SEED, make_corpus
 
-    train, test = generate("search_qa", "train"), generate("search_qa", "test")
+    train, test = generate(SEARCH_QA, "train"), generate(SEARCH_QA, "test")
     assert len(train) == 1000 and len(test) == 200  # the registry's default sizes
     assert {q["id"] for q in train}.isdisjoint({q["id"] for q in test})
     assert {q["question"] for q in train}.isdisjoint({q["question"] for q in test})
     assert {q["split"] for q in train} == {"train"} and {q["split"] for q in test} == {"test"}
     assert {q["hops"] for q in test} == {1, 2}  # the seeded order mixes one- and two-hop questions
-    assert generate("search_qa", "test", 5) == test[:5] and generate("search_qa", "test", 5, seed=1) != test[:5]
-    everything = generate("search_qa", "test", 10_000)  # more than the split has: all of it
+    assert generate(SEARCH_QA, "test", 5) == test[:5] and generate(SEARCH_QA, "test", 5, seed=1) != test[:5]
+    everything = generate(SEARCH_QA, "test", 10_000)  # more than the split has: all of it
     assert len(everything) == len(make_corpus(DEFAULT_SEED).questions("test"))
     # every question belongs to the encyclopedia the search tool indexes
     known = {q["id"]: q for q in make_corpus(DEFAULT_SEED).qa}
@@ -131,7 +138,7 @@ def test_search_config_names_a_split_and_has_a_held_out_one():
     from cave.training.evaluate import eval_examples
 
     cfg = load_config(SEARCH_CONFIG)
-    assert cfg.data.generator == "search_qa" and cfg.data.split == "train" and cfg.data.has_splits
+    assert cfg.data.generator == SEARCH_QA and cfg.data.split == "train" and cfg.data.has_splits
     held_out = eval_examples(cfg, "test", limit=2)
     assert len(held_out) == 2 and all(q["split"] == "test" for q in held_out)
     assert not {q["id"] for q in held_out} & {q["id"] for q in cfg.data.examples()}
