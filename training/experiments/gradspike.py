@@ -860,7 +860,6 @@ def environment() -> dict[str, Any]:
         "transformers": transformers.__version__,
         "python": platform.python_version(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "threads": torch.get_num_threads(),
         "commit": commit,
     }
 
@@ -995,8 +994,9 @@ def replot(run_dir: Path) -> dict[str, Any]:
     task = next(t for t, toy in TASKS.items() if set(toy.agents) == set(rows[0]["agents"]))
     cfg = replace(cfg, task=task, seeds=tuple(sorted({r["seed"] for r in rows})), out=str(run_dir))
     summary = summarize(rows, cfg)
-    if (run_dir / "summary.json").exists():
-        summary["seconds"] = json.loads((run_dir / "summary.json").read_text()).get("seconds")
+    saved_summary = json.loads((run_dir / "summary.json").read_text()) if (run_dir / "summary.json").exists() else {}
+    summary["seconds"] = saved_summary.get("seconds")
+    summary["environment"] = saved_summary.get("environment") or environment()  # (a run that left no summary: this one)
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
     plot(rows, summary, cfg, run_dir / "gradspike.png")
     print_table(summary, cfg)
