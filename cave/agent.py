@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
+import re
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -353,12 +354,16 @@ class Agent:
         return [{"role": "system", "content": self._system}, *self.history, {"role": "user", "content": task}]
 
     def _with_state(self, text: str, infos: list[VariableInfo]) -> str:
+        note = self._state_note(infos)
+        return f"{text}\n\n{note}" if note else text
+
+    def _state_note(self, infos: list[VariableInfo]) -> str:
         lines = prompts.state_lines(infos)
         note = prompts.state_note(
             self._seen, lines, budget_tokens=max(128, self.prompt_budget // 2), count_tokens=self._count
         )
         self._seen = lines
-        return f"{text}\n\n{note}" if note else text
+        return note
 
     # -- the loop ------------------------------------------------------------------------------
     async def stream(self, task: str, *, resume: Trajectory | None = None) -> AsyncIterator[Event]:
@@ -470,7 +475,7 @@ class Agent:
             text = prompts.format_execution(ex, limit=self.observation_limit, notes=cell.notes)
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
             if failures:  # not accepted: the agent sees why and goes on
-                text += "\n" + failed_checks_note(failures)
+                text += "\n" + failed_checks_note(failures, _answer_name(code))
                 record["checks"] = traj.meta["failed_checks"] = failures
             held = await self._hold_answer(traj, cell) if cell.final and not failures else None
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
@@ -506,9 +511,10 @@ class Agent:
                 step.meta["loop_note"] = True
             message = step.observation
             if self.prompt_layout == "stable":  # the state note travels in the message, not in the observation
-                message = self._with_state(message, infos)
-                if message != step.observation:
-                    step.meta["state"] = message[len(step.observation) + 2 :]
+                note = self._state_note(infos)
+                if note:  # before the observation: what to do next (an error, a fix) is what the model reads last
+                    step.meta["state"] = note
+                    message = f"{note}\n\n{step.observation}"
             messages.append({"role": "user", "content": message})
         step.duration = time.time() - t0
         traj.steps.append(step)
@@ -773,3 +779,15 @@ def _identifiers(code: str) -> set[str]:
 
 def _action_steps(traj: Trajectory) -> int:
     return sum(1 for s in traj.steps if s.kind == "action")
+
+
+def _answer_name(code: str) -> str | None:
+    """The variable a cell passed to its last ``final_answer(...)`` call, when it passed a plain name.
+
+    >>> _answer_name("x = 1\\nfinal_answer(by_region)")
+    'by_region'
+    >>> _answer_name("final_answer(df.head())") is None
+    True
+    """
+    calls = re.findall(r"final_answer\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)", code)
+    return calls[-1] if calls else None

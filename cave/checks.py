@@ -172,7 +172,7 @@ def _check(value: Any, spec: dict[str, Any], namespace: dict[str, Any], var: str
             out.append(
                 f"lacks column(s) {missing}; it has {cols}"
                 + (
-                    f" (if they are in the index: {var} = {var}.reset_index())"
+                    f"; if they are in the index, fix: {var} = {var}.reset_index()"
                     if var
                     else " (reset_index() turns an index into a column)"
                 )
@@ -296,10 +296,30 @@ async def averify(runtime: Any, specs: dict[str, CheckSpec]) -> list[str]:
         return [f"the checks printed no result: {ex.stdout[-200:]!r}"]
 
 
-def failed_checks_note(failures: list[str]) -> str:
-    """What the agent is told when its answer fails a check."""
+def failed_checks_note(failures: list[str], answer: str | None = None) -> str:
+    """What the agent is told when its answer fails a check.
+
+    Checks that know the line that fixes them end with ``fix: <code>``; those lines are repeated as one code block
+    (with ``final_answer(answer)`` when the answer was a plain variable), because a small model that sees its own
+    previous cell tends to copy it, and copies a ready fix just as readily.
+
+    >>> print(failed_checks_note(["t: is not sorted by 'n' descending; fix: t = t.sort_values('n', ascending=False)"], "t"))
+    final_answer was NOT accepted: the result fails 1 check(s) of the task:
+    - t: is not sorted by 'n' descending; fix: t = t.sort_values('n', ascending=False)
+    The objects are still in the runtime: do not rebuild them. Run only the fix:
+    ```python
+    t = t.sort_values('n', ascending=False)
+    final_answer(t)
+    ```
+    """
     lines = "\n".join(f"- {f}" for f in failures)
+    head = f"final_answer was NOT accepted: the result fails {len(failures)} check(s) of the task:\n{lines}\n"
+    fixes = [f.rsplit("; fix: ", 1)[1] for f in failures if "; fix: " in f]
+    if not fixes:
+        return head + "Fix the objects in the runtime (do not rebuild them from scratch), then call final_answer again."
+    done = f"final_answer({answer})" if answer and answer.isidentifier() else "# then call final_answer again"
+    body = "\n".join(dict.fromkeys(fixes))  # one line per distinct fix, in order
     return (
-        f"final_answer was NOT accepted: the result fails {len(failures)} check(s) of the task:\n{lines}\n"
-        "Fix the objects in the runtime (do not rebuild them from scratch), then call final_answer again."
+        head
+        + f"The objects are still in the runtime: do not rebuild them. Run only the fix:\n```python\n{body}\n{done}\n```"
     )

@@ -32,7 +32,7 @@ def resume_messages(traj: Trajectory) -> list[Message]:
             messages.append({"role": "assistant", "content": step.completion})
             if step.observation:
                 state = step.meta.get("state")  # what changed in the runtime, as the model saw it after this step
-                content = f"{step.observation}\n\n{state}" if state else step.observation
+                content = f"{state}\n\n{step.observation}" if state else step.observation
                 messages.append({"role": "user", "content": content})
             return messages
     return [{"role": "system", "content": ""}, {"role": "user", "content": traj.task}]

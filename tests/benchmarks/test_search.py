@@ -180,7 +180,7 @@ def test_one_real_episode_on_the_embedded_model():
     from cave.team import make_backend
 
     try:
-        llm = make_backend("local", seed=0)
+        llm = make_backend("local", model="qwen", seed=0)  # the fast 0.5B
     except Exception as e:
         pytest.skip(f"the local backend cannot be created: {type(e).__name__}: {e}")
     try:

@@ -161,7 +161,8 @@ def test_system_prompt_describes_injected_and_created_variables(sales):
     assert "total" not in first
     assert second == first  # the system prompt is stable: a prefix cache serves it on every later step
     observation = llm.calls[1][-1]["content"]
-    assert observation.endswith("Variables now in the session (new or changed):\n- total: int - 10")
+    # the state note comes first: what the model must act on (an error, a failed check) is what it reads last
+    assert observation.startswith("Variables now in the session (new or changed):\n- total: int - 10\n\nObservation:")
     assert "final_answer" not in first.split("## ", 1)[1]  # the loop's own names are not listed as state
 
 

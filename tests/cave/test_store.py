@@ -185,7 +185,7 @@ def test_sigkill_after_step_k_keeps_steps_1_to_k_and_resume_finishes(tmp_path):
         assert [s.index for s in final.steps] == list(range(6))  # 6 steps in all: k before the kill, 6 - k after
         assert [s.execution.stdout for s in final.steps] == [f"{i}\n" for i in range(1, 7)]
         # The resumed steps continued the stored conversation.
-        assert final.steps[k].messages[-1]["content"].startswith(killed.steps[k - 1].observation)
+        assert final.steps[k].messages[-1]["content"].endswith(killed.steps[k - 1].observation)
 
 
 def test_resume_refuses_a_finished_run(tmp_path):

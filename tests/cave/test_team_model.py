@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.model, pytest.mark.slow, pytest.mark.timeout(1200)]
 @pytest.fixture(scope="module")
 def local_llm():
     try:
-        llm = make_backend("local", seed=0)
+        llm = make_backend("local", model="qwen", seed=0)  # the fast 0.5B
     except Exception as e:  # llama-cpp-python or the model packages are missing
         pytest.skip(f"the local backend cannot be created: {type(e).__name__}: {e}")
     yield llm

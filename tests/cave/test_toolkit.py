@@ -10,6 +10,8 @@ import sys
 import cave.training.forward
 import pytest
 
+import cave.agent
+import cave.checks
 import cave.command
 import cave.config
 import cave.registry
@@ -20,7 +22,8 @@ from cave.registry import DuplicateName, Registry, UnknownName
 
 
 @pytest.mark.parametrize(
-    "module", [cave.registry, cave.config, cave.terminal, cave.training.forward, cave.team.episode]
+    "module",
+    [cave.registry, cave.config, cave.terminal, cave.training.forward, cave.team.episode, cave.checks, cave.agent],
 )
 def test_doctests(module):
     result = doctest.testmod(module)

@@ -127,12 +127,12 @@ def test_registry_and_hf_directory_dispatch(tmp_path) -> None:  # noqa: ANN001
 
 def test_default_model_writes_a_correct_function() -> None:
     """End to end on the default embedded model: it writes is_prime, and the function works."""
-    embedded_or_skip("qwen")
+    embedded_or_skip("qwen-1.5b")
 
     async def run() -> Completion:
-        llm = create_backend("local")  # the default: Qwen2.5-Coder-0.5B-Instruct
+        llm = create_backend("local")  # the default: Qwen2.5-Coder-1.5B-Instruct
         try:
-            assert isinstance(llm, LocalLLM) and llm.model_name == "qwen" and llm.context_window == 4096
+            assert isinstance(llm, LocalLLM) and llm.model_name == "qwen-1.5b" and llm.context_window == 4096
             return await llm.complete(CODE_TASK, max_tokens=200, temperature=0.0)
         finally:
             await llm.aclose()

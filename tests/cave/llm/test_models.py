@@ -124,7 +124,7 @@ def test_user_gguf_paths(tmp_path: Path) -> None:
 
 def test_real_packaged_models_are_found_without_importing_them() -> None:
     rows = {r["name"]: r for r in models.info()}
-    assert rows["qwen"]["default"] is True
+    assert rows["qwen-1.5b"]["default"] is True and rows["qwen"]["default"] is False
     for name in ["qwen", "qwen-1.5b", "smollm2"]:
         spec = models.MODELS[name]
         try:
