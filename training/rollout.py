@@ -74,6 +74,7 @@ class BatchedPolicyLLM(LLM):
     """
 
     name = "transformers-batched"
+    supports_prefix = True  # a role's response_prefix is prompt tokens (never trained), as in TransformersLLM
 
     def __init__(
         self, model: Any, tokenizer: Any, *, window_s: float = 0.05, max_wait_s: float = 1.0, max_batch: int = 64
@@ -85,7 +86,7 @@ class BatchedPolicyLLM(LLM):
         self.context_window = self.single.context_window
         self.window_s, self.max_wait_s, self.max_batch = window_s, max_wait_s, max_batch
         self.batches: list[int] = []  # sizes of the batches run, for metrics
-        self._pending: list[tuple[tuple, list[int], int | None, asyncio.Future]] = []
+        self._pending: list[tuple[tuple, list[int], int | None, asyncio.Future, str]] = []
         self._worker: asyncio.Task | None = None
 
     def count_tokens(self, text: str) -> int:
@@ -94,7 +95,8 @@ class BatchedPolicyLLM(LLM):
     async def _complete(self, messages: list[Message], **kwargs: Any) -> Completion:
         if kwargs.get("tools"):  # native tool calls: the single-call backend parses them
             return await self.single.complete(messages, **kwargs)
-        prompt_ids = self.single.encode(messages)
+        prefix = str(kwargs.get("prefix") or "")
+        prompt_ids = self.single.encode(messages, prefix=prefix)
         room = self.context_window - len(prompt_ids)
         if room <= 0:
             return await self.single.complete(messages, **kwargs)  # raises the backend's own clear error
@@ -104,10 +106,11 @@ class BatchedPolicyLLM(LLM):
             tuple(kwargs.get("stop") or ()),
         )
         future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending.append((key, prompt_ids, kwargs.get("seed"), future))
+        self._pending.append((key, prompt_ids, kwargs.get("seed"), future, prefix))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         gen = await future
+        gen.prefix = prefix  # the reply's text starts with it; its tokens stay in prompt_ids
         return gen.completion(self.single.model_name)
 
     async def _drain(self) -> None:
@@ -138,11 +141,11 @@ class BatchedPolicyLLM(LLM):
                     stop=list(stop),
                 )
             except Exception as e:
-                for *_, fut in batch:
+                for *_, fut, _prefix in batch:
                     if not fut.done():
                         fut.set_exception(e)
                 continue
-            for (*_, fut), gen in zip(batch, gens, strict=True):
+            for (*_, fut, _prefix), gen in zip(batch, gens, strict=True):
                 if not fut.done():  # the caller may have been cancelled (a timeout)
                     fut.set_result(gen)
             await asyncio.sleep(0)  # let the finished runs issue their next calls before looking again

@@ -118,6 +118,28 @@ def test_batched_backend_samples_concurrent_calls_together(tiny):
         assert again == pytest.approx(s.old_logprobs, abs=1e-3)
 
 
+def test_batched_backend_takes_a_response_prefix_as_prompt(tiny):
+    """A role's response_prefix on the batched policy backend: prompt ids end with it, response ids lack it."""
+    from cave.training.rollout import BatchedPolicyLLM
+
+    model, tok = tiny
+    llm = BatchedPolicyLLM(model, tok)
+    ask = [{"role": "user", "content": "Compute 2 + 3."}]
+    prefix = "```python\n"
+
+    async def both():
+        return await asyncio.gather(
+            llm.complete(ask, max_tokens=6, prefix=prefix, seed=0), llm.complete(ask, max_tokens=6, seed=0)
+        )
+
+    with_prefix, plain = asyncio.run(both())
+    assert llm.supports_prefix and with_prefix.text.startswith(prefix)
+    assert with_prefix.prompt_token_ids == llm.single.encode(ask, prefix=prefix)
+    assert with_prefix.prompt_token_ids[: len(plain.prompt_token_ids)] == plain.prompt_token_ids
+    assert len(with_prefix.prompt_token_ids) > len(plain.prompt_token_ids)  # the prefix is prompt, not response
+    assert with_prefix.usage.completion_tokens == len(with_prefix.token_ids) <= 6
+
+
 def test_rollout_reports_a_missing_question_field(tiny):
     from cave.llm.hf import TransformersLLM
 
