@@ -57,7 +57,7 @@ from cave.events import (
 from cave.generation import Generation, strip_reopened_fence
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
-from cave.runtimes.base import ExecError, Execution, Runtime, VariableInfo, create_runtime
+from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
 from cave.runtimes.describe import answer_summary, guide, type_name
 from cave.trajectory import RunStatus, Step, Trajectory
 
@@ -654,7 +654,11 @@ class Agent:
             is_final, value = _is_final_error(ex.error), None
             if is_final:  # the signal came back as an error type name (possibly across a process boundary)
                 ex.error = None
-                value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
+                try:
+                    value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
+                except TransferError as e:  # an answer an untrusted kernel cannot hand back: the model converts it
+                    is_final = False
+                    ex.error = ExecError("TransferError", f"{prompts.UNTRANSFERABLE_ANSWER} ({e})")
         self._restore_final_answer()
         return Cell(ex, is_final, value, notes)
 

@@ -22,6 +22,7 @@ __all__ = [
     "LOOP_NAMES",
     "MAX_STEPS_PROMPT",
     "REPEAT_NOTE",
+    "UNTRANSFERABLE_ANSWER",
     "SUMMARY_PROMPT",
     "error_hint",
     "estimate_tokens",
@@ -600,6 +601,10 @@ REVIEW_NOTE = (
 )
 STATE_HEADER = "Variables now in the session (new or changed):"
 REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the error above and change the code."
+UNTRANSFERABLE_ANSWER = (
+    "final_answer was NOT accepted: this runtime can hand back only plain data. Pass numbers, strings, lists, dicts, "
+    "DataFrames or Series (e.g. list(...) of an Index, .tolist() of an array, str(...) of anything else)"
+)
 CONTINUE_PROMPT = (
     "Your reply was cut off by the length limit inside a code block. Continue exactly where it stopped: "
     "write only the rest of the code, do not repeat what you already wrote, and close the code block."

@@ -325,6 +325,10 @@ def to_tagged(value: Any, budget: list[int], depth: int = 0) -> Any:
         elif value.dtype.kind == "f" and not math.isfinite(v):
             v = repr(v)
         return {_TAG: "np", "dtype": value.dtype.str if value.dtype.kind in "mM" else value.dtype.name, "v": v}
+    if depth > 0:  # inside a container (a top-level Series/array goes as Arrow/npy): small pandas/numpy values
+        nested = _tag_nested(value, budget, depth)
+        if nested is not None:
+            return nested
     if _is(value, "pandas", "Timestamp"):
         return {_TAG: "timestamp", "v": value.isoformat()}
     if _is(value, "pandas", "Timedelta"):
@@ -339,6 +343,41 @@ def to_tagged(value: Any, budget: list[int], depth: int = 0) -> Any:
     if t is decimal.Decimal:
         return {_TAG: "decimal", "v": str(value)}
     raise _NoSafeForm(qualified_type(value))
+
+
+def _tag_nested(value: Any, budget: list[int], depth: int) -> dict[str, Any] | None:
+    """A pandas Index or Series or a numpy array inside an answer (``{"cols": df.columns[mask]}``), or None.
+
+    >>> import pandas as pd
+    >>> to_tagged({"c": pd.Index(["a", "b"])}, [100])["c"]
+    {'__t': 'pdindex', 'v': ['a', 'b'], 'name': None}
+    """
+    dtype = getattr(value, "dtype", None)
+    kind = getattr(dtype, "kind", None)
+    dtype_name = (
+        dtype.name if isinstance(kind, str) and kind in _NUMPY_KINDS else None
+    )  # else (object, str, category): inferred on arrival
+    if _is(value, "pandas", "Index") and not _is(value, "pandas", "MultiIndex"):
+        items = [to_tagged(v, budget, depth + 1) for v in value.tolist()]
+        return {_TAG: "pdindex", "v": items, "name": to_tagged(value.name, budget, depth + 1)}
+    if _is(value, "pandas", "Series"):
+        return {
+            _TAG: "series",
+            "v": [to_tagged(v, budget, depth + 1) for v in value.tolist()],
+            "index": _tag_nested(value.index, budget, depth + 1),
+            "name": to_tagged(value.name, budget, depth + 1),
+            "dtype": dtype_name,
+        }
+    if _is(value, "pandas", "DataFrame") and value.columns.is_unique:
+        columns = [to_tagged(c, budget, depth + 1) for c in value.columns]
+        return {
+            _TAG: "frame",
+            "columns": columns,
+            "v": [_tag_nested(value[c], budget, depth + 1) for c in value.columns],
+        }
+    if _is(value, "numpy", "ndarray") and (dtype_name or (kind == "O" and value.ndim == 1)):
+        return {_TAG: "ndarray", "v": to_tagged(value.tolist(), budget, depth + 1), "dtype": dtype_name or "object"}
+    return None
 
 
 def from_tagged(value: Any, depth: int = 0) -> Any:
@@ -411,7 +450,57 @@ def _builders() -> dict[str, Callable[[dict[str, Any], int], Any]]:
     }
 
 
-_BUILD_TAGGED = _builders()
+def _pandas_index(value: dict[str, Any], depth: int) -> Any:
+    import pandas as pd
+
+    if value.get(_TAG) == "pdindex":
+        return pd.Index(from_tagged(value["v"], depth + 1), name=from_tagged(value["name"], depth + 1))
+    raise TransferError("a tagged Series needs a tagged index")
+
+
+def _series(value: dict[str, Any], depth: int) -> Any:
+    import pandas as pd
+
+    dtype = _allowed_dtype(value.get("dtype"))
+    index = _pandas_index(value["index"], depth + 1)
+    return pd.Series(
+        from_tagged(value["v"], depth + 1), index=index, name=from_tagged(value["name"], depth + 1), dtype=dtype
+    )
+
+
+def _frame(value: dict[str, Any], depth: int) -> Any:
+    import pandas as pd
+
+    columns = from_tagged(value["columns"], depth + 1)
+    series = [_series(v, depth + 1) for v in value["v"]]
+    if len(columns) != len(series):
+        raise TransferError("a tagged DataFrame needs one Series per column")
+    return pd.DataFrame(dict(zip(range(len(series)), series, strict=True))).set_axis(columns, axis=1)
+
+
+def _ndarray(value: dict[str, Any], depth: int) -> Any:
+    import numpy as np
+
+    items = from_tagged(value["v"], depth + 1)
+    if value.get("dtype") == "object":  # 1-D only: its items were built by the fixed constructors above
+        out = np.empty(len(items), dtype=object)
+        out[:] = items
+        return out
+    return np.array(items, dtype=_allowed_dtype(value.get("dtype")))
+
+
+def _allowed_dtype(name: Any) -> Any:
+    import numpy as np
+
+    if name is None:
+        return None
+    dtype = np.dtype(str(name))
+    if dtype.kind not in _NUMPY_KINDS:
+        raise TransferError(f"numpy dtype {dtype} is not allowed in tagged JSON")
+    return dtype
+
+
+_BUILD_TAGGED = {**_builders(), "pdindex": _pandas_index, "series": _series, "ndarray": _ndarray, "frame": _frame}
 
 
 def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:

@@ -174,3 +174,20 @@ def test_review_is_skipped_when_the_task_has_checks(sales):
     agent = agent_with([code("final_answer(3)")], sales, review=True, checks={"answer": {"type": "int"}})
     result = agent.run("t")
     assert result.status == "success" and len(result.trajectory.steps) == 1
+
+
+def test_an_answer_an_untrusted_kernel_cannot_hand_back_is_fed_back_not_fatal():
+    """final_answer(obj) with no safe form (here a class instance) in a sandbox-like kernel: the model is told to
+    pass plain data and the run goes on, instead of ending in a TransferError."""
+    from cave.runtimes.kernel import KernelRuntime
+
+    with KernelRuntime(timeout=20, trust=False) as rt:
+        agent = Agent(
+            model=Scripted([code("class Box:\n    pass\nfinal_answer(Box())"), code("final_answer({'n': 2})")]),
+            runtime=rt,
+            max_steps=3,
+        )
+        result = agent.run("Give the answer.")
+    assert result.status == "success" and result.answer == {"n": 2}
+    first = result.trajectory.steps[0]
+    assert "final_answer was NOT accepted: this runtime can hand back only plain data" in first.observation

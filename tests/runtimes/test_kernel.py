@@ -398,11 +398,35 @@ def test_everyday_answers_cross_from_an_untrusted_kernel():
         assert runtime.retrieve("stamp") == np.datetime64("2025-03-01")
 
 
+def test_answers_holding_pandas_and_numpy_values_cross_from_an_untrusted_kernel():
+    """`{"cols": df.columns[mask]}`, a dict of Series, arrays, a small frame: the dicts models really return."""
+    with KernelRuntime(timeout=20, trust=False) as runtime:
+        runtime.execute(
+            "import numpy as np, pandas as pd\n"
+            "df = pd.DataFrame({'a': [1, None], 'b': ['x', 'y'], 'when': pd.to_datetime(['2024-01-01', '2024-02-01'])})\n"
+            "answer = {'missing': df.columns[df.isna().any()], 'means': df[['a']].mean(), 'arr': np.arange(3),\n"
+            "          'objs': np.array(['x', 1], dtype=object), 'frame': df.head(1), 'series': [df['b']]}\n"
+        )
+        got = runtime.retrieve("answer")
+    assert list(got["missing"]) == ["a"] and isinstance(got["missing"], pd.Index)
+    assert got["means"].to_dict() == {"a": 1.0}
+    assert got["arr"].tolist() == [0, 1, 2] and str(got["arr"].dtype) == "int64"
+    assert got["objs"].tolist() == ["x", 1]
+    assert list(got["frame"].columns) == ["a", "b", "when"] and got["frame"]["when"].iloc[0] == pd.Timestamp(
+        "2024-01-01"
+    )
+    assert got["series"][0].tolist() == ["x", "y"]
+
+
 def test_tagged_json_from_a_hostile_kernel_runs_no_code():
     from cave.runtimes.transfer import decode
 
     with pytest.raises(TransferError, match="not allowed"):
         decode({"format": "tjson", "value": {"__t": "np", "dtype": "O", "v": 1}}, trust=False)
+    for tag in ("ndarray", "series"):  # the nested forms refuse object/record dtypes too
+        payload = {"__t": tag, "dtype": "V8", "v": [1], "index": {"__t": "pdindex", "v": [0], "name": None}}
+        with pytest.raises(TransferError, match="not allowed"):
+            decode({"format": "tjson", "value": payload}, trust=False)
     with pytest.raises(TransferError, match="unknown tagged-JSON type"):
         decode({"format": "tjson", "value": {"__t": "os.system", "v": "echo pwned"}}, trust=False)
 
