@@ -28,3 +28,17 @@ def embedded_or_skip(name: str):  # noqa: ANN201 - returns a Path
         return model_path(name)
     except LLMError as e:
         pytest.skip(str(e))
+
+
+async def collect(llm, messages: list[dict], **kw):  # noqa: ANN001, ANN201 - (text deltas, the final Completion)
+    """Stream ``messages`` through ``llm``: the text deltas and the final Completion (which must come)."""
+    from cave.llm.base import Completion, TextDelta
+
+    deltas, final = [], None
+    async for item in llm.stream(messages, **kw):
+        if isinstance(item, TextDelta):
+            deltas.append(item.text)
+        else:
+            final = item
+    assert isinstance(final, Completion)
+    return deltas, final

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from cave.llm import Completion, LLMError, LocalLLM, TextDelta, create_backend
-from tests.cave.llm.conftest import embedded_or_skip, needs_llama
+from tests.cave.llm.conftest import collect, embedded_or_skip, needs_llama
 
 pytestmark = [pytest.mark.model, needs_llama]
 
@@ -27,18 +27,6 @@ def smol() -> Iterator[LocalLLM]:
     llm = LocalLLM("smollm2", n_ctx=1024, seed=0)
     yield llm
     asyncio.run(llm.aclose())
-
-
-async def collect(llm: LocalLLM, messages: list[dict], **kw) -> tuple[list[str], Completion]:
-    deltas: list[str] = []
-    final = None
-    async for item in llm.stream(messages, **kw):
-        if isinstance(item, TextDelta):
-            deltas.append(item.text)
-        else:
-            final = item
-    assert isinstance(final, Completion)
-    return deltas, final
 
 
 async def test_stream_and_complete_agree_with_exact_usage(smol: LocalLLM) -> None:

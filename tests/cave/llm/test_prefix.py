@@ -13,24 +13,13 @@ from typing import Any
 
 import pytest
 
-from cave.llm import LLM, Completion, LLMError, Scripted, TextDelta, create_backend
-from tests.cave.llm.conftest import embedded_or_skip, needs_llama, needs_torch
+from cave.llm import LLM, Completion, LLMError, Scripted, create_backend
+from tests.cave.llm.conftest import collect, embedded_or_skip, needs_llama, needs_torch
 from tests.cave.llm.test_hf import tiny  # noqa: F401 - the tiny random Llama fixture
 from tests.cave.llm.test_openai import MESSAGES, FakeServer, chunk, make, sse, status, usage_chunk
 
 PREFIX = "```python\n"
 ASK = [{"role": "user", "content": "Print the sum of 2 and 3 in Python."}]
-
-
-async def collect(llm: LLM, messages: list[dict], **kw: Any) -> tuple[list[str], Completion]:
-    deltas, final = [], None
-    async for item in llm.stream(messages, **kw):
-        if isinstance(item, TextDelta):
-            deltas.append(item.text)
-        else:
-            final = item
-    assert isinstance(final, Completion)
-    return deltas, final
 
 
 # -- Scripted: emulated --------------------------------------------------------------------------------
