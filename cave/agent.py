@@ -520,12 +520,17 @@ class Agent:
         traj.steps.append(step)
         yield StepFinished(step)
 
-    async def _generate(self, index: int, messages: list[Message], gen: Generation) -> AsyncIterator[Event]:
-        """One LLM reply, continued when the length limit cut it inside a code block."""
+    async def _generate(
+        self, index: int, messages: list[Message], gen: Generation, *, prose: bool = False
+    ) -> AsyncIterator[Event]:
+        """One LLM reply, continued when the length limit cut it inside a code block.
+
+        ``prose``: a call that asks for text (the summary at max_steps, a compaction summary): no response prefix.
+        """
         convo = messages
         for attempt in range(self.max_continuations + 1):
             completion: Completion | None = None
-            async for item in self._call(convo):
+            async for item in self._call(convo, prose=prose):
                 if isinstance(item, TextDelta):
                     yield TextChunk(index, item.text)
                 else:
@@ -625,13 +630,13 @@ class Agent:
             facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
         )
 
-    async def _call(self, messages: list[Message]) -> AsyncIterator[TextDelta | Completion]:
+    async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:
         """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""
         kwargs: dict[str, Any] = dict(max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed)
         kwargs.update(self._override)
         if self.stop:
             kwargs["stop"] = self.stop
-        if self.response_prefix:
+        if self.response_prefix and not prose:  # a prefix opening a code block would contradict "do not write code"
             kwargs["prefix"] = self.response_prefix
         if self.use_stream:
             async for item in self.llm.stream(messages, **kwargs):
@@ -679,7 +684,7 @@ class Agent:
         t0 = time.time()
         step = Step(index=index, role=self.role, messages=convo, run_id=traj.run_id, kind="summary", started_at=t0)
         gen = Generation()
-        async for event in self._generate(index, convo, gen):
+        async for event in self._generate(index, convo, gen, prose=True):
             yield event
         gen.fill(step, time.time() - t0)
         step.duration = step.llm_duration
@@ -729,7 +734,7 @@ class Agent:
             started_at=t0,
         )
         gen = Generation()
-        async for _ in self._generate(step.index, convo, gen):
+        async for _ in self._generate(step.index, convo, gen, prose=True):
             pass
         gen.fill(step, time.time() - t0)
         step.duration = step.llm_duration

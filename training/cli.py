@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from cave.command import Command
 
-__all__ = ["COMMAND", "cmd_eval", "cmd_export", "cmd_plot", "cmd_run", "configure", "train_main"]
+__all__ = ["COMMAND", "cmd_eval", "cmd_export", "cmd_plot", "cmd_run", "cmd_sft", "configure", "train_main"]
 
 EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -32,6 +32,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar; print only the run folder")
     run.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
     run.set_defaults(func=cmd_run)
+    sft = sub.add_parser("sft", help="warm start: fine-tune on a teacher's successful team runs (the config's sft:)")
+    sft.add_argument("config", help="a train config YAML with an sft: section")
+    sft.add_argument("--problems", type=int, metavar="N", help="override sft.problems (train problems to attempt)")
+    sft.add_argument("--out", metavar="DIR", help="the SFT run folder (default: sft.output_dir)")
+    sft.add_argument("-q", "--quiet", action="store_true", help="no progress lines; print only the run folder")
+    sft.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
+    sft.set_defaults(func=cmd_sft)
     plot = sub.add_parser("plot", help="PNG curves of a run's metrics.jsonl")
     plot.add_argument("run_dir")
     plot.set_defaults(func=cmd_plot)
@@ -60,9 +67,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 COMMAND = Command(
     "train",
-    "multi-agent RL (Dr. MAS): cave train run CONFIG | plot RUN_DIR | export RUN_DIR | eval CONFIG_OR_RUN_DIR",
+    "multi-agent RL (Dr. MAS): cave train run CONFIG | sft CONFIG | plot RUN_DIR | export RUN_DIR | "
+    "eval CONFIG_OR_RUN_DIR",
     configure,
-    subcommands=("run", "plot", "export", "eval"),
+    subcommands=("run", "sft", "plot", "export", "eval"),
     default="run",
 )
 
@@ -111,6 +119,33 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_dir = trainer.train()
     except TrainingStopped as e:
         print(f"cave train: {e}", file=sys.stderr)
+        return EXIT_STOPPED
+    print(run_dir)
+    return EXIT_OK
+
+
+def cmd_sft(args: argparse.Namespace) -> int:
+    from cave.training.config import ConfigError, load_config
+
+    if not args.verbose:
+        quiet_third_party()
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as e:
+        print(f"cave train sft: bad config:\n{e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if cfg.sft is None:
+        print(f"cave train sft: {args.config}: no sft: section; add e.g. `sft: {{teacher: {{backend: local, model: "
+              "qwen-1.5b}, problems: 200}}` (see training/configs/math_word_smollm2.yaml)", file=sys.stderr)  # fmt: skip
+        return EXIT_BAD_INPUT
+    if args.problems:
+        cfg.sft.problems = args.problems
+    from cave.training.sft import run_sft
+
+    try:
+        run_dir = run_sft(cfg, args.out, quiet=args.quiet)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"cave train sft: {e}", file=sys.stderr)
         return EXIT_STOPPED
     print(run_dir)
     return EXIT_OK

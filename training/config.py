@@ -162,6 +162,33 @@ class LossSettings(ConfigModel):
     dual_clip: float | None = Field(3.0, gt=1.0, description="cap on -A*ratio for A < 0 (None: off)")
     kl_coef: float = Field(0.0, ge=0, description="k3 KL to a frozen copy of the initial model (0: no copy kept)")
     entropy_coef: float = Field(0.0, ge=0)
+    objective: Literal["ppo", "sft"] = Field("ppo", description="ppo: RL; sft: NLL of the replies (cave train sft)")
+
+
+class SftSettings(ConfigModel):
+    """The warm start of ``cave train sft`` (cave.training.sft): a teacher's successful team runs, imitated."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    teacher: dict[str, Any] = Field(
+        default_factory=lambda: {"backend": "local", "model": "qwen-1.5b"},
+        description="the backend every role uses to collect runs: {backend: local|openai|..., and its options}",
+    )
+    problems: int = Field(200, ge=1, description="train problems the teacher attempts (the split's first N)")
+    samples: int = Field(1, ge=1, description="teacher runs per problem (best-of-k: more successes to keep)")
+    temperature: float = Field(0.7, ge=0, le=2.0, description="the teacher's sampling temperature")
+    chunk: int = Field(8, ge=1, description="problems per collection batch (each batch is saved as it finishes)")
+    epochs: int = Field(3, ge=1, description="passes over the kept calls")
+    lr: float = Field(1e-4, gt=0, description="AdamW learning rate of the fine-tuning")
+    batch_size: int = Field(8, ge=1, description="calls per optimizer step")
+    output_dir: str = Field("runs/sft", description="the SFT run folder (relative to the config file)")
+
+    @field_validator("teacher")
+    @classmethod
+    def _has_backend(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if "backend" not in v:
+            raise ValueError("sft.teacher needs a backend, e.g. {backend: local, model: qwen-1.5b}")
+        return v
 
 
 class RaySettings(ConfigModel):
@@ -295,6 +322,10 @@ class TrainConfig(ConfigModel):
     format_penalty: float = Field(0.1, ge=0, description="subtracted from a call's score when its format is invalid")
     loss: LossSettings = Field(default_factory=LossSettings)
     output_dir: str = Field("runs/train", description="run folder (relative to the config file)")
+    sft: SftSettings | None = Field(None, description="the warm start (`cave train sft`): teacher runs, imitated")
+    init_from: str | None = Field(
+        None, description="a run folder (e.g. the sft output_dir) whose latest weights the models start from"
+    )
     checkpoint_every: int = Field(1, ge=1, description="write a checkpoint every K steps (and at the last step)")
     max_grad_norm_stop: float = Field(1e4, gt=0, description="a gradient norm above this stops the run")
     per_role_grad_norm: bool = Field(True, description="measure each role's own gradient norm on a shared model")
@@ -422,8 +453,13 @@ def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if isinstance(file.data, dict):
         file.data.update({k: v for k, v in overrides.items() if v is not None})
     cfg = _validate(file, path.resolve().parent)
+    here = path.resolve().parent
     if not Path(cfg.output_dir).is_absolute():
-        cfg.output_dir = str(path.resolve().parent / cfg.output_dir)
+        cfg.output_dir = str(here / cfg.output_dir)
+    if cfg.sft is not None and not Path(cfg.sft.output_dir).is_absolute():
+        cfg.sft.output_dir = str(here / cfg.sft.output_dir)
+    if cfg.init_from and not Path(cfg.init_from).is_absolute():
+        cfg.init_from = str(here / cfg.init_from)
     return cfg
 
 
@@ -436,4 +472,5 @@ _NESTED: dict[str, type[ConfigModel]] = {
     "data": DataConfig,
     "loss": LossSettings,
     "ray": RaySettings,
+    "sft": SftSettings,
 }

@@ -23,6 +23,7 @@ __all__ = [
     "kl_k3",
     "masked_mean",
     "ppo_loss",
+    "sft_loss",
     "token_logprobs",
 ]
 
@@ -37,8 +38,11 @@ class LossConfig:
     dual_clip: float | None = 3.0  # the cap on -A * ratio for A < 0; None disables it
     kl_coef: float = 0.0  # weight of the k3 KL to a frozen reference (0 = no reference model needed)
     entropy_coef: float = 0.0
+    objective: str = "ppo"  # "ppo" (RL) | "sft": token-mean NLL of the response tokens (warm start; advantages unused)
 
     def __post_init__(self) -> None:
+        if self.objective not in ("ppo", "sft"):
+            raise ValueError(f"objective must be 'ppo' or 'sft'; got {self.objective!r}")
         if self.clip_low < 0 or self.clip_high < 0:
             raise ValueError(f"clip_low/clip_high must be >= 0; got {self.clip_low}/{self.clip_high}")
         if self.dual_clip is not None and self.dual_clip <= 1.0:
@@ -174,3 +178,14 @@ def ppo_loss(
         raise ValueError("entropy_coef > 0 needs the per-token entropy (entropy_from_logits of the policy's logits)")
     metrics["loss"] = loss.item()
     return LossOutput(loss=loss, metrics=metrics)
+
+
+def sft_loss(logprobs: torch.Tensor, mask: torch.Tensor) -> LossOutput:
+    """Supervised fine-tuning: the token-mean negative log-likelihood of the response tokens.
+
+    >>> lp = torch.log(torch.tensor([[0.5, 0.25, 1.0]]))
+    >>> round(sft_loss(lp, torch.tensor([[1.0, 1.0, 0.0]])).loss.item(), 4)   # -(log .5 + log .25) / 2
+    1.0397
+    """
+    nll = masked_mean(-logprobs, mask)
+    return LossOutput(nll, {"loss": float(nll.detach()), "nll": float(nll.detach()), "tokens": float(mask.sum())})

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from cave.training.deepspeed_update import DeepSpeedConfig
 from cave.training.forward import forward_logprobs
-from cave.training.loss import LossConfig, ppo_loss
+from cave.training.loss import LossConfig, ppo_loss, sft_loss
 from cave.training.samples import Batch, Sample, collate
 
 __all__ = [
@@ -263,7 +263,9 @@ class AgentPolicies:
         if not slot.stepper.reduce([len(idx)])[0]:  # (with several ranks: no rank has a sample for it)
             return result
         mine = [samples[i] for i in idx]
-        if mine and (self.recompute_old_logprobs or any(s.old_logprobs is None for s in mine)):
+        missing = any(s.old_logprobs is None for s in mine)
+        needs_old = self.loss.objective == "ppo" and (self.recompute_old_logprobs or missing)
+        if mine and needs_old:  # (the SFT objective has no ratio)
             mine = self._with_old_logprobs(slot, mine)
         mine_adv = adv[idx]
         S = slot.config.steps_per_iteration
@@ -427,6 +429,8 @@ class AgentPolicies:
         """The configured PPO loss on one batch, given ``_forward``'s outputs and one advantage per sample."""
         logprobs, entropy, ref = forward
         cfg = self.loss
+        if cfg.objective == "sft":
+            return sft_loss(logprobs, batch.response_mask)
         return ppo_loss(
             logprobs,
             batch.old_logprobs,
@@ -533,6 +537,17 @@ class AgentPolicies:
             saved = state["models"][s.name]
             s.stepper.load(saved["trainable"], saved["optimizer"])
         self._rng.bit_generator.state = state["rng"]
+
+    def load_weights(self, state: Mapping[str, Any]) -> None:
+        """Only the trainable weights of a ``checkpoint_state`` (a warm start): optimizers and rng stay fresh."""
+        for s in self.slots:
+            if s.name not in state["models"]:
+                raise KeyError(
+                    f"checkpoint has no model {s.name!r} (it has {list(state['models'])}); were the roles changed?"
+                )
+            result = s.model.load_state_dict(state["models"][s.name]["trainable"], strict=False)
+            if result.unexpected_keys:
+                raise KeyError(f"weights {result.unexpected_keys[:3]} do not fit model {s.name!r}")
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -83,6 +83,8 @@ class Trainer:
         self.start_step = 0
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.grad_history = GradHistory({role: a.grad_clip for role, a in cfg.agents.items()})
+        if cfg.init_from and not self.resume:  # e.g. a `cave train sft` run: its weights, a fresh optimizer
+            init_weights(Path(cfg.init_from), self.workers)
         if self.resume:
             self.start_step = load_checkpoint(self.run_dir, self.workers)
             trim_metrics(self.run_dir / METRICS, self.start_step)
@@ -95,7 +97,7 @@ class Trainer:
             if not hasattr(self.workers, "engines"):
                 raise ValueError("eval_every: the periodic eval runs with in-process workers only, not with ray:")
             self.eval_set = eval_examples(cfg, cfg.eval_split, cfg.eval_limit)
-        (self.run_dir / "config.json").write_text(cfg.model_dump_json(indent=2))
+        (self.run_dir / "config.json").write_text(cfg.model_dump_json(indent=2, fallback=repr))
         self.trackers = Trackers(cfg, self.run_dir)
 
     @property
@@ -410,6 +412,28 @@ def load_checkpoint(run_dir: Path, workers: Any) -> int:
     except KeyError as e:
         raise KeyError(f"{path}: {e.args[0]}") from None
     return int(state["step"])
+
+
+def init_weights(run_dir: Path, workers: Any) -> Path:
+    """Start the models from the trainable weights of ``run_dir``'s latest checkpoint (its optimizer state, step
+    and rng are not taken: this run starts at step 1); returns the checkpoint used."""
+    import torch
+
+    path = latest_checkpoint(run_dir)
+    if path is None:
+        raise FileNotFoundError(
+            f"init_from: {run_dir}: no checkpoint there (expected {CHECKPOINTS}/latest); run `cave train sft CONFIG` "
+            "first, or fix the path"
+        )
+    if not hasattr(workers, "policies"):
+        raise ValueError("init_from: works with in-process workers only, not with ray:")
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        workers.policies.load_weights(state)
+    except KeyError as e:
+        raise KeyError(f"{path}: {e.args[0]}") from None
+    workers.sync()
+    return path
 
 
 def export_checkpoint(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:

@@ -191,3 +191,12 @@ def test_an_answer_an_untrusted_kernel_cannot_hand_back_is_fed_back_not_fatal():
     assert result.status == "success" and result.answer == {"n": 2}
     first = result.trajectory.steps[0]
     assert "final_answer was NOT accepted: this runtime can hand back only plain data" in first.observation
+
+
+def test_the_summary_at_max_steps_is_asked_without_the_code_prefix():
+    # a response prefix opens a code block; the summary call says "do not write code", so it must not get one
+    llm = Scripted(["x = 1\n```", "I set x to 1 but did not finish."])
+    agent = Agent(model=llm, runtime=InProcessRuntime(), max_steps=1, response_prefix="```python\n")
+    result = agent.run("set x")
+    assert result.status == "max_steps" and llm.prefixes == ["```python\n", ""]
+    assert result.trajectory.steps[-1].kind == "summary" and "```" not in result.answer

@@ -9,6 +9,7 @@ import cave.training.evaluate
 import cave.training.experiments.gradspike
 import cave.training.loss
 import cave.training.samples
+import cave.training.sft
 import pytest
 
 
@@ -22,6 +23,7 @@ import pytest
         cave.training.datasets,
         cave.training.diagnostics,
         cave.training.evaluate,
+        cave.training.sft,
     ],
 )
 def test_doctests(module):
