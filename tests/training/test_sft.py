@@ -146,3 +146,29 @@ def test_the_shipped_config_warm_starts_from_its_own_sft_run():
     assert cfg.sft is not None and cfg.sft.teacher["backend"] == "local"
     assert cfg.init_from == cfg.sft.output_dir and Path(cfg.init_from).is_absolute()
     assert all(r.sampling.response_prefix == PREFIX for r in cfg.team.roles)
+
+
+def test_warmstart_report_reads_the_runs_own_files(tmp_path):
+    from cave.training.experiments.warmstart import main
+
+    for est, curve in (("drmas", [0.3, 0.5]), ("grpo", [0.3, 0.4])):
+        run = tmp_path / est
+        run.mkdir()
+        (run / "config.json").write_text(json.dumps({"estimator": est, "seed": 0, "init_from": "sft"}))
+        rows = [
+            {"step": s, "k": 4, "avg@4": v, "split": "test", "problems": 20}
+            for s, v in zip((0, 10), curve, strict=True)
+        ]
+        (run / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (run / "metrics.jsonl").write_text(
+            json.dumps({"step": 1, "reward_mean": 0.4, "reward/solver/mean": 0.4}) + "\n"
+        )
+    (tmp_path / "base.json").write_text(json.dumps({"avg@4": 0.0}))
+    out = tmp_path / "out"
+    assert main([str(tmp_path / "drmas"), str(tmp_path / "grpo"), "--base", str(tmp_path / "base.json"),
+                 "--out", str(out)]) == 0  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["estimator"] for r in summary["runs"]] == ["drmas", "grpo"]
+    assert summary["runs"][0]["eval"][-1]["avg@4"] == 0.5 and summary["runs"][1]["train"][0]["reward/solver"] == 0.4
+    assert (out / "warmstart.png").stat().st_size > 1000
+    assert main([str(tmp_path / "nowhere")]) == 2
