@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from cave.command import Command
 
@@ -29,6 +30,14 @@ def configure(p: argparse.ArgumentParser) -> None:
     run.add_argument("config", help="a train config YAML (see training/configs/)")
     run.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its latest checkpoint")
     run.add_argument("--steps", type=int, metavar="N", help="override the config's total steps")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a top-level config field, the value read as YAML (e.g. --set estimator=grpo "
+        "--set output_dir=runs/grpo); repeatable",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar; print only the run folder")
     run.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
     run.set_defaults(func=cmd_run)
@@ -104,7 +113,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         quiet_third_party()
 
     try:
-        cfg = load_config(args.config, steps=args.steps)
+        overrides = field_overrides(args.set)
+    except ValueError as e:
+        print(f"cave train: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        cfg = load_config(args.config, steps=args.steps, **overrides)
     except ConfigError as e:
         print(f"cave train: bad config:\n{e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -122,6 +136,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_STOPPED
     print(run_dir)
     return EXIT_OK
+
+
+def field_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``--set FIELD=VALUE`` pairs as top-level config overrides, each value parsed as YAML.
+
+    >>> field_overrides(["estimator=grpo", "steps=3", "loss={entropy_coef: 0.01}"])
+    {'estimator': 'grpo', 'steps': 3, 'loss': {'entropy_coef': 0.01}}
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        field, eq, value = pair.partition("=")
+        if not eq or not field.strip():
+            raise ValueError(f"--set {pair!r}: write FIELD=VALUE, e.g. --set estimator=grpo")
+        out[field.strip()] = yaml.safe_load(value)
+    return out
 
 
 def cmd_sft(args: argparse.Namespace) -> int:

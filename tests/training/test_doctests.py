@@ -3,6 +3,7 @@
 import doctest
 
 import cave.training.advantages
+import cave.training.cli
 import cave.training.datasets
 import cave.training.diagnostics
 import cave.training.evaluate
@@ -24,6 +25,7 @@ import pytest
         cave.training.diagnostics,
         cave.training.evaluate,
         cave.training.sft,
+        cave.training.cli,
     ],
 )
 def test_doctests(module):

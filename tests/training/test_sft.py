@@ -172,3 +172,15 @@ def test_warmstart_report_reads_the_runs_own_files(tmp_path):
     assert summary["runs"][0]["eval"][-1]["avg@4"] == 0.5 and summary["runs"][1]["train"][0]["reward/solver"] == 0.4
     assert (out / "warmstart.png").stat().st_size > 1000
     assert main([str(tmp_path / "nowhere")]) == 2
+
+
+def test_run_set_overrides_a_field_and_reports_bad_ones(tmp_path, capsys):
+    from cave.training.cli import train_main
+
+    config = Path(__file__).resolve().parents[2] / "training" / "configs" / "math_word_smollm2.yaml"
+    assert train_main(["run", str(config), "--set", "estimator"]) == 2
+    assert "write FIELD=VALUE" in capsys.readouterr().err
+    assert train_main(["run", str(config), "--set", "estimater=grpo"]) == 2
+    assert "estimater" in capsys.readouterr().err
+    assert train_main(["run", str(config), "--set", "estimator=nope"]) == 2
+    assert "estimator" in capsys.readouterr().err
