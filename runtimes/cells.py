@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import CodeType
@@ -218,6 +219,7 @@ class _Cell:
     number: int
     body: CodeType | None
     expr: CodeType | None  # the trailing expression, whose repr is the cell's result
+    warnings: str = ""  # what compiling it warned (SyntaxWarning: "'int' object is not callable"...), for its stderr
 
     @property
     def is_async(self) -> bool:
@@ -263,19 +265,23 @@ class CellRunner:
         filename = f"{self._prefix}{self._count}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         self._files.append(filename)
-        try:
-            tree = ast.parse(code, filename)
-        except SyntaxError:
-            rewritten = self.transform(code) if self.transform else code
-            if rewritten == code:
-                raise
-            tree = ast.parse(rewritten, filename)
-        expr = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            node = tree.body.pop().value
-            expr = compile(ast.Expression(node), filename, "eval", _FLAGS, dont_inherit=True)
-        body = compile(tree, filename, "exec", _FLAGS, dont_inherit=True) if tree.body else None
-        return _Cell(self._count, body, expr)
+        # the compiler's warnings belong to the cell's output (as in IPython), not to the host's stderr
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", SyntaxWarning)
+            try:
+                tree = ast.parse(code, filename)
+            except SyntaxError:
+                rewritten = self.transform(code) if self.transform else code
+                if rewritten == code:
+                    raise
+                tree = ast.parse(rewritten, filename)
+            expr = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                node = tree.body.pop().value
+                expr = compile(ast.Expression(node), filename, "eval", _FLAGS, dont_inherit=True)
+            body = compile(tree, filename, "exec", _FLAGS, dont_inherit=True) if tree.body else None
+        notes = "".join(f"{filename}:{w.lineno}: {w.category.__name__}: {w.message}\n" for w in caught)
+        return _Cell(self._count, body, expr, notes)
 
     # -- run -------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> Execution:
@@ -319,6 +325,8 @@ class CellRunner:
     def run_cell(self, cell: _Cell, timeout: float | None, t0: float) -> Execution:
         _install_streams()
         cap = _Capture(self.max_output_chars)
+        if cell.warnings:
+            cap.write(1, cell.warnings)
         token = CAPTURE.set(cap)
         result = error = None
         timed_out = False
@@ -352,6 +360,8 @@ class CellRunner:
     async def arun_cell(self, cell: _Cell, timeout: float | None, t0: float) -> Execution:
         _install_streams()
         cap = _Capture(self.max_output_chars)
+        if cell.warnings:
+            cap.write(1, cell.warnings)
         token = CAPTURE.set(cap)
         try:
             task = asyncio.ensure_future(self._cell_coroutine(cell))  # copies the context: output captured

@@ -273,3 +273,13 @@ async def test_async_twins_of_the_verbs(rt):
     assert [v.name for v in await rt.adescribe()] == ["n"]
     await rt.arestart()
     assert await rt.aretrieve("n") == 41
+
+
+def test_compiler_warnings_go_to_the_cells_stderr_not_the_hosts(rt, capfd):
+    # a small model's `48 * 9 * 3()` warns at compile time: the model should read it, the host's terminal should not
+    ex = rt.execute("x = 1\ny = 48 * 9 * 3()")
+    assert "SyntaxWarning: 'int' object is not callable" in ex.stderr and ":2:" in ex.stderr
+    assert ex.error is not None and ex.error.type == "TypeError"
+    ex = rt.execute("async def f():\n    return 2 is 2\nawait f()")
+    assert "SyntaxWarning" in ex.stderr and ex.result == "True"
+    assert "SyntaxWarning" not in capfd.readouterr().err

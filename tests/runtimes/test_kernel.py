@@ -524,3 +524,8 @@ def test_a_series_crosses_in_the_safe_format():
         assert s.name == "revenue" and s.to_dict() == {"a": 1.5, "b": 2.0}
     finally:
         rt.close()
+
+
+def test_compiler_warnings_reach_the_cells_stderr(rt):
+    ex = rt.execute("y = 48 * 9 * 3()")
+    assert "SyntaxWarning: 'int' object is not callable" in ex.stderr and ex.error.type == "TypeError"
