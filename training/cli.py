@@ -106,9 +106,18 @@ def quiet_third_party() -> None:
         pass
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def read_config(path: str, prog: str, **overrides: Any) -> Any:
+    """The validated train config, or None after printing ``PROG: bad config:`` and what to fix."""
     from cave.training.config import ConfigError, load_config
 
+    try:
+        return load_config(path, **overrides)
+    except ConfigError as e:
+        print(f"{prog}: bad config:\n{e}", file=sys.stderr)
+        return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     if not getattr(args, "verbose", False):
         quiet_third_party()
 
@@ -117,10 +126,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"cave train: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        cfg = load_config(args.config, steps=args.steps, **overrides)
-    except ConfigError as e:
-        print(f"cave train: bad config:\n{e}", file=sys.stderr)
+    cfg = read_config(args.config, "cave train", steps=args.steps, **overrides)
+    if cfg is None:
         return EXIT_BAD_INPUT
     from cave.training.trainer import Trainer, TrainingStopped
 
@@ -156,14 +163,10 @@ def field_overrides(pairs: Sequence[str]) -> dict[str, Any]:
 
 
 def cmd_sft(args: argparse.Namespace) -> int:
-    from cave.training.config import ConfigError, load_config
-
     if not args.verbose:
         quiet_third_party()
-    try:
-        cfg = load_config(args.config)
-    except ConfigError as e:
-        print(f"cave train sft: bad config:\n{e}", file=sys.stderr)
+    cfg = read_config(args.config, "cave train sft")
+    if cfg is None:
         return EXIT_BAD_INPUT
     if cfg.sft is None:
         print(f"cave train sft: {args.config}: no sft: section; add e.g. `sft: {{teacher: {{backend: local, model: "

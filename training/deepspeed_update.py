@@ -227,15 +227,24 @@ class DeepSpeedUpdate:
     def optimizer_state(self) -> dict[str, Any]:
         return self.optimizer.state_dict()
 
-    def load(self, trainable: dict[str, torch.Tensor], optimizer: dict[str, Any]) -> None:
-        """Weights, then the optimizer state with its fp32 master weights (this rank's partition under ZeRO)."""
+    def load(self, trainable: dict[str, torch.Tensor], optimizer: dict[str, Any] | None) -> None:
+        """Weights, then the optimizer state with its fp32 master weights (this rank's partition under ZeRO);
+        ``optimizer`` None (a warm start): the weights only, the optimizer stays as it is."""
         unexpected = set(trainable) - {n for n, _ in self.model.named_parameters()}
         if unexpected:
             raise KeyError(f"weights {sorted(unexpected)[:3]} do not fit this model")
+        if optimizer is None and not isinstance(self.optimizer, _ClippingAdamW):
+            # ZeRO keeps fp32 master weights in the optimizer: new weights alone would be undone by the next step
+            raise ValueError(
+                "init_from with DeepSpeed ZeRO: weights alone cannot be loaded into its optimizer's master copy; "
+                "export the warm-start run (`cave train export RUN_DIR`) and name that folder as models.NAME.source"
+            )
         named = [(n, p) for n, p in self.model.named_parameters() if n in trainable]
         with torch.no_grad(), self._gathered([p for _, p in named], modifier_rank=0):
             for n, p in named:
                 p.copy_(trainable[n])
+        if optimizer is None:
+            return
         if isinstance(self.optimizer, _ClippingAdamW):
             self.optimizer.load_state_dict(optimizer)
         else:

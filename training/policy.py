@@ -143,11 +143,13 @@ class TorchUpdate:
     def optimizer_state(self) -> dict[str, Any]:
         return self.optimizer.state_dict()
 
-    def load(self, trainable: Mapping[str, torch.Tensor], optimizer: Mapping[str, Any]) -> None:
+    def load(self, trainable: Mapping[str, torch.Tensor], optimizer: Mapping[str, Any] | None) -> None:
+        """Weights, then the optimizer state (None: the optimizer stays as it is, e.g. fresh for a warm start)."""
         result = self.module.load_state_dict(trainable, strict=False)
         if result.unexpected_keys:
             raise KeyError(f"weights {result.unexpected_keys[:3]} do not fit this model")
-        self.optimizer.load_state_dict(optimizer)
+        if optimizer is not None:
+            self.optimizer.load_state_dict(optimizer)
 
 
 def adamw(params: list[torch.nn.Parameter], config: OptimizerConfig) -> torch.optim.AdamW:
@@ -426,7 +428,8 @@ class AgentPolicies:
         return logprobs, entropy, ref
 
     def _ppo(self, batch: Batch, forward: tuple, advantages: Any) -> Any:
-        """The configured PPO loss on one batch, given ``_forward``'s outputs and one advantage per sample."""
+        """The configured loss on one batch (PPO; the NLL for ``objective="sft"``, which ignores the advantages),
+        given ``_forward``'s outputs and one advantage per sample."""
         logprobs, entropy, ref = forward
         cfg = self.loss
         if cfg.objective == "sft":
@@ -530,24 +533,14 @@ class AgentPolicies:
     def load_checkpoint_state(self, state: Mapping[str, Any]) -> None:
         """Restore what ``checkpoint_state`` returned (into policies built with the same roles and settings)."""
         for s in self.slots:
-            if s.name not in state["models"]:
-                raise KeyError(
-                    f"checkpoint has no model {s.name!r} (it has {list(state['models'])}); were the roles changed?"
-                )
-            saved = state["models"][s.name]
+            saved = _saved_model(state, s.name)
             s.stepper.load(saved["trainable"], saved["optimizer"])
         self._rng.bit_generator.state = state["rng"]
 
     def load_weights(self, state: Mapping[str, Any]) -> None:
         """Only the trainable weights of a ``checkpoint_state`` (a warm start): optimizers and rng stay fresh."""
         for s in self.slots:
-            if s.name not in state["models"]:
-                raise KeyError(
-                    f"checkpoint has no model {s.name!r} (it has {list(state['models'])}); were the roles changed?"
-                )
-            result = s.model.load_state_dict(state["models"][s.name]["trainable"], strict=False)
-            if result.unexpected_keys:
-                raise KeyError(f"weights {result.unexpected_keys[:3]} do not fit model {s.name!r}")
+            s.stepper.load(_saved_model(state, s.name)["trainable"], None)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -561,6 +554,13 @@ class AgentPolicies:
                 raise KeyError(f"checkpoint has no model {s.name!r} (it has {list(state)}); were the roles changed?")
             s.model.load_state_dict(state[s.name]["model"])
             s.optimizer.load_state_dict(state[s.name]["optimizer"])
+
+
+def _saved_model(state: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """Model ``name``'s entry of a ``checkpoint_state``; a clear error when the checkpoint lacks it."""
+    if name not in state["models"]:
+        raise KeyError(f"checkpoint has no model {name!r} (it has {list(state['models'])}); were the roles changed?")
+    return state["models"][name]
 
 
 def _device(model: torch.nn.Module) -> torch.device:

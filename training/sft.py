@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cave.training.evaluate import is_success
 from cave.training.samples import LOOP_CALLS
 
 from cave.trajectory import Trajectory
@@ -74,15 +75,9 @@ def collect(cfg: Any, run_dir: Path, *, quiet: bool = True) -> list[dict[str, An
                 f.write(json.dumps(row, default=str) + "\n")
                 rows.append(row)
         if not quiet:
-            ok = sum(1 for r in rows if _full(r["reward"]))
+            ok = sum(1 for r in rows if is_success(r["reward"]))
             print(f"teacher: {len(rows)} runs, {ok} successful ({time.perf_counter() - t0:.0f} s)", flush=True)
     return rows
-
-
-def _full(reward: float | None) -> bool:
-    from cave.training.evaluate import is_success
-
-    return is_success(reward)
 
 
 # -- 2. keep -------------------------------------------------------------------------------------------------
@@ -101,7 +96,7 @@ def kept_calls(rows: Sequence[Mapping[str, Any]]) -> list[Trajectory]:
     """
     out = []
     for row in rows:
-        if not _full(row.get("reward")):
+        if not is_success(row.get("reward")):
             continue
         traj = Trajectory.from_dict(row["trajectory"]) if isinstance(row["trajectory"], dict) else row["trajectory"]
         keep = [

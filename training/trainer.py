@@ -19,7 +19,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -401,39 +401,37 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 def load_checkpoint(run_dir: Path, workers: Any) -> int:
     """Load the latest checkpoint into ``workers`` (weights, optimizer states, sampling rng); returns its step."""
-    import torch
-
-    path = latest_checkpoint(run_dir)
-    if path is None:
-        raise FileNotFoundError(f"{run_dir}: no checkpoint to resume from")
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    try:
-        workers.load_checkpoint_state(state)
-    except KeyError as e:
-        raise KeyError(f"{path}: {e.args[0]}") from None
+    state = _load_latest(run_dir, workers.load_checkpoint_state, f"{run_dir}: no checkpoint to resume from")
     return int(state["step"])
 
 
-def init_weights(run_dir: Path, workers: Any) -> Path:
+def init_weights(run_dir: Path, workers: Any) -> None:
     """Start the models from the trainable weights of ``run_dir``'s latest checkpoint (its optimizer state, step
-    and rng are not taken: this run starts at step 1); returns the checkpoint used."""
+    and rng are not taken: this run starts at step 1)."""
+    if not hasattr(workers, "policies"):
+        raise ValueError("init_from: works with in-process workers only, not with ray:")
+    missing = (
+        f"init_from: {run_dir}: no checkpoint there (expected {CHECKPOINTS}/latest); run `cave train sft CONFIG` "
+        "first, or fix the path"
+    )
+    _load_latest(run_dir, workers.policies.load_weights, missing)
+    workers.sync()
+
+
+def _load_latest(run_dir: Path, load: Callable[[dict[str, Any]], None], missing: str) -> dict[str, Any]:
+    """``load`` the contents of ``run_dir``'s latest checkpoint and return them; FileNotFoundError(``missing``)
+    when there is none; a KeyError from ``load`` (a model or weights the checkpoint lacks) names the file."""
     import torch
 
     path = latest_checkpoint(run_dir)
     if path is None:
-        raise FileNotFoundError(
-            f"init_from: {run_dir}: no checkpoint there (expected {CHECKPOINTS}/latest); run `cave train sft CONFIG` "
-            "first, or fix the path"
-        )
-    if not hasattr(workers, "policies"):
-        raise ValueError("init_from: works with in-process workers only, not with ray:")
+        raise FileNotFoundError(missing)
     state = torch.load(path, map_location="cpu", weights_only=False)
     try:
-        workers.policies.load_weights(state)
+        load(state)
     except KeyError as e:
         raise KeyError(f"{path}: {e.args[0]}") from None
-    workers.sync()
-    return path
+    return state
 
 
 def export_checkpoint(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:

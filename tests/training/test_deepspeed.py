@@ -178,6 +178,17 @@ def test_checkpoint_round_trip(ds, stage):
     np.testing.assert_allclose(b.grad_norms, a.grad_norms, rtol=1e-6)
     torch.testing.assert_close(weights(resumed), weights(pol))
 
+    # a warm start (init_from) takes the weights only; under ZeRO >= 1 the optimizer's fp32 master copy would undo
+    # them at the next step, so it is refused with the way out
+    fresh = policies(4)
+    if stage in (1, 2, 3):
+        with pytest.raises(ValueError, match="export the warm-start run"):
+            fresh.load_weights(state)
+    else:
+        fresh.load_weights(state)
+        model = dict(fresh.model("solver").named_parameters())
+        assert all(torch.equal(model[n].detach().cpu(), w) for n, w in saved["trainable"].items())
+
 
 def _free_port() -> int:
     with socket.socket() as s:
