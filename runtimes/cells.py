@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
+from cave.runtimes import coercion
 from cave.runtimes.base import (
     ExecError,
     Execution,
@@ -39,13 +40,14 @@ _CO_COROUTINE = inspect.CO_COROUTINE
 class _Capture:
     """The stdout/stderr of one running cell, bounded to ``limit`` characters in all."""
 
-    __slots__ = ("parts", "size", "limit", "dropped")
+    __slots__ = ("parts", "size", "limit", "dropped", "noted")
 
     def __init__(self, limit: int) -> None:
         self.parts: tuple[list[str], list[str]] = ([], [])
         self.size = 0
         self.limit = limit
         self.dropped = [0, 0]
+        self.noted: set[Any] = set()  # notes already written in this cell (cave.runtimes.coercion)
 
     def write(self, which: int, s: str) -> int:
         n = len(s)
@@ -206,7 +208,7 @@ def no_input(prompt: object = "") -> str:
     raise RuntimeError("input() is not available: no one is typing at this runtime. Use the variables you were given.")
 
 
-_BUILTINS = dict(vars(builtins), input=no_input)
+_BUILTINS = dict(vars(builtins), input=no_input, **{coercion.HELPER: coercion.audited})
 
 
 def fresh_namespace() -> dict[str, Any]:
@@ -275,6 +277,8 @@ class CellRunner:
                 if rewritten == code:
                     raise
                 tree = ast.parse(rewritten, filename)
+            if "coerce" in code and self._audits_coercion():
+                coercion.rewrite(tree)  # errors="coerce" calls say what they turned into NaN
             expr = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 node = tree.body.pop().value
@@ -282,6 +286,11 @@ class CellRunner:
             body = compile(tree, filename, "exec", _FLAGS, dont_inherit=True) if tree.body else None
         notes = "".join(f"{filename}:{w.lineno}: {w.category.__name__}: {w.message}\n" for w in caught)
         return _Cell(self._count, body, expr, notes)
+
+    def _audits_coercion(self) -> bool:
+        """Whether the namespace's builtins hold the coercion helper (fresh_namespace's do; the kernel adds it)."""
+        b = self.namespace.get("__builtins__")
+        return coercion.HELPER in b if isinstance(b, dict) else hasattr(b, coercion.HELPER)
 
     # -- run -------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> Execution:

@@ -1,0 +1,133 @@
+"""Silent data loss in coercion, said out loud: ``pd.to_numeric(s, errors="coerce")`` (and ``to_datetime`` /
+``to_timedelta``) turns every value it cannot parse into NaN/NaT without a word, and whatever is computed next
+runs on what is left. A column of estimates written ``"298[110-510]"`` becomes 61% NaN, its max and its
+correlation come out wrong, and the run looks done.
+
+The cell engine rewrites each such call to go through ``audited`` (found by name in the cell's builtins), which
+makes the call unchanged and, when non-empty values were lost, writes one note to the cell's stderr (the model
+reads it) with the count and examples. Nothing else changes: the result, errors and side effects are the call's.
+
+>>> import ast
+>>> tree = ast.parse("x = pd.to_numeric(df['a'], errors='coerce')")
+>>> rewrite(tree), ast.unparse(tree)
+(True, "x = __cave_coerce__(pd.to_numeric, 1, df['a'], errors='coerce')")
+>>> rewrite(ast.parse("x = pd.to_numeric(df['a'])"))  # raising on bad values loses nothing silently
+False
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from typing import Any
+
+__all__ = ["HELPER", "audited", "loss_note", "rewrite"]
+
+HELPER = "__cave_coerce__"  # the name the rewritten calls use, from the cell's builtins
+FUNCTIONS = frozenset({"to_numeric", "to_datetime", "to_timedelta"})
+EXAMPLES = 3
+
+
+def rewrite(tree: ast.Module) -> bool:
+    """Route every ``to_numeric/to_datetime/to_timedelta(..., errors="coerce")`` call in ``tree`` through the
+    helper, in place; True when something was rewritten."""
+    rewriter = _Rewriter()
+    rewriter.visit(tree)
+    if rewriter.changed:
+        ast.fix_missing_locations(tree)
+    return rewriter.changed
+
+
+class _Rewriter(ast.NodeTransformer):
+    changed = False
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        coerces = any(
+            k.arg == "errors" and isinstance(k.value, ast.Constant) and k.value.value == "coerce" for k in node.keywords
+        )
+        if name not in FUNCTIONS or not coerces:
+            return node
+        self.changed = True
+        helper = ast.Name(HELPER, ast.Load())
+        return ast.copy_location(ast.Call(helper, [func, ast.Constant(node.lineno), *node.args], node.keywords), node)
+
+
+def audited(func: Any, line: int, *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, then a note on the cell's stderr if it turned non-empty values into NaN/NaT."""
+    result = func(*args, **kwargs)
+    try:
+        source = args[0] if args else kwargs.get("arg")
+        note = loss_note(getattr(func, "__name__", "to_numeric"), line, source, result)
+        if note and _first_time(line, getattr(source, "name", None)):
+            sys.stderr.write(note + "\n")
+    except Exception:  # a note must never break the user's code
+        pass
+    return result
+
+
+def loss_note(name: str, line: int, source: Any, result: Any) -> str | None:
+    """The note for a coercion that lost values (None when it lost none).
+
+    >>> import pandas as pd
+    >>> s = pd.Series(["12", "298[110-510]", None, "", "7"], name="deaths")
+    >>> print(loss_note("to_numeric", 3, s, pd.to_numeric(s, errors="coerce")))  # doctest: +ELLIPSIS
+    Note (line 3): to_numeric(errors="coerce") turned 1 of 3 non-empty values of 'deaths' into NaN, e.g. '298[110-510]'...
+    >>> loss_note("to_numeric", 1, s.iloc[[0, 4]], pd.to_numeric(s.iloc[[0, 4]], errors="coerce")) is None
+    True
+    """
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame) or getattr(source, "ndim", 1) > 1:
+        return None  # to_datetime of year/month/day columns: no one-to-one values to compare
+    scalar = pd.api.types.is_scalar(source)
+    values = np.asarray([source] if scalar else list(source), dtype=object)
+    out = np.asarray([result] if scalar else list(result), dtype=object)
+    if len(values) != len(out):
+        return None
+    empty = pd.isna(values) | np.array([isinstance(v, str) and not v.strip() for v in values], dtype=bool)
+    lost = ~empty & pd.isna(out)
+    if not lost.any():
+        return None
+    examples = list(dict.fromkeys(repr(v)[:40] for v in values[lost]))[:EXAMPLES]
+    missing, kind, fix = _WORDS.get(name, _WORDS["to_numeric"])
+    label = getattr(source, "name", None)
+    of = f" of {label!r}" if isinstance(label, str) else ""
+    counts = f"{int(lost.sum())} of {int((~empty).sum())} non-empty values{of}"
+    if scalar:
+        counts = f"the value {examples[0]} (and maybe more in a loop)"
+        examples = []
+    return (
+        f'Note (line {line}): {name}(errors="coerce") turned {counts} into {missing}'
+        + (f", e.g. {', '.join(examples)}" if examples else "")
+        + f". They are not {kind} as written, so they now count as missing and every result from them leaves "
+        f"them out. If they hold one, {fix}; if they are truly missing, keep going."
+    )
+
+
+_WORDS = {  # name: (what lost values become, what they are not, how to keep them)
+    "to_numeric": (
+        "NaN",
+        "numbers",
+        "extract it first (a range, unit or thousands separator: e.g. s.str.extract(r'(-?[\\d.]+)')[0])",
+    ),
+    "to_datetime": ("NaT", "dates", "give the format they are in (format=...)"),
+    "to_timedelta": ("NaT", "durations", "convert them to a form to_timedelta reads first"),
+}
+
+
+def _first_time(line: int, label: Any) -> bool:
+    """One note per call site and column in a cell (a loop or .apply calls it once per value)."""
+    from cave.runtimes.cells import CAPTURE
+
+    cap = CAPTURE.get()
+    if cap is None:
+        return True
+    key = (line, label if isinstance(label, str | int) else None)
+    if key in cap.noted:
+        return False
+    cap.noted.add(key)
+    return True
