@@ -345,6 +345,9 @@ class TrainConfig(ConfigModel):
     eval_every: int | None = Field(
         None, ge=1, description="evaluate on eval_split every N steps (and before step 1, and at the last step)"
     )
+    eval_at_start: bool = Field(
+        True, description="the periodic eval also runs before step 1 (false: runs from one warm start share its eval)"
+    )
     eval_split: str = Field("test", description="the held-out split of the periodic eval")
     eval_k: int = Field(4, ge=1, description="sampled team runs per eval problem (avg@k, pass@k)")
     eval_limit: int | None = Field(50, ge=1, description="eval problems (the split's first N; None: all)")

@@ -112,7 +112,7 @@ class Trainer:
             self.setup()
             with progress(self.quiet) as bar:
                 task = bar.add_task("training", total=cfg.steps, completed=self.start_step)
-                if cfg.eval_every and self.start_step == 0:
+                if cfg.eval_every and cfg.eval_at_start and self.start_step == 0:
                     self.evaluate(0)  # the base model: where the held-out curve starts
                 for step in range(self.start_step + 1, cfg.steps + 1):
                     metrics = self.step(step)

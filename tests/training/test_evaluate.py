@@ -106,3 +106,12 @@ def test_eval_every_writes_eval_jsonl_and_plots_it(tiny_dir, tmp_path):
     assert (run / "plots" / "heldout.png").is_file()
     (run / "plots" / "heldout.png").unlink()
     assert run / "plots" / "heldout.png" in plot_run(run)
+
+
+def test_eval_at_start_false_leaves_out_the_step_0_eval(tiny_dir, tmp_path):
+    # runs from one warm start share its step-0 eval: `--set eval_at_start=false` does not pay for it again
+    config = tiny_yaml(
+        tiny_dir, tmp_path / "tiny.yaml", eval_every=1, eval_at_start=False, eval_k=1, eval_limit=1, save_final=False
+    )
+    run = Trainer(tiny_config(config), quiet=True).train()
+    assert [r["step"] for r in read_eval(run)] == [1]
