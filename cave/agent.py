@@ -600,7 +600,7 @@ class Agent:
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             traj.meta["reviewed"] = True
             what = await asyncio.to_thread(answer_summary, cell.value)
-            return "Review: " + prompts.REVIEW_NOTE.format(task=traj.task.strip()[:600], what=what)
+            return prompts.review_note(traj.task, what)
         return None
 
     def _loop_note(

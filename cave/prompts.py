@@ -595,10 +595,26 @@ LOOP_NOTE = (
 )
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
-    "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding)? "
+    "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding, "
+    "each value in the form the task names, e.g. the words it lists rather than True/False)? "
     "If yes, reply with ```python\nfinal_answer(_final_answer)\n``` to confirm. If not, fix it and call "
     "final_answer with the corrected result."
 )
+
+
+def review_note(task: str, what: str, limit: int = 1500) -> str:
+    """The review message: the task (its head and its end, where the answer format usually is) beside the answer.
+
+    >>> note = review_note("Q" * 2000 + " Answer format: @x[Yes or No]", "dict of 1: 'x': bool False")
+    >>> "Answer format: @x[Yes or No]" in note and " … " in note and len(note) < 2000
+    True
+    """
+    task = task.strip()
+    if len(task) > limit:
+        task = task[: limit * 2 // 3] + " … " + task[-(limit // 3) :]
+    return "Review: " + REVIEW_NOTE.format(task=task, what=what)
+
+
 STATE_HEADER = "Variables now in the session (new or changed):"
 REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the error above and change the code."
 UNTRANSFERABLE_ANSWER = (

@@ -366,6 +366,21 @@ def _guide_engine(engine: Any, name: str) -> str:
     return text[:GUIDE_LIMIT]
 
 
+def _entries_summary(obj: dict | list | tuple) -> str:
+    """One line per entry of a small dict/list answer (key, type, value) and warnings for missing values: an
+    answer of several named values is reviewed value by value (is each the kind the task asks for?)."""
+    items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
+    lines = [f"{type(obj).__name__} of {len(items)}:"]
+    for key, value in items:
+        plain = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value
+        shown = repr(plain) if isinstance(plain, str | int | float | bool) else preview(value)
+        line = f"  {key!r}: {type_name(value)} {shown[:160]}"
+        if value is None or (isinstance(value, float) and value != value) or repr(value) in ("nan", "NaT"):
+            line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def answer_summary(obj: Any, rows: int = 5) -> str:
     """What an answer object is, for the model's review before it is accepted: type and shape, the first rows,
     and warnings for answers that are rarely right (empty, None, every value the same).
@@ -375,12 +390,18 @@ def answer_summary(obj: Any, rows: int = 5) -> str:
     >>> import pandas as pd
     >>> answer_summary(pd.Series([3, 3, 3], name="m")).endswith("(WARNING: every value is the same)")
     True
+    >>> print(answer_summary({"is_normal": False, "r": float("nan")}))
+    dict of 2:
+      'is_normal': bool False
+      'r': float nan (WARNING: 'r' is NaN)
     """
     warnings = []
     text = f"{type_name(obj)}: {preview(obj)}"
     if obj is None:
         return "None (WARNING: nothing)"
     try:
+        if isinstance(obj, dict | list | tuple) and 0 < len(obj) <= MAX_LISTED:  # each value and its type
+            text = _entries_summary(obj)
         if _has_type(obj, "pandas.DataFrame") or _has_type(obj, "pandas.Series"):
             import numpy as np
             import pandas as pd
@@ -391,6 +412,8 @@ def answer_summary(obj: Any, rows: int = 5) -> str:
                 warnings.append("every value is the same")
             with pd.option_context("display.width", 120, "display.max_columns", 10, "display.max_colwidth", 24):
                 text += "\nfirst rows:\n" + obj.head(rows).to_string()
+        elif isinstance(obj, dict | list | tuple) and 0 < len(obj) <= MAX_LISTED:
+            pass
         elif isinstance(obj, str | list | tuple | dict | set) and len(obj) == 0:
             warnings.append("it is empty")
     except Exception:  # a summary must not fail the run

@@ -170,6 +170,19 @@ def test_review_shows_the_answer_before_it_is_accepted(sales):
     assert len(result.trajectory.steps) == 2
 
 
+def test_review_of_named_answers_shows_each_value_and_the_tasks_answer_format(sales):
+    # a DABench-style task: a long question whose answer format comes last; the answer a dict of named values
+    task = "Is the skewness of units within [-0.5, 0.5]? " + "Use the Fisher-Pearson coefficient. " * 40
+    task += 'Answer format: @is_normal[answer], "answer" is "Yes" or "No".'
+    replies = [code("final_answer({'is_normal': bool(abs(sales.units.skew()) < 0.5)})"),
+               code("final_answer({'is_normal': 'Yes'})")]  # fmt: skip
+    result = agent_with(replies, sales, review=True).run(task)
+    review = result.trajectory.steps[0].observation
+    assert "'is_normal': bool True" in review  # the value and its type, not only the keys
+    assert '"answer" is "Yes" or "No"' in review  # the end of a long task survives the cut
+    assert result.status == "success" and result.answer == {"is_normal": "Yes"}
+
+
 def test_review_is_skipped_when_the_task_has_checks(sales):
     agent = agent_with([code("final_answer(3)")], sales, review=True, checks={"answer": {"type": "int"}})
     result = agent.run("t")
