@@ -500,7 +500,7 @@ class Agent:
         step.observation = prompts.observation_message(formatted, skipped)
         if cut:
             step.observation += "\n" + prompts.CUT_NOTE.format(max_tokens=self.max_tokens)
-        previous = _last_action(traj)
+        previous = _last_code_step(traj)
         if previous is not None and previous.code == step.code and traj.status == "running":
             step.observation += "\n" + prompts.REPEAT_NOTE  # greedy decoding loops; break the echo
         if traj.status == "running":
@@ -555,7 +555,7 @@ class Agent:
     def _repeats_failure(self, traj: Trajectory, blocks: list[str]) -> bool:
         if self.retry_temperature is None or self.retry_temperature <= self.temperature or not blocks:
             return False
-        last = _last_action(traj)
+        last = _last_code_step(traj)
         if last is None or last.code != "\n\n".join(blocks):
             return False
         refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
@@ -612,18 +612,20 @@ class Agent:
             return None
         signature = (error.type, error.message.strip()[:200])
         n = 0
-        for earlier in reversed([s for s in traj.steps if s.kind == "action"]):
+        for earlier in reversed([s for s in traj.steps if s.kind == "action" and s.code]):  # prose between: same loop
             e = earlier.execution.error if earlier.execution is not None else None
             if e is None or (e.type, e.message.strip()[:200]) != signature:
                 break
             n += 1
-        if n < 1:
+        if n < 1 and error.type not in ("KeyError", "AttributeError"):
             return None
         code = records[-1]["code"] if records else ""
         lines = code.splitlines()
         failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
         used = _identifiers(failing or code)
         facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
+        if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
+            return prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
         return prompts.LOOP_NOTE.format(
             n=n,
             line=f" The failing line: `{failing[:200]}`." if failing else "",
@@ -772,6 +774,11 @@ def _next_index(traj: Trajectory) -> int:
 
 def _last_action(traj: Trajectory) -> Step | None:
     return next((s for s in reversed(traj.steps) if s.kind == "action"), None)
+
+
+def _last_code_step(traj: Trajectory) -> Step | None:
+    """The last step that ran code: a refused prose reply in between does not break a repeated-failure loop."""
+    return next((s for s in reversed(traj.steps) if s.kind == "action" and s.code), None)
 
 
 def _missing_note(missing: list[str]) -> str:

@@ -22,6 +22,7 @@ __all__ = [
     "LOOP_NAMES",
     "MAX_STEPS_PROMPT",
     "REPEAT_NOTE",
+    "MISSING_KEY_NOTE",
     "UNTRANSFERABLE_ANSWER",
     "SUMMARY_PROMPT",
     "error_hint",
@@ -593,6 +594,7 @@ LOOP_NOTE = (
     "This is the same error as in your previous {n} steps. Stop repeating that approach.{line}{facts} "
     "Take one small step: print what you need to know first (e.g. columns, dtypes, a few rows), then continue."
 )
+MISSING_KEY_NOTE = "The objects on the failing line really are: {facts}. Use the names they have."
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
     "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding, "

@@ -89,6 +89,8 @@ def test_the_same_error_twice_points_at_the_line_and_the_real_columns(sales):
     assert result.status == "success"
     first, second = result.trajectory.steps[:2]
     assert "same error" not in first.observation
+    # a missing column the first time: what the frame on that line really has, before any loop
+    assert "really are: sales: pandas.DataFrame" in first.observation and "units: int64" in first.observation
     note = second.observation
     assert "same error as in your previous 1 steps" in note
     assert "`x = sales.groupby('country').units.sum()`" in note  # the failing line (line 2 of the cell)
@@ -104,6 +106,23 @@ def test_repeated_failing_code_is_resampled_hotter_when_the_first_resample_repea
     assert result.answer == 1
     temps = [r["temperature"] for r in result.trajectory.steps[1].meta["resampled"]]
     assert temps == [0.7, pytest.approx(1.1)]
+
+
+def test_a_refused_prose_reply_between_two_failures_does_not_hide_the_loop(sales):
+    # DABench: KeyError 'year', then prose (refused: the code failed), then the very same cell: the loop is seen
+    bad = code("sales[sales['year'] == 1992]")
+    replies = [bad, "The data has no year column, so I cannot filter it.", bad, code("final_answer(1)")]
+    agent = Agent(model=Scripted(replies), runtime=InProcessRuntime(), retry_temperature=None)
+    agent.runtime.inject("sales", sales)
+    steps = agent.run("t").trajectory.steps
+    assert steps[1].code is None and "your last code failed" in steps[1].observation
+    assert "same error as in your previous 1 steps" in steps[2].observation and "region: " in steps[2].observation
+    assert "You ran exactly the same code as in your previous step" in steps[2].observation
+    # and with resampling on, the repeat is sampled again instead of run
+    agent = Agent(model=Scripted([bad, "No year column.", bad, code("final_answer(2)")]), runtime=InProcessRuntime())
+    agent.runtime.inject("sales", sales)
+    result = agent.run("t")
+    assert result.answer == 2 and result.trajectory.steps[2].meta["resampled"][0]["temperature"] == 0.7
 
 
 # -- given objects are the data ----------------------------------------------------------------------
