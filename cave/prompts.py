@@ -214,19 +214,37 @@ def extract_code(text: str) -> list[str]:
     []
     >>> extract_code("```python\\nx = [1,\\n")  # cut off by the token limit
     ['x = [1,']
+
+    An unlabeled block that is not Python next to one that is, is the output the model expects, not code:
+
+    >>> extract_code("```python\\nprint(f'@m[{m}]')\\n```\\nThe output will be:\\n```\\n@m[0.07]\\n```")
+    ["print(f'@m[{m}]')"]
     """
-    blocks = []
+    blocks: list[tuple[str, bool]] = []  # (code, labeled)
     end = 0
     for m in _FENCE.finditer(text):
         end = m.end()
         if m.group("lang").lower() in _CODE_LANGS:
             code = m.group("body").strip("\n")
             if code.strip():
-                blocks.append(_dedent(code))
+                blocks.append((_dedent(code), bool(m.group("lang"))))
     tail = unclosed_code(text[end:])
     if tail is not None and tail.strip():
-        blocks.append(_dedent(tail.strip("\n")))
-    return blocks
+        blocks.append((_dedent(tail.strip("\n")), True))
+    if len(blocks) > 1:
+        kept = [(code, labeled) for code, labeled in blocks if labeled or code.lstrip()[:1] in "%!" or _parses(code)]
+        blocks = kept or blocks
+    return [code for code, _ in blocks]
+
+
+def _parses(code: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(code)
+    except SyntaxError:
+        return False
+    return True
 
 
 def unclosed_code(text: str) -> str | None:
