@@ -148,21 +148,22 @@ def test_the_shipped_config_warm_starts_from_its_own_sft_run():
     assert all(r.sampling.response_prefix == PREFIX for r in cfg.team.roles)
 
 
-def test_warmstart_report_reads_the_runs_own_files(tmp_path):
+def test_warmstart_report_reads_the_runs_own_files(tmp_path, capsys):
     from cave.training.experiments.warmstart import main
 
-    for est, curve in (("drmas", [0.3, 0.5]), ("grpo", [0.3, 0.4])):
+    for est, steps, curve in (("drmas", (0, 10), [0.3, 0.5]), ("grpo", (10,), [0.4])):  # grpo: eval_at_start false
         run = tmp_path / est
         run.mkdir()
         (run / "config.json").write_text(json.dumps({"estimator": est, "seed": 0, "init_from": "sft"}))
         rows = [
-            {"step": s, "k": 4, "avg@4": v, "split": "test", "problems": 20}
-            for s, v in zip((0, 10), curve, strict=True)
+            {"step": s, "k": 4, "avg@4": v, "pass@4": v, "greedy": v, "split": "test", "problems": 20}
+            for s, v in zip(steps, curve, strict=True)
         ]
         (run / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         (run / "metrics.jsonl").write_text(
-            json.dumps({"step": 1, "reward_mean": 0.4, "reward/solver/mean": 0.4}) + "\n"
-        )
+            json.dumps({"step": 1, "reward_mean": 0.4, "reward/solver/mean": 0.4, "gradspike/p99/solver": 2.5,
+                        "gradspike/max/solver": 3.0, "gradspike/max_over_median/solver": 1.5}) + "\n"
+        )  # fmt: skip
     (tmp_path / "base.json").write_text(json.dumps({"avg@4": 0.0}))
     out = tmp_path / "out"
     assert main([str(tmp_path / "drmas"), str(tmp_path / "grpo"), "--base", str(tmp_path / "base.json"),
@@ -170,6 +171,13 @@ def test_warmstart_report_reads_the_runs_own_files(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert [r["estimator"] for r in summary["runs"]] == ["drmas", "grpo"]
     assert summary["runs"][0]["eval"][-1]["avg@4"] == 0.5 and summary["runs"][1]["train"][0]["reward/solver"] == 0.4
+    # the run without its own step-0 eval shares the one from the same warm start, and says so
+    start = summary["runs"][1]["eval"][0]
+    assert start["step"] == 0 and start["avg@4"] == 0.3 and start["shared_from"] == str(tmp_path / "drmas")
+    assert summary["runs"][0]["grad"]["solver"]["p99"] == 2.5
+    assert (
+        "| grpo | 0 | 0.300 | **0.400** | 0.40 | 0.30 -> 0.40 | solver 2.50 / 3.00 / 1.5 |" in capsys.readouterr().out
+    )
     assert (out / "warmstart.png").stat().st_size > 1000
     assert main([str(tmp_path / "nowhere")]) == 2
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "plot", "summarize"]
+__all__ = ["grad_stats", "main", "plot", "share_start_eval", "summarize", "table"]
 
 
 def summarize(run_dirs: Sequence[str | Path], base: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -51,9 +51,78 @@ def summarize(run_dirs: Sequence[str | Path], base: dict[str, Any] | None = None
                     }
                     for row in metrics
                 ],
+                "grad": grad_stats(metrics, roles),
             }
         )
+    share_start_eval(runs)
     return {"base": base, "runs": runs}
+
+
+GRAD_KEYS = ("median", "p95", "p99", "max", "max_over_median", "over_clip_frac", "spikes_5x_trailing",
+             "zero_signal_frac")  # fmt: skip
+
+
+def grad_stats(metrics: list[dict[str, Any]], roles: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Per agent: the pre-clip grad-norm statistics over the whole run (the last step's running gradspike/*
+    values), and the mean E[A^2] and predicted Dr. MAS inflation factor over the steps.
+
+    >>> rows = [{"gradspike/p99/solver": 1.0, "adv_sq/solver": 0.5, "inflation/solver": 2.0},
+    ...         {"gradspike/p99/solver": 3.0, "adv_sq/solver": 1.5, "inflation/solver": 1.0}]
+    >>> grad_stats(rows, ["solver"])["solver"]
+    {'p99': 3.0, 'adv_sq_mean': 1.0, 'inflation_mean': 1.5}
+    """
+    out: dict[str, dict[str, float]] = {}
+    for role in roles:
+        last = metrics[-1] if metrics else {}
+        stats = {k: last[f"gradspike/{k}/{role}"] for k in GRAD_KEYS if f"gradspike/{k}/{role}" in last}
+        for key, name in (("adv_sq", "adv_sq_mean"), ("inflation", "inflation_mean")):
+            values = [row[f"{key}/{role}"] for row in metrics if row.get(f"{key}/{role}") is not None]
+            if values:
+                stats[name] = sum(values) / len(values)
+        out[role] = stats
+    return out
+
+
+def share_start_eval(runs: list[dict[str, Any]]) -> None:
+    """Runs from one warm start that skipped their own step-0 eval (``eval_at_start: false``) take it from a run
+    with the same ``init_from``: the same weights, the same eval. The borrowed row says where it came from."""
+    for run in runs:
+        if any(r.get("step") == 0 for r in run["eval"]) or not run["init_from"]:
+            continue
+        donor = next(
+            (o for o in runs if o["init_from"] == run["init_from"] and any(r.get("step") == 0 for r in o["eval"])),
+            None,
+        )
+        if donor is not None:
+            row = next(r for r in donor["eval"] if r.get("step") == 0)
+            run["eval"] = [{**row, "shared_from": donor["run"]}, *run["eval"]]
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The runs side by side as a markdown table: held-out avg@k / pass@k / greedy at the start and the end,
+    and each agent's grad-norm p99, max and max/median."""
+    lines = []
+    for run in summary["runs"]:
+        rows = run["eval"]
+        if not rows:
+            continue
+        k = rows[-1]["k"]
+        first, last = rows[0], rows[-1]
+        grads = "; ".join(
+            f"{role} {g.get('p99', float('nan')):.2f} / {g.get('max', float('nan')):.2f} / "
+            f"{g.get('max_over_median', float('nan')):.1f}"
+            for role, g in run["grad"].items()
+        )
+        lines.append(
+            f"| {run['estimator']} | {run['seed']} | {first[f'avg@{k}']:.3f} | **{last[f'avg@{k}']:.3f}** | "
+            f"{last[f'pass@{k}']:.2f} | {first.get('greedy', float('nan')):.2f} -> {last.get('greedy', float('nan')):.2f}"
+            f" | {grads} |"
+        )
+    head = (
+        "| estimator | seed | avg@k, step 0 | avg@k, last | pass@k, last | greedy | grad norm p99 / max / max÷median |\n"
+        "|---|---|---|---|---|---|---|"
+    )
+    return head + "\n" + "\n".join(lines)
 
 
 def plot(summary: dict[str, Any], out: Path) -> Path:
@@ -105,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(table(summary))
     print(plot(summary, out))
     return 0
 
