@@ -33,14 +33,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import re
 import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from cave import prompts
+from cave import prompts, recovery
 from cave.checks import CheckSpec, averify, failed_checks_note
 from cave.events import (
     CodeStarted,
@@ -420,7 +419,7 @@ class Agent:
         async for event in self._generate(index, messages, gen):
             yield event
         blocks = prompts.extract_code(gen.text)
-        for attempt, temperature in enumerate(self._retry_temperatures()):
+        for attempt, temperature in enumerate(recovery.retry_temperatures(self.retry_temperature)):
             if not self._repeats_failure(traj, blocks):
                 break
             # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
@@ -475,7 +474,7 @@ class Agent:
             text = prompts.format_execution(ex, limit=self.observation_limit, notes=cell.notes)
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
             if failures:  # not accepted: the agent sees why and goes on
-                text += "\n" + failed_checks_note(failures, _answer_name(code))
+                text += "\n" + failed_checks_note(failures, recovery.answer_name(code))
                 record["checks"] = traj.meta["failed_checks"] = failures
             held = await self._hold_answer(traj, cell) if cell.final and not failures else None
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
@@ -500,12 +499,12 @@ class Agent:
         step.observation = prompts.observation_message(formatted, skipped)
         if cut:
             step.observation += "\n" + prompts.CUT_NOTE.format(max_tokens=self.max_tokens)
-        previous = _last_code_step(traj)
+        previous = recovery.last_code_step(traj)
         if previous is not None and previous.code == step.code and traj.status == "running":
             step.observation += "\n" + prompts.REPEAT_NOTE  # greedy decoding loops; break the echo
         if traj.status == "running":
             infos = await self.describe()
-            loop = self._loop_note(traj, step, records, infos)
+            loop = recovery.loop_note(traj, step, records, infos)
             if loop:
                 step.observation += "\n" + loop
                 step.meta["loop_note"] = True
@@ -553,36 +552,20 @@ class Agent:
                 ]
 
     def _repeats_failure(self, traj: Trajectory, blocks: list[str]) -> bool:
-        if self.retry_temperature is None or self.retry_temperature <= self.temperature or not blocks:
+        if self.retry_temperature is None or self.retry_temperature <= self.temperature:
             return False
-        last = _last_code_step(traj)
-        if last is None or last.code != "\n\n".join(blocks):
-            return False
-        refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
-        return last.execution is None or not last.execution.ok or refused
-
-    def _retry_temperatures(self) -> list[float]:
-        if self.retry_temperature is None:
-            return []
-        return [self.retry_temperature, min(self.retry_temperature + 0.4, 1.2)]
+        return recovery.repeats_failure(traj, blocks)
 
     async def _prose_refusal(self, traj: Trajectory) -> str | None:
-        """Why a reply without code cannot end the run here (None: it can be the answer).
-
-        After two refusals in a run the prose is taken (a model that cannot write code should not burn every step).
-        """
-        if self.checks:  # the task checks objects in the runtime: prose cannot be the answer
-            return prompts.NEED_OBJECTS_NOTE
-        if not self.insist_on_code or traj.meta.get("prose_refused", 0) >= 2:
-            return None
-        last = _last_action(traj)
-        if last is not None and (last.meta.get("cut_off") or (last.execution is not None and not last.execution.ok)):
-            return prompts.PROSE_AFTER_ERROR_NOTE
-        given = [n for n, reg in self.runtime.registered.items() if reg.kind == "variable"]
-        if given and not any(s.kind == "action" and s.code for s in traj.steps):
-            return prompts.PROSE_UNCHECKED_NOTE
+        """Why a reply without code cannot end the run here (None: it can be the answer)."""
+        given = any(reg.kind == "variable" for reg in self.runtime.registered.values())
+        refusal = recovery.prose_refusal(
+            traj, checks=bool(self.checks), insist_on_code=self.insist_on_code, given=given
+        )
+        if refusal or not self.insist_on_code or traj.meta.get("prose_refused", 0) >= recovery.PROSE_REFUSALS:
+            return refusal
         missing = await self._missing_outputs()
-        return _missing_note(missing) if missing else None
+        return recovery.missing_note(missing) if missing else None
 
     async def _missing_outputs(self) -> list[str]:
         if not self.outputs:
@@ -596,41 +579,12 @@ class Agent:
         missing = await self._missing_outputs() if traj.meta.get("held_for_outputs", 0) < 2 else []
         if missing:  # twice at most: then the answer stands and the run reports the missing output
             traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
-            return _missing_note(missing)
+            return recovery.missing_note(missing)
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             traj.meta["reviewed"] = True
             what = await asyncio.to_thread(answer_summary, cell.value)
             return prompts.review_note(traj.task, what)
         return None
-
-    def _loop_note(
-        self, traj: Trajectory, step: Step, records: list[dict[str, Any]], infos: list[VariableInfo]
-    ) -> str | None:
-        """When the same error comes back step after step, point at the failing line and the real objects."""
-        error = step.execution.error if step.execution is not None else None
-        if error is None:
-            return None
-        signature = (error.type, error.message.strip()[:200])
-        n = 0
-        for earlier in reversed([s for s in traj.steps if s.kind == "action" and s.code]):  # prose between: same loop
-            e = earlier.execution.error if earlier.execution is not None else None
-            if e is None or (e.type, e.message.strip()[:200]) != signature:
-                break
-            n += 1
-        if n < 1 and error.type not in ("KeyError", "AttributeError"):
-            return None
-        code = records[-1]["code"] if records else ""
-        lines = code.splitlines()
-        failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
-        used = _identifiers(failing or code)
-        facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
-        if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
-            return prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
-        return prompts.LOOP_NOTE.format(
-            n=n,
-            line=f" The failing line: `{failing[:200]}`." if failing else "",
-            facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
-        )
 
     async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:
         """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""
@@ -772,38 +726,5 @@ def _next_index(traj: Trajectory) -> int:
     return traj.steps[-1].index + 1 if traj.steps else 0
 
 
-def _last_action(traj: Trajectory) -> Step | None:
-    return next((s for s in reversed(traj.steps) if s.kind == "action"), None)
-
-
-def _last_code_step(traj: Trajectory) -> Step | None:
-    """The last step that ran code: a refused prose reply in between does not break a repeated-failure loop."""
-    return next((s for s in reversed(traj.steps) if s.kind == "action" and s.code), None)
-
-
-def _missing_note(missing: list[str]) -> str:
-    names = ", ".join(f"`{n}`" for n in missing)
-    one = len(missing) == 1
-    return prompts.MISSING_OUTPUTS_NOTE.format(names=names, verb="does" if one else "do", them="it" if one else "them")
-
-
-def _identifiers(code: str) -> set[str]:
-    import re
-
-    return set(re.findall(r"[A-Za-z_]\w*", code))
-
-
 def _action_steps(traj: Trajectory) -> int:
     return sum(1 for s in traj.steps if s.kind == "action")
-
-
-def _answer_name(code: str) -> str | None:
-    """The variable a cell passed to its last ``final_answer(...)`` call, when it passed a plain name.
-
-    >>> _answer_name("x = 1\\nfinal_answer(by_region)")
-    'by_region'
-    >>> _answer_name("final_answer(df.head())") is None
-    True
-    """
-    calls = re.findall(r"final_answer\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)", code)
-    return calls[-1] if calls else None

@@ -1,0 +1,135 @@
+"""What the agent loop does when the model goes wrong: pure functions over the trajectory so far.
+
+Small models loop (the same failing cell again and again, often with a prose reply between), stop at prose
+right after an error, or pass an answer the task did not ask for. The loop asks these functions what to say or
+do; none of them calls the model or the runtime, so each is testable on a hand-built trajectory:
+
+- ``repeats_failure``: is this reply the cell that just failed, again? (then it is sampled again, hotter:
+  ``retry_temperatures``)
+- ``prose_refusal``: why a reply without code cannot be the answer here (None: it can be);
+- ``loop_note``: the failing line and the real objects, when the same error comes back (or a column/attribute
+  is missing the first time);
+- ``missing_note``: the declared outputs that do not exist yet.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from cave import prompts
+from cave.runtimes.base import VariableInfo
+from cave.trajectory import Step, Trajectory
+
+__all__ = [
+    "answer_name",
+    "last_action",
+    "last_code_step",
+    "loop_note",
+    "missing_note",
+    "prose_refusal",
+    "repeats_failure",
+    "retry_temperatures",
+]
+
+PROSE_REFUSALS = 2  # after this many refusals in a run the prose is taken: a model that cannot write code
+# should not burn every step
+
+
+def last_action(traj: Trajectory) -> Step | None:
+    return next((s for s in reversed(traj.steps) if s.kind == "action"), None)
+
+
+def last_code_step(traj: Trajectory) -> Step | None:
+    """The last step that ran code: a refused prose reply in between does not break a repeated-failure loop."""
+    return next((s for s in reversed(traj.steps) if s.kind == "action" and s.code), None)
+
+
+def repeats_failure(traj: Trajectory, blocks: list[str]) -> bool:
+    """Whether ``blocks`` are exactly the last cell that ran, and it failed (or its answer failed the checks)."""
+    last = last_code_step(traj)
+    if not blocks or last is None or last.code != "\n\n".join(blocks):
+        return False
+    refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
+    return last.execution is None or not last.execution.ok or refused
+
+
+def retry_temperatures(retry_temperature: float | None) -> list[float]:
+    """The temperatures a repeated failing reply is sampled again at: the retry one, then hotter once more.
+
+    >>> retry_temperatures(0.7)
+    [0.7, 1.1]
+    >>> retry_temperatures(None)
+    []
+    """
+    if retry_temperature is None:
+        return []
+    return [retry_temperature, round(min(retry_temperature + 0.4, 1.2), 6)]
+
+
+def prose_refusal(traj: Trajectory, *, checks: bool, insist_on_code: bool, given: bool) -> str | None:
+    """Why a reply without code cannot end the run here, before the declared outputs are considered (None: it
+    can, as far as the trajectory tells). ``given``: the runtime holds variables the task gave."""
+    if checks:  # the task checks objects in the runtime: prose cannot be the answer
+        return prompts.NEED_OBJECTS_NOTE
+    if not insist_on_code or traj.meta.get("prose_refused", 0) >= PROSE_REFUSALS:
+        return None
+    last = last_action(traj)
+    if last is not None and (last.meta.get("cut_off") or (last.execution is not None and not last.execution.ok)):
+        return prompts.PROSE_AFTER_ERROR_NOTE
+    if given and not any(s.kind == "action" and s.code for s in traj.steps):
+        return prompts.PROSE_UNCHECKED_NOTE
+    return None
+
+
+def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos: list[VariableInfo]) -> str | None:
+    """When the same error comes back step after step, point at the failing line and the real objects; a
+    missing key or attribute gets the objects' real columns/attributes the first time."""
+    error = step.execution.error if step.execution is not None else None
+    if error is None:
+        return None
+    signature = (error.type, error.message.strip()[:200])
+    n = 0
+    for earlier in reversed([s for s in traj.steps if s.kind == "action" and s.code]):  # prose between: same loop
+        e = earlier.execution.error if earlier.execution is not None else None
+        if e is None or (e.type, e.message.strip()[:200]) != signature:
+            break
+        n += 1
+    if n < 1 and error.type not in ("KeyError", "AttributeError"):
+        return None
+    code = records[-1]["code"] if records else ""
+    lines = code.splitlines()
+    failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
+    used = set(re.findall(r"[A-Za-z_]\w*", failing or code))
+    facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
+    if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
+        return prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
+    return prompts.LOOP_NOTE.format(
+        n=n,
+        line=f" The failing line: `{failing[:200]}`." if failing else "",
+        facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
+    )
+
+
+def missing_note(missing: list[str]) -> str:
+    """The note for declared outputs that do not exist yet.
+
+    >>> missing_note(["by_region"])[:70]
+    'Not finished yet: the task asks you to store results in `by_region`, w'
+
+    """
+    names = ", ".join(f"`{n}`" for n in missing)
+    one = len(missing) == 1
+    return prompts.MISSING_OUTPUTS_NOTE.format(names=names, verb="does" if one else "do", them="it" if one else "them")
+
+
+def answer_name(code: str) -> str | None:
+    """The variable a cell passed to its last ``final_answer(...)`` call, when it passed a plain name.
+
+    >>> answer_name("x = 1\\nfinal_answer(by_region)")
+    'by_region'
+    >>> answer_name("final_answer(df.head())") is None
+    True
+    """
+    calls = re.findall(r"final_answer\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)", code)
+    return calls[-1] if calls else None
