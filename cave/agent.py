@@ -54,6 +54,7 @@ from cave.events import (
     TextChunk,
 )
 from cave.generation import Generation, strip_reopened_fence
+from cave.guard import guard_code
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
@@ -606,7 +607,7 @@ class Agent:
     async def _execute(self, code: str) -> Cell:
         """Run one block of the model's code (after guard_code) in the runtime."""
         t0 = time.perf_counter()
-        guarded, notes = prompts.guard_code(code, self._protected())
+        guarded, notes = guard_code(code, self._protected())
         try:
             ex = await self.runtime.aexecute(guarded, self.timeout)
         except FinalAnswer as signal:  # a runtime that lets BaseExceptions through

@@ -1,4 +1,4 @@
-"""What the model reads: the system prompt, code extraction, observations.
+"""What the model reads: the system prompt, code extraction, observations (the guard on code is cave.guard).
 
 The system prompt is rendered from ``runtime.describe()`` every step (the
 "dual stream": state lives in the runtime, the prompt carries a description
@@ -9,10 +9,10 @@ how the output starts and how it ends.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 
+from cave.guard import guard_code
 from cave.runtimes.base import Execution, VariableInfo
 
 __all__ = [
@@ -268,191 +268,6 @@ def _dedent(code: str) -> str:
     import textwrap
 
     return textwrap.dedent(code)
-
-
-# -- guards ----------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=256)
-def _guard_pattern(protected: frozenset[str]) -> re.Pattern[str]:
-    """Lines that may need a guard: anything naming final_answer, or an assignment to a protected name."""
-    names = "|".join(sorted(map(re.escape, protected)))
-    assign = rf"|^[ \t]*(?:[\w, ]*,\s*)?(?:{names})\s*(?:,[\w, ]*)?=[^=]" if names else ""
-    return re.compile(rf"final_answer{assign}", re.M)
-
-
-def guard_code(code: str, protected: Iterable[str] | Mapping[str, str] = ()) -> tuple[str, list[str]]:
-    r"""Handle four top-level statements that small models write and that would derail a run.
-
-    1. Redefining ``final_answer`` with a ``def``: dropped; the session's own is the one that ends the run.
-    2. Assigning ``final_answer = value``: the model means "this is my answer", so the line becomes
-       ``final_answer(value)`` (throwing the answer away left runs without one).
-    3. Overwriting a given variable with made-up literal data, e.g. ``sales = pd.DataFrame({...})``:
-       the real object is already there.
-    4. Loading a given object again under another name (``engine = create_engine(...)`` opens a new, empty
-       database; ``items = pd.read_csv("items.csv")`` reads a file that is not there): the line becomes an alias
-       of the live object. ``protected`` maps given names to their type names for this rule.
-
-    Dropped lines become blank lines (tracebacks keep the model's line numbers); the notes say what changed.
-
-    >>> code, notes = guard_code("def final_answer(x):\n    print(x)\nfinal_answer(1)")
-    >>> code.strip(), notes[0].startswith("final_answer is provided")
-    ('final_answer(1)', True)
-    >>> guard_code("sales = pd.DataFrame({'a': [1]})\nprint(sales.shape)", ["sales"])[0].strip()
-    'print(sales.shape)'
-    >>> guard_code("sales = pd.read_csv('sales.csv')", ["sales"])[1][0].startswith("`sales` was given to you")
-    True
-    >>> guard_code("db = sqlalchemy.create_engine('sqlite:///shop.db')", ["db"])[0]
-    ''
-    >>> guard_code("db = pd.read_sql('select 1', db)", ["db"])[1]
-    []
-    >>> guard_code("sales = sales.dropna()", ["sales"])
-    ('sales = sales.dropna()', [])
-    >>> guard_code("engine = create_engine('sqlite:///shop.db')", {"db": "sqlalchemy.Engine"})[0]
-    'engine = db'
-    >>> guard_code("df = pd.read_csv('data/items.csv')", {"items": "pandas.DataFrame"})[0]
-    'df = items.copy()'
-    >>> code, notes = guard_code("x = 2\nfinal_answer = {'n': x,\n   'ok': True}\nprint(1)")
-    >>> code
-    "x = 2\nfinal_answer({'n': x,\n   'ok': True})\nprint(1)"
-    >>> notes[0].startswith("`final_answer = ...` was taken as your answer")
-    True
-    """
-    types = dict(protected) if isinstance(protected, Mapping) else {}
-    protected = frozenset(protected)
-    if not _guard_pattern(protected).search(code) and not (types and _RELOAD.search(code)):
-        return code, []  # the common case costs one or two regex scans
-    import ast
-
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return code, []
-    drop: list[tuple[int, int]] = []
-    calls: list[ast.Assign] = []  # `final_answer = value` -> final_answer(value)
-    aliases: list[tuple[ast.Assign, str]] = []  # `x = create_engine(...)` -> `x = db`
-    notes: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "final_answer":
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            drop.append((start, node.end_lineno or node.lineno))
-            notes.append(
-                "final_answer is provided by the session; your definition of it was skipped. Call it directly."
-            )
-        elif isinstance(node, ast.Assign) and node.targets and all(isinstance(t, ast.Name) for t in node.targets):
-            names = {t.id for t in node.targets}  # type: ignore[attr-defined]
-            if names == {"final_answer"} and len(node.targets) == 1:
-                calls.append(node)
-                notes.append(
-                    "`final_answer = ...` was taken as your answer: it ran as final_answer(...). "
-                    "Next time call final_answer(result) directly."
-                )
-            elif "final_answer" in names:
-                drop.append((node.lineno, node.end_lineno or node.lineno))
-                notes.append("final_answer is provided by the session; your assignment to it was skipped.")
-            elif (
-                names & protected
-                and (_literal_data_call(node.value) or _file_read_call(node.value))
-                and not (
-                    _names_used(node.value) & names  # `db = read_sql(q, db)` uses the object: not a reload
-                )
-            ):
-                drop.append((node.lineno, node.end_lineno or node.lineno))
-                name = sorted(names & protected)[0]
-                notes.append(
-                    f"`{name}` was given to you ready to use; your line replacing it was skipped. Use `{name}` as it is."
-                )
-            elif len(node.targets) == 1 and (alias := _reload_alias(node.value, types)):
-                aliases.append((node, alias))
-                target = node.targets[0].id  # type: ignore[attr-defined]
-                notes.append(
-                    f"`{target} = {ast.unparse(node.value)[:60]}` would load again what is already in the session; "
-                    f"it ran as `{target} = {alias}` (the live object given to you)."
-                )
-    if not drop and not calls and not aliases:
-        return code, []
-    lines = code.splitlines()
-    for start, end in drop:
-        for i in range(start - 1, end):
-            lines[i] = ""
-    for node, alias in aliases:  # the whole statement becomes `target = alias`, keeping line numbers
-        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-        indent = lines[first][: node.col_offset]
-        lines[first] = f"{indent}{node.targets[0].id} = {alias}"  # type: ignore[attr-defined]
-        for i in range(first + 1, last + 1):
-            lines[i] = ""
-    for node in calls:  # the value's own text, wrapped in a call, on the lines it had
-        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
-        value = node.value
-        head = lines[first][: node.col_offset] + "final_answer("
-        if value.lineno == value.end_lineno:
-            lines[first] = (
-                head + lines[first][value.col_offset : value.end_col_offset] + ")" + lines[first][node.end_col_offset :]
-            )
-        else:
-            lines[first] = head + lines[first][value.col_offset :]
-            lines[last] = lines[last][: value.end_col_offset] + ")" + lines[last][node.end_col_offset :]
-    return "\n".join(lines), list(dict.fromkeys(notes))
-
-
-def _names_used(node: object) -> set[str]:
-    import ast
-
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}  # type: ignore[arg-type]
-
-
-_LOADERS = {"open", "create_engine", "connect", "load", "DataFrame", "Series"}
-_RELOAD = re.compile(r"\b(create_engine|connect|read_\w+)\s*\(")
-_CONNECTION_TYPES = ("Engine", "Connection")
-
-
-def _call_name(value: object) -> str:
-    import ast
-
-    if not isinstance(value, ast.Call):
-        return ""
-    func = value.func
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-
-
-def _reload_alias(value: object, types: Mapping[str, str]) -> str | None:
-    """The given object a load call re-creates: the one engine/connection for ``create_engine``/``connect``;
-    the DataFrame named like the file for ``read_*("…/name.csv")``. None when it is not that."""
-    import ast
-
-    name = _call_name(value)
-    if name in ("create_engine", "connect"):
-        engines = [n for n, t in types.items() if t.rsplit(".", 1)[-1] in _CONNECTION_TYPES]
-        return engines[0] if len(engines) == 1 else None
-    if name.startswith("read_") and name != "read_sql" and isinstance(value, ast.Call) and value.args:
-        arg = value.args[0]
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            stem = re.split(r"[\\/]", arg.value)[-1].split(".", 1)[0]
-            for n, t in types.items():
-                if n.lower() == stem.lower() and t.endswith("DataFrame"):
-                    return f"{n}.copy()"
-    return None
-
-
-def _file_read_call(value: object) -> bool:
-    """``pd.read_csv(...)``, ``create_engine(...)``, ``open(...)``: loading the object again from somewhere."""
-    import ast
-
-    if not isinstance(value, ast.Call):
-        return False
-    func = value.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    return name.startswith("read_") or name in _LOADERS
-
-
-def _literal_data_call(value: object) -> bool:
-    """``X({...})`` or ``X([...])`` (e.g. pd.DataFrame({...})): a constructor fed literal data."""
-    import ast
-
-    return (
-        isinstance(value, ast.Call)
-        and bool(value.args)
-        and isinstance(value.args[0], ast.Dict | ast.List)
-        and len(getattr(value.args[0], "keys", None) or getattr(value.args[0], "elts", None) or []) > 0
-    )
 
 
 # -- observations --------------------------------------------------------------------------------
