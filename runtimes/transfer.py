@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cave.runtimes.base import TransferError
+from cave.runtimes.tagged import NoSafeForm, from_tagged, is_type, qualified_type, to_tagged
 
 INLINE_LIMIT = 1 << 20  # bytes: smaller payloads ride in the message, larger ones go through a file
 _ALIGN = 64  # buffer offsets in a payload file (NumPy and Arrow like aligned memory)
@@ -151,11 +152,6 @@ register_recipe("sqlite3.Connection", _sqlite3_recipe)
 
 
 # -- encode ----------------------------------------------------------------------------------------
-
-
-def qualified_type(obj: Any) -> str:
-    t = type(obj)
-    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
 
 
 def _plain_json(value: Any, budget: list[int], depth: int = 0) -> bool:
@@ -275,241 +271,13 @@ def _write_parts(directory: str, parts: list[tuple[int, Any]]) -> str:
     return path
 
 
-# -- tagged JSON: the everyday answers that plain JSON does not round-trip ------------------------------
-# numpy scalars (np.float64 is what `df.col.mean()` returns), tuples, sets, dicts with non-string keys, dates and
-# timestamps, non-finite floats. Each is written as {"__t": tag, ...}; decoding only ever calls the fixed
-# constructors below, so a hostile kernel can send these as safely as plain JSON.
-_TAG = "__t"
-_NUMPY_KINDS = "biufcmM"  # bool, int, uint, float, complex, timedelta, datetime: never object dtypes
-
-
-class _NoSafeForm(Exception):
-    pass
-
-
-def to_tagged(value: Any, budget: list[int], depth: int = 0) -> Any:
-    """``value`` as tagged JSON, or raise _NoSafeForm.
-
-    >>> import numpy as np
-    >>> to_tagged({"n": np.float64(2.5), (1, 2): {3}}, [100])
-    {'__t': 'dict', 'items': [['n', {'__t': 'np', 'dtype': 'float64', 'v': 2.5}], [{'__t': 'tuple', 'v': [1, 2]}, {'__t': 'set', 'v': [3]}]]}
-    """
-    budget[0] -= 1
-    if budget[0] < 0 or depth > 20:
-        raise _NoSafeForm("too large or too deep")
-    t = type(value)
-    if t in (str, int, bool) or value is None:
-        return value
-    if t is float:
-        return value if math.isfinite(value) else {_TAG: "float", "v": repr(value)}
-    if t is list:
-        return [to_tagged(v, budget, depth + 1) for v in value]
-    if t in (tuple, set, frozenset):
-        items = list(value)
-        return {_TAG: t.__name__, "v": [to_tagged(v, budget, depth + 1) for v in items]}
-    if t is dict:
-        if all(type(k) is str and k != _TAG for k in value):
-            return {k: to_tagged(v, budget, depth + 1) for k, v in value.items()}
-        return {
-            _TAG: "dict",
-            "items": [[to_tagged(k, budget, depth + 1), to_tagged(v, budget, depth + 1)] for k, v in value.items()],
-        }
-    if (
-        _is(value, "numpy", "generic")
-        and getattr(value, "dtype", None) is not None
-        and value.dtype.kind in _NUMPY_KINDS
-    ):
-        v = str(value) if value.dtype.kind in "mM" else value.item()
-        if value.dtype.kind == "c":
-            v = [value.real.item(), value.imag.item()]
-        elif value.dtype.kind == "f" and not math.isfinite(v):
-            v = repr(v)
-        return {_TAG: "np", "dtype": value.dtype.str if value.dtype.kind in "mM" else value.dtype.name, "v": v}
-    if depth > 0:  # inside a container (a top-level Series/array goes as Arrow/npy): small pandas/numpy values
-        nested = _tag_nested(value, budget, depth)
-        if nested is not None:
-            return nested
-    if _is(value, "pandas", "Timestamp"):
-        return {_TAG: "timestamp", "v": value.isoformat()}
-    if _is(value, "pandas", "Timedelta"):
-        return {_TAG: "timedelta", "ns": int(value.value)}
-    import datetime as dt
-    import decimal
-
-    if t in (dt.datetime, dt.date, dt.time):
-        return {_TAG: t.__name__, "v": value.isoformat()}
-    if t is dt.timedelta:
-        return {_TAG: "pytimedelta", "s": value.total_seconds()}
-    if t is decimal.Decimal:
-        return {_TAG: "decimal", "v": str(value)}
-    raise _NoSafeForm(qualified_type(value))
-
-
-def _tag_nested(value: Any, budget: list[int], depth: int) -> dict[str, Any] | None:
-    """A pandas Index or Series or a numpy array inside an answer (``{"cols": df.columns[mask]}``), or None.
-
-    >>> import pandas as pd
-    >>> to_tagged({"c": pd.Index(["a", "b"])}, [100])["c"]
-    {'__t': 'pdindex', 'v': ['a', 'b'], 'name': None}
-    """
-    dtype = getattr(value, "dtype", None)
-    kind = getattr(dtype, "kind", None)
-    dtype_name = (
-        dtype.name if isinstance(kind, str) and kind in _NUMPY_KINDS else None
-    )  # else (object, str, category): inferred on arrival
-    if _is(value, "pandas", "Index") and not _is(value, "pandas", "MultiIndex"):
-        items = [to_tagged(v, budget, depth + 1) for v in value.tolist()]
-        return {_TAG: "pdindex", "v": items, "name": to_tagged(value.name, budget, depth + 1)}
-    if _is(value, "pandas", "Series"):
-        return {
-            _TAG: "series",
-            "v": [to_tagged(v, budget, depth + 1) for v in value.tolist()],
-            "index": _tag_nested(value.index, budget, depth + 1),
-            "name": to_tagged(value.name, budget, depth + 1),
-            "dtype": dtype_name,
-        }
-    if _is(value, "pandas", "DataFrame") and value.columns.is_unique:
-        columns = [to_tagged(c, budget, depth + 1) for c in value.columns]
-        return {
-            _TAG: "frame",
-            "columns": columns,
-            "v": [_tag_nested(value[c], budget, depth + 1) for c in value.columns],
-        }
-    if _is(value, "numpy", "ndarray") and (dtype_name or (kind == "O" and value.ndim == 1)):
-        return {_TAG: "ndarray", "v": to_tagged(value.tolist(), budget, depth + 1), "dtype": dtype_name or "object"}
-    return None
-
-
-def from_tagged(value: Any, depth: int = 0) -> Any:
-    """The object ``to_tagged`` described (only fixed constructors run; an unknown tag is an error).
-
-    >>> import numpy as np
-    >>> v = from_tagged(to_tagged({"n": np.float64(2.5), (1, 2): {3}}, [100]))
-    >>> v == {"n": 2.5, (1, 2): {3}}, type(v["n"]).__name__
-    (True, 'float64')
-    """
-    if depth > 22:
-        raise TransferError("tagged JSON nested too deep")
-    if isinstance(value, list):
-        return [from_tagged(v, depth + 1) for v in value]
-    if not isinstance(value, dict):
-        return value
-    tag = value.get(_TAG)
-    if tag is None:
-        return {k: from_tagged(v, depth + 1) for k, v in value.items()}
-    try:
-        return _BUILD_TAGGED[tag](value, depth)
-    except KeyError as e:
-        raise TransferError(f"unknown tagged-JSON type {tag!r}") from e
-    except TransferError:
-        raise
-    except Exception as e:  # malformed payload from the other side
-        raise TransferError(f"malformed tagged-JSON {tag!r}: {type(e).__name__}: {e}") from e
-
-
-def _numpy_scalar(value: dict[str, Any], depth: int) -> Any:
-    import numpy as np
-
-    dtype = np.dtype(str(value["dtype"]))
-    if dtype.kind not in _NUMPY_KINDS:
-        raise TransferError(f"numpy dtype {dtype} is not allowed in tagged JSON")
-    v = value["v"]
-    if dtype.kind == "c":
-        v = complex(float(v[0]), float(v[1]))
-    elif dtype.kind == "f" and isinstance(v, str):
-        v = float(v)
-    return np.array(v, dtype=dtype)[()]
-
-
-def _builders() -> dict[str, Callable[[dict[str, Any], int], Any]]:
-    import datetime as dt
-    import decimal
-
-    def items(value: dict[str, Any], depth: int) -> list[Any]:
-        return [from_tagged(v, depth + 1) for v in value["v"]]
-
-    def pandas(name: str) -> Any:
-        import pandas as pd
-
-        return getattr(pd, name)
-
-    return {
-        "float": lambda v, d: float(v["v"]),
-        "tuple": lambda v, d: tuple(items(v, d)),
-        "set": lambda v, d: set(items(v, d)),
-        "frozenset": lambda v, d: frozenset(items(v, d)),
-        "dict": lambda v, d: {from_tagged(k, d + 1): from_tagged(x, d + 1) for k, x in v["items"]},
-        "np": _numpy_scalar,
-        "timestamp": lambda v, d: pandas("Timestamp")(str(v["v"])),
-        "timedelta": lambda v, d: pandas("Timedelta")(int(v["ns"]), unit="ns"),
-        "datetime": lambda v, d: dt.datetime.fromisoformat(str(v["v"])),
-        "date": lambda v, d: dt.date.fromisoformat(str(v["v"])),
-        "time": lambda v, d: dt.time.fromisoformat(str(v["v"])),
-        "pytimedelta": lambda v, d: dt.timedelta(seconds=float(v["s"])),
-        "decimal": lambda v, d: decimal.Decimal(str(v["v"])),
-    }
-
-
-def _pandas_index(value: dict[str, Any], depth: int) -> Any:
-    import pandas as pd
-
-    if value.get(_TAG) == "pdindex":
-        return pd.Index(from_tagged(value["v"], depth + 1), name=from_tagged(value["name"], depth + 1))
-    raise TransferError("a tagged Series needs a tagged index")
-
-
-def _series(value: dict[str, Any], depth: int) -> Any:
-    import pandas as pd
-
-    dtype = _allowed_dtype(value.get("dtype"))
-    index = _pandas_index(value["index"], depth + 1)
-    return pd.Series(
-        from_tagged(value["v"], depth + 1), index=index, name=from_tagged(value["name"], depth + 1), dtype=dtype
-    )
-
-
-def _frame(value: dict[str, Any], depth: int) -> Any:
-    import pandas as pd
-
-    columns = from_tagged(value["columns"], depth + 1)
-    series = [_series(v, depth + 1) for v in value["v"]]
-    if len(columns) != len(series):
-        raise TransferError("a tagged DataFrame needs one Series per column")
-    return pd.DataFrame(dict(zip(range(len(series)), series, strict=True))).set_axis(columns, axis=1)
-
-
-def _ndarray(value: dict[str, Any], depth: int) -> Any:
-    import numpy as np
-
-    items = from_tagged(value["v"], depth + 1)
-    if value.get("dtype") == "object":  # 1-D only: its items were built by the fixed constructors above
-        out = np.empty(len(items), dtype=object)
-        out[:] = items
-        return out
-    return np.array(items, dtype=_allowed_dtype(value.get("dtype")))
-
-
-def _allowed_dtype(name: Any) -> Any:
-    import numpy as np
-
-    if name is None:
-        return None
-    dtype = np.dtype(str(name))
-    if dtype.kind not in _NUMPY_KINDS:
-        raise TransferError(f"numpy dtype {dtype} is not allowed in tagged JSON")
-    return dtype
-
-
-_BUILD_TAGGED = {**_builders(), "pdindex": _pandas_index, "series": _series, "ndarray": _ndarray, "frame": _frame}
-
-
 def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
     name = qualified_type(value)
     try:
         return {"format": "tjson", "value": to_tagged(value, [_JSON_MAX_ITEMS])}, b""
-    except _NoSafeForm:
+    except NoSafeForm:
         pass
-    if _is(value, "pandas", "Series"):  # a one-column frame on the wire, a Series again on arrival
+    if is_type(value, "pandas", "Series"):  # a one-column frame on the wire, a Series again on arrival
         column = value.name if isinstance(value.name, str) else "__series__"
         meta, attachment = _encode_safe(value.to_frame(name=column), directory)
         return {
@@ -517,7 +285,7 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
             "series": True,
             "name": value.name if isinstance(value.name, str | int | float) else None,
         }, attachment
-    if _is(value, "pandas", "DataFrame"):
+    if is_type(value, "pandas", "DataFrame"):
         import pyarrow as pa
 
         try:
@@ -528,7 +296,7 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
         with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
         return {"format": "arrow", "path": path}, b""
-    if _is(value, "numpy", "ndarray") and not value.dtype.hasobject:
+    if is_type(value, "numpy", "ndarray") and not value.dtype.hasobject:
         import numpy as np
 
         path = new_path(directory, ".npy")
@@ -539,10 +307,6 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
         "and pickles from an untrusted kernel are refused. Convert it (e.g. to a DataFrame or a dict) inside "
         "the kernel, or create the runtime with trust=True if you trust the code that ran there."
     )
-
-
-def _is(value: Any, package: str, name: str) -> bool:
-    return any(c.__qualname__ == name and c.__module__.split(".")[0] == package for c in type(value).__mro__)
 
 
 # -- decode ----------------------------------------------------------------------------------------
