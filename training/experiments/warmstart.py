@@ -131,24 +131,36 @@ def plot(summary: dict[str, Any], out: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 3.8))
+    fig, (ax, tr) = plt.subplots(1, 2, figsize=(12, 4))
     k = None
-    for run in summary["runs"]:
+    for i, run in enumerate(summary["runs"]):
+        color = f"C{i}"
+        label = f"{run['estimator']} (seed {run['seed']})"
         rows = run["eval"]
-        if not rows:
-            continue
-        k = rows[-1]["k"]
-        pts = [(r["step"], r[f"avg@{k}"]) for r in rows]
-        ax.plot(*zip(*pts, strict=True), marker="o", label=f"{run['estimator']} (seed {run['seed']})")
+        if rows:
+            k = rows[-1]["k"]
+            pts = [(r["step"], r[f"avg@{k}"]) for r in rows]
+            ax.plot(*zip(*pts, strict=True), marker="o", color=color, label=label)
+        train = run["train"]
+        if train:  # the team's training reward (solid) and each agent's (thin, dotted / dashed)
+            tr.plot([t["step"] for t in train], [t["reward_mean"] for t in train], color=color, label=f"{label}: team")
+            for role, style in zip(sorted({k_.split("/")[1] for t in train for k_ in t if k_.startswith("reward/")}),
+                                   (":", "--", "-."), strict=False):  # fmt: skip
+                ys = [t.get(f"reward/{role}") for t in train]
+                tr.plot([t["step"] for t in train], ys, linestyle=style, linewidth=0.9, color=color, label=role)
     base = summary.get("base")
     if base and k and f"avg@{k}" in base:
         ax.axhline(base[f"avg@{k}"], linestyle="--", color="grey", label=f"untrained base ({base[f'avg@{k}']:.2f})")
     ax.set_xlabel("RL step (0 = the warm start)")
     ax.set_ylabel(f"held-out avg@{k}")
-    ax.set_ylim(-0.05, 1.05)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
     ax.set_title("held-out success: base, warm start (step 0), RL")
+    tr.set_xlabel("RL step")
+    tr.set_ylabel("training reward (16 team runs)")
+    tr.set_title("training reward: team and per agent")
+    for a in (ax, tr):
+        a.set_ylim(-0.05, 1.05)
+        a.grid(alpha=0.3)
+        a.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
     path = out / "warmstart.png"
