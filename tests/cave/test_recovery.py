@@ -1,0 +1,54 @@
+"""cave.recovery on hand-built trajectories: what the loop says when the model goes wrong, without a model."""
+
+from __future__ import annotations
+
+from cave.runtimes.base import ExecError, Execution, VariableInfo
+
+from cave import prompts, recovery
+from cave.trajectory import Step, Trajectory
+
+BAD = "df[df['year'] == 1992]"
+KEY_ERROR = ExecError("KeyError", "'year'", lineno=1)
+
+
+def ran(i: int, code: str, error: ExecError | None = None, **meta) -> Step:
+    return Step(index=i, code=code, execution=Execution(error=error), meta=meta)
+
+
+def prose(i: int) -> Step:
+    return Step(index=i, completion="The table has no year column.")
+
+
+def test_a_repeat_of_the_failing_cell_is_seen_across_a_prose_reply():
+    traj = Trajectory(steps=[ran(0, BAD, KEY_ERROR), prose(1)])
+    assert recovery.last_code_step(traj).index == 0 and recovery.last_action(traj).index == 1
+    assert recovery.repeats_failure(traj, [BAD])
+    assert not recovery.repeats_failure(traj, ["df.columns"])
+    assert not recovery.repeats_failure(Trajectory(steps=[ran(0, BAD)]), [BAD])  # it worked: repeating is fine
+    refused = ran(0, "final_answer(1)", checks=["answer: expected int"])
+    refused.meta["blocks"] = [{"checks": ["answer: expected int"]}]
+    assert recovery.repeats_failure(Trajectory(steps=[refused]), ["final_answer(1)"])  # ran, but failed its checks
+
+
+def test_prose_is_refused_after_an_error_and_before_any_code_and_taken_after_two_refusals():
+    after_error = Trajectory(steps=[ran(0, BAD, KEY_ERROR)])
+    kw = dict(checks=False, insist_on_code=True, given=True)
+    assert recovery.prose_refusal(after_error, **kw) == prompts.PROSE_AFTER_ERROR_NOTE
+    assert recovery.prose_refusal(Trajectory(), **kw) == prompts.PROSE_UNCHECKED_NOTE
+    assert recovery.prose_refusal(Trajectory(), **{**kw, "given": False}) is None  # nothing to look at first
+    assert recovery.prose_refusal(Trajectory(steps=[ran(0, "df.shape")]), **kw) is None  # it looked: prose can end it
+    after_error.meta["prose_refused"] = recovery.PROSE_REFUSALS
+    assert recovery.prose_refusal(after_error, **kw) is None
+    assert recovery.prose_refusal(after_error, **{**kw, "checks": True}) == prompts.NEED_OBJECTS_NOTE
+
+
+def test_the_loop_note_names_the_line_and_the_real_columns():
+    infos = [VariableInfo("df", "pandas.DataFrame", preview="DataFrame 5x3; country: str, gdp_1992: float64")]
+    records = [{"code": BAD}]
+    first = ran(0, BAD, KEY_ERROR)
+    note = recovery.loop_note(Trajectory(), first, records, infos)  # the first time: the columns, no "same error"
+    assert note.startswith("The objects on the failing line really are: df: pandas.DataFrame") and "gdp_1992" in note
+    note = recovery.loop_note(Trajectory(steps=[first, prose(1)]), ran(2, BAD, KEY_ERROR), records, infos)
+    assert "same error as in your previous 1 steps" in note and f"`{BAD}`" in note and "gdp_1992" in note
+    other = ran(0, "1/0", ExecError("ZeroDivisionError", "division by zero", lineno=1))
+    assert recovery.loop_note(Trajectory(), other, [{"code": "1/0"}], infos) is None  # once, and not a key: no note
