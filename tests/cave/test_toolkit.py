@@ -7,13 +7,17 @@ import os
 import subprocess
 import sys
 
+import cave.runtimes.coercion
+import cave.runtimes.describe
+import cave.runtimes.tagged
 import cave.training.forward
 import pytest
 
-import cave.agent
 import cave.checks
 import cave.command
 import cave.config
+import cave.guard
+import cave.recovery
 import cave.registry
 import cave.team.episode
 import cave.terminal
@@ -23,7 +27,19 @@ from cave.registry import DuplicateName, Registry, UnknownName
 
 @pytest.mark.parametrize(
     "module",
-    [cave.registry, cave.config, cave.terminal, cave.training.forward, cave.team.episode, cave.checks, cave.agent],
+    [
+        cave.registry,
+        cave.config,
+        cave.terminal,
+        cave.training.forward,
+        cave.team.episode,
+        cave.checks,
+        cave.guard,  # the guard and the recovery notes: their examples were cave.agent's and cave.prompts'
+        cave.recovery,
+        cave.runtimes.coercion,
+        cave.runtimes.describe,
+        cave.runtimes.tagged,
+    ],
 )
 def test_doctests(module):
     result = doctest.testmod(module)

@@ -8,6 +8,7 @@ import cave.training.datasets
 import cave.training.diagnostics
 import cave.training.evaluate
 import cave.training.experiments.gradspike
+import cave.training.experiments.warmstart
 import cave.training.loss
 import cave.training.samples
 import cave.training.sft
@@ -26,6 +27,7 @@ import pytest
         cave.training.evaluate,
         cave.training.sft,
         cave.training.cli,
+        cave.training.experiments.warmstart,
     ],
 )
 def test_doctests(module):
