@@ -71,9 +71,15 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def load_questions(
-    data: str | Path, *, levels: list[str] | None = None, limit: int | None = None, seed: int = 0
+    data: str | Path,
+    *,
+    levels: list[str] | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    ids: list[int] | None = None,
 ) -> list[Question]:
-    """The labelled questions of DIR (of ``levels``), a seeded sample of ``limit`` of them, in id order."""
+    """The labelled questions of DIR (of ``levels``; only ``ids`` when given), a seeded sample of ``limit`` of
+    them, in id order. An id with no labelled question is an error that names it."""
     root = resolve(data)
     labels = {row["id"]: row["common_answers"] for row in _jsonl(root / LABELS)}
     out = [
@@ -88,8 +94,11 @@ def load_questions(
             labels=tuple((str(n), str(v)) for n, v in labels[q["id"]]),
         )
         for q in _jsonl(root / QUESTIONS)
-        if q["id"] in labels and (not levels or q.get("level") in levels)
+        if q["id"] in labels and (not levels or q.get("level") in levels) and (ids is None or q["id"] in ids)
     ]
+    unknown = sorted(set(ids or ()) - {q.id for q in out})
+    if unknown:
+        raise SystemExit(f"--ids: no labelled question {', '.join(map(str, unknown))} in {root} (of these levels)")
     if limit is not None and limit < len(out):
         out = sorted(random.Random(seed).sample(out, limit), key=lambda q: q.id)
     return out

@@ -20,11 +20,21 @@ def dabench_options(p: Any) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="with --limit: the seed of the question sample (default: 0)")
     p.add_argument("--level", help="comma-separated of easy,medium,hard (default: all)")
+    p.add_argument("--ids", type=_ids, help="comma-separated question ids, e.g. 19,56,57 (default: all)")
     agent_option(p)
     p.set_defaults(max_steps=6)
     p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
     _runtime_option(p)
     _tool_call_format(p)
+
+
+def _ids(value: str) -> list[int]:
+    import argparse
+
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: write question ids as numbers, e.g. 19,56,57") from None
 
 
 def _data_dir(value: str) -> str:
@@ -50,7 +60,7 @@ def bench_dabench(args: Any, agents: list[str], emit: Callable[..., None]) -> di
     levels = args.level.split(",") if args.level else None
     if levels and set(levels) - set(LEVELS):
         raise SystemExit(f"--level {args.level!r}: use one or more of {', '.join(LEVELS)}")
-    qs = load_questions(args.data, levels=levels, limit=args.limit, seed=args.seed)
+    qs = load_questions(args.data, levels=levels, limit=args.limit, seed=args.seed, ids=args.ids)
     rows = []
     for name, build in models(args):
         llm = build()

@@ -66,6 +66,9 @@ def test_data_folder_layout_and_sampling(tmp_path) -> None:
     sample = load_questions(FIXTURE, limit=2, seed=3)
     assert len(sample) == 2 and sample == load_questions(FIXTURE, limit=2, seed=3)  # seeded, in id order
     assert sample == sorted(sample, key=lambda q: q.id)
+    assert [q.id for q in load_questions(FIXTURE, ids=[2, 0])] == [0, 2]  # --ids: those questions, in id order
+    with pytest.raises(SystemExit, match="no labelled question 7"):
+        load_questions(FIXTURE, ids=[0, 7])
     with pytest.raises(SystemExit, match="da-dev-questions.jsonl.*da-dev-labels.jsonl.*da-dev-tables"):
         resolve(tmp_path)
     clone = tmp_path / "examples" / "DA-Agent" / "data"  # a clone of the repository works too
@@ -113,6 +116,8 @@ def test_cli_runs_and_reports(tmp_path, monkeypatch, capsys) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert summary["dabench"][0]["strict"] == 1.0 and summary["dabench"][0]["sub_strict"] == 1.0
     assert "InfiAgent-DABench" in capsys.readouterr().out
+    assert bench_main([*argv, "--ids", "1"]) == 0
+    assert [json.loads(line)["id"] for line in (out / "entries.jsonl").read_text().splitlines()] == [1]
 
 
 def test_cli_rejects_a_wrong_data_folder(tmp_path, capsys) -> None:
