@@ -57,6 +57,7 @@ from cave.generation import Generation, strip_reopened_fence
 from cave.guard import guard_code
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
+from cave.runtimes import coercion
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
 from cave.runtimes.describe import answer_summary, guide, type_name
 from cave.trajectory import RunStatus, Step, Trajectory
@@ -581,6 +582,9 @@ class Agent:
         if missing:  # twice at most: then the answer stands and the run reports the missing output
             traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
             return recovery.missing_note(missing)
+        if coercion.LOSS_MARK in cell.execution.stderr and not traj.meta.get("held_for_loss"):
+            traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
+            return prompts.LOSS_HELD_NOTE
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             traj.meta["reviewed"] = True
             what = await asyncio.to_thread(answer_summary, cell.value)

@@ -428,6 +428,11 @@ LOOP_NOTE = (
     "Take one small step: print what you need to know first (e.g. columns, dtypes, a few rows), then continue."
 )
 MISSING_KEY_NOTE = "The objects on the failing line really are: {facts}. Use the names they have."
+LOSS_HELD_NOTE = (
+    "Not accepted yet: this answer was computed after a conversion turned values into NaN (the Note above), so "
+    "it leaves them out. If those values hold data the task needs, recover them and answer again; if they are "
+    "truly missing, confirm with ```python\nfinal_answer(_final_answer)\n```."
+)
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
     "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding, "

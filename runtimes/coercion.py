@@ -21,8 +21,9 @@ import ast
 import sys
 from typing import Any
 
-__all__ = ["HELPER", "audited", "loss_note", "rewrite"]
+__all__ = ["HELPER", "LOSS_MARK", "audited", "loss_note", "rewrite"]
 
+LOSS_MARK = 'errors="coerce") turned'  # in every note: how the agent knows an answer came from lossy data
 HELPER = "__cave_coerce__"  # the name the rewritten calls use, from the cell's builtins
 FUNCTIONS = frozenset({"to_numeric", "to_datetime", "to_timedelta"})
 EXAMPLES = 3

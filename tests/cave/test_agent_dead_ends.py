@@ -232,3 +232,21 @@ def test_the_summary_at_max_steps_is_asked_without_the_code_prefix():
     result = agent.run("set x")
     assert result.status == "max_steps" and llm.prefixes == ["```python\n", ""]
     assert result.trajectory.steps[-1].kind == "summary" and "```" not in result.answer
+
+
+def test_an_answer_computed_after_a_lossy_coercion_is_held_once():
+    # DABench 56: to_numeric(errors="coerce") dropped '298[110-510]'-style values and the max came out wrong
+    deaths = pd.DataFrame({"country": ["A", "B", "C"], "deaths": ["298[110-510]", "7", "13316[9970-16600]"]})
+    lossy = code("import pandas as pd\nd = pd.to_numeric(deaths['deaths'], errors='coerce')\nfinal_answer(d.max())")
+    fixed = code("d = deaths['deaths'].str.extract(r'^(\\d+)')[0].astype(int)\nfinal_answer(int(d.max()))")
+    agent = Agent(model=Scripted([lossy, fixed]), runtime=InProcessRuntime())
+    agent.runtime.inject("deaths", deaths)
+    result = agent.run("the highest number of deaths")
+    first = result.trajectory.steps[0].observation
+    assert "turned 2 of 3 non-empty values of 'deaths' into NaN" in first and "Not accepted yet" in first
+    assert result.status == "success" and result.answer == 13316
+    # held once: a confirmed lossy answer is accepted
+    agent = Agent(model=Scripted([lossy, code("final_answer(_final_answer)")]), runtime=InProcessRuntime())
+    agent.runtime.inject("deaths", deaths)
+    result = agent.run("the highest number of deaths")
+    assert result.status == "success" and result.answer == 7.0 and len(result.trajectory.steps) == 2
