@@ -564,7 +564,7 @@ class Agent:
         refusal = recovery.prose_refusal(
             traj, checks=bool(self.checks), insist_on_code=self.insist_on_code, given=given
         )
-        if refusal or not self.insist_on_code or traj.meta.get("prose_refused", 0) >= recovery.PROSE_REFUSALS:
+        if refusal is not None or not recovery.may_refuse_prose(traj, self.insist_on_code):
             return refusal
         missing = await self._missing_outputs()
         return recovery.missing_note(missing) if missing else None

@@ -26,6 +26,7 @@ __all__ = [
     "last_action",
     "last_code_step",
     "loop_note",
+    "may_refuse_prose",
     "missing_note",
     "prose_refusal",
     "repeats_failure",
@@ -67,12 +68,17 @@ def retry_temperatures(retry_temperature: float | None) -> list[float]:
     return [retry_temperature, round(min(retry_temperature + 0.4, 1.2), 6)]
 
 
+def may_refuse_prose(traj: Trajectory, insist_on_code: bool) -> bool:
+    """Whether a prose reply may still be refused for a reason other than the task's checks."""
+    return insist_on_code and traj.meta.get("prose_refused", 0) < PROSE_REFUSALS
+
+
 def prose_refusal(traj: Trajectory, *, checks: bool, insist_on_code: bool, given: bool) -> str | None:
     """Why a reply without code cannot end the run here, before the declared outputs are considered (None: it
     can, as far as the trajectory tells). ``given``: the runtime holds variables the task gave."""
     if checks:  # the task checks objects in the runtime: prose cannot be the answer
         return prompts.NEED_OBJECTS_NOTE
-    if not insist_on_code or traj.meta.get("prose_refused", 0) >= PROSE_REFUSALS:
+    if not may_refuse_prose(traj, insist_on_code):
         return None
     last = last_action(traj)
     if last is not None and (last.meta.get("cut_off") or (last.execution is not None and not last.execution.ok)):

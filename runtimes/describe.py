@@ -375,7 +375,7 @@ def _entries_summary(obj: dict | list | tuple) -> str:
         plain = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value
         shown = repr(plain) if isinstance(plain, str | int | float | bool) else preview(value)
         line = f"  {key!r}: {type_name(value)} {shown[:160]}"
-        if value is None or (isinstance(value, float) and value != value) or repr(value) in ("nan", "NaT"):
+        if value is None or (isinstance(plain, float) and plain != plain) or repr(value) == "NaT":
             line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
         lines.append(line)
     return "\n".join(lines)
@@ -402,7 +402,7 @@ def answer_summary(obj: Any, rows: int = 5) -> str:
     try:
         if isinstance(obj, dict | list | tuple) and 0 < len(obj) <= MAX_LISTED:  # each value and its type
             text = _entries_summary(obj)
-        if _has_type(obj, "pandas.DataFrame") or _has_type(obj, "pandas.Series"):
+        elif _has_type(obj, "pandas.DataFrame") or _has_type(obj, "pandas.Series"):
             import numpy as np
             import pandas as pd
 
@@ -412,8 +412,6 @@ def answer_summary(obj: Any, rows: int = 5) -> str:
                 warnings.append("every value is the same")
             with pd.option_context("display.width", 120, "display.max_columns", 10, "display.max_colwidth", 24):
                 text += "\nfirst rows:\n" + obj.head(rows).to_string()
-        elif isinstance(obj, dict | list | tuple) and 0 < len(obj) <= MAX_LISTED:
-            pass
         elif isinstance(obj, str | list | tuple | dict | set) and len(obj) == 0:
             warnings.append("it is empty")
     except Exception:  # a summary must not fail the run

@@ -72,8 +72,8 @@ def grad_stats(metrics: list[dict[str, Any]], roles: Sequence[str]) -> dict[str,
     {'p99': 3.0, 'adv_sq_mean': 1.0, 'inflation_mean': 1.5}
     """
     out: dict[str, dict[str, float]] = {}
+    last = metrics[-1] if metrics else {}
     for role in roles:
-        last = metrics[-1] if metrics else {}
         stats = {k: last[f"gradspike/{k}/{role}"] for k in GRAD_KEYS if f"gradspike/{k}/{role}" in last}
         for key, name in (("adv_sq", "adv_sq_mean"), ("inflation", "inflation_mean")):
             values = [row[f"{key}/{role}"] for row in metrics if row.get(f"{key}/{role}") is not None]
