@@ -83,6 +83,9 @@ def _bfcl_options(p: argparse.ArgumentParser) -> None:
     )
     _runtime_option(p)
     _tool_call_format(p)
+    from cave.benchmarks.analyst.suite import agent_option
+
+    agent_option(p)
 
 
 def _tau2_options(p: argparse.ArgumentParser) -> None:
@@ -245,6 +248,7 @@ def bench(args: argparse.Namespace, suite: Suite) -> int:
 
 # -- the three suites ----------------------------------------------------------------------------------
 def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
+    from cave.benchmarks.analyst.suite import agent_options
     from cave.benchmarks.bfcl import DEFAULT_CATEGORIES, arun_bfcl, require_bfcl
 
     require_bfcl()
@@ -261,6 +265,7 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[...,
                 max_steps=args.max_steps or 4,
                 native=args.native,
                 runtime=args.runtime,
+                agent_options=agent_options(args),
                 on_result=lambda r: emit(r.record(), r.trajectory),
             )
         )

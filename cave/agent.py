@@ -448,7 +448,7 @@ class Agent:
             step.meta["cut_off"] = True
 
         if not blocks:
-            refusal = None if cut else await self._prose_refusal(traj)
+            refusal = None if cut else await self._prose_refusal(traj, gen.text)
             if refusal is None and not cut:
                 traj.status, traj.final_answer = "no_code", gen.text.strip()
             else:
@@ -558,11 +558,16 @@ class Agent:
             return False
         return recovery.repeats_failure(traj, blocks)
 
-    async def _prose_refusal(self, traj: Trajectory) -> str | None:
+    async def _prose_refusal(self, traj: Trajectory, text: str) -> str | None:
         """Why a reply without code cannot end the run here (None: it can be the answer)."""
         given = any(reg.kind == "variable" for reg in self.runtime.registered.values())
         refusal = recovery.prose_refusal(
-            traj, checks=bool(self.checks), insist_on_code=self.insist_on_code, given=given
+            traj,
+            checks=bool(self.checks),
+            insist_on_code=self.insist_on_code,
+            given=given,
+            text=text,
+            functions=self._given_functions(),
         )
         if refusal is not None or not recovery.may_refuse_prose(traj, self.insist_on_code):
             return refusal
@@ -611,7 +616,7 @@ class Agent:
     async def _execute(self, code: str) -> Cell:
         """Run one block of the model's code (after guard_code) in the runtime."""
         t0 = time.perf_counter()
-        guarded, notes = guard_code(code, self._protected())
+        guarded, notes = guard_code(code, self._protected(), self._given_functions())
         try:
             ex = await self.runtime.aexecute(guarded, self.timeout)
         except FinalAnswer as signal:  # a runtime that lets BaseExceptions through
@@ -631,6 +636,10 @@ class Agent:
     def _protected(self) -> dict[str, str]:
         """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""
         return {name: type_name(reg.value) for name, reg in self.runtime.registered.items() if reg.kind == "variable"}
+
+    def _given_functions(self) -> list[str]:
+        """The functions the session was given (tools, skills): the model calls them, never redefines them."""
+        return [name for name, reg in self.runtime.registered.items() if reg.kind == "function"]
 
     def _restore_final_answer(self) -> None:
         """Code can still shadow final_answer in ways guard_code does not see; put ours back (in-process only)."""

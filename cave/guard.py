@@ -1,8 +1,10 @@
 """The guard: a cell's code is checked before it runs for the statements that derail small models' runs.
 
-``final_answer = value`` is taken as the call it meant; a ``def final_answer`` is dropped; a given input that
-the code re-reads from disk, rebuilds or replaces with literal data keeps being the live object (the line runs
-as an alias, or is skipped), each with a note the model reads. Everything else runs as written.
+``final_answer = value`` is taken as the call it meant; a ``def`` of ``final_answer`` or of a function the
+session was given is dropped, and so is an import of one (``from tools import get_weather``: the model assumed
+a module); a given input that the code re-reads from disk, rebuilds or replaces with literal data keeps being
+the live object (the line runs as an alias, or is skipped), each with a note the model reads. Everything else
+runs as written.
 """
 
 from __future__ import annotations
@@ -15,17 +17,25 @@ __all__ = ["guard_code"]
 
 
 @functools.lru_cache(maxsize=256)
-def _guard_pattern(protected: frozenset[str]) -> re.Pattern[str]:
-    """Lines that may need a guard: anything naming final_answer, or an assignment to a protected name."""
+def _guard_pattern(protected: frozenset[str], functions: frozenset[str] = frozenset()) -> re.Pattern[str]:
+    """Lines that may need a guard: anything naming final_answer, an assignment to a protected name, or a
+    ``def``/import of a given function."""
     names = "|".join(sorted(map(re.escape, protected)))
     assign = rf"|^[ \t]*(?:[\w, ]*,\s*)?(?:{names})\s*(?:,[\w, ]*)?=[^=]" if names else ""
-    return re.compile(rf"final_answer{assign}", re.M)
+    fns = "|".join(sorted(map(re.escape, functions)))
+    given = rf"|^[ \t]*(?:async[ \t]+)?def[ \t]+(?:{fns})\b|^[ \t]*from[ \t].*\bimport\b.*\b(?:{fns})\b" if fns else ""
+    return re.compile(rf"final_answer{assign}{given}", re.M)
 
 
-def guard_code(code: str, protected: Iterable[str] | Mapping[str, str] = ()) -> tuple[str, list[str]]:
-    r"""Handle four top-level statements that small models write and that would derail a run.
+def guard_code(
+    code: str, protected: Iterable[str] | Mapping[str, str] = (), functions: Iterable[str] = ()
+) -> tuple[str, list[str]]:
+    r"""Handle the top-level statements that small models write and that would derail a run.
 
-    1. Redefining ``final_answer`` with a ``def``: dropped; the session's own is the one that ends the run.
+    1. Redefining ``final_answer``, or a function in ``functions`` (the ones the session was given), with a
+       ``def``: dropped; the session's own is the one to call (a model's stand-in computes an answer the
+       real function would not, or records nothing). Importing one from a module (``from your_module import
+       f``; there is no such module) is dropped the same way.
     2. Assigning ``final_answer = value``: the model means "this is my answer", so the line becomes
        ``final_answer(value)`` (throwing the answer away left runs without one).
     3. Overwriting a given variable with made-up literal data, e.g. ``sales = pd.DataFrame({...})``:
@@ -53,6 +63,8 @@ def guard_code(code: str, protected: Iterable[str] | Mapping[str, str] = ()) -> 
     'engine = db'
     >>> guard_code("df = pd.read_csv('data/items.csv')", {"items": "pandas.DataFrame"})[0]
     'df = items.copy()'
+    >>> guard_code("from tools import area, sqrt\ndef area(b, h):\n    return b * h / 2\narea(10, 5)", functions=["area"])[0]
+    'from tools import sqrt\n\n\narea(10, 5)'
     >>> code, notes = guard_code("x = 2\nfinal_answer = {'n': x,\n   'ok': True}\nprint(1)")
     >>> code
     "x = 2\nfinal_answer({'n': x,\n   'ok': True})\nprint(1)"
@@ -61,7 +73,8 @@ def guard_code(code: str, protected: Iterable[str] | Mapping[str, str] = ()) -> 
     """
     types = dict(protected) if isinstance(protected, Mapping) else {}
     protected = frozenset(protected)
-    if not _guard_pattern(protected).search(code) and not (types and _RELOAD.search(code)):
+    given = frozenset(functions) - {"final_answer"}
+    if not _guard_pattern(protected, given).search(code) and not (types and _RELOAD.search(code)):
         return code, []  # the common case costs one or two regex scans
     import ast
 
@@ -72,13 +85,24 @@ def guard_code(code: str, protected: Iterable[str] | Mapping[str, str] = ()) -> 
     drop: list[tuple[int, int]] = []
     calls: list[ast.Assign] = []  # `final_answer = value` -> final_answer(value)
     aliases: list[tuple[ast.Assign, str]] = []  # `x = create_engine(...)` -> `x = db`
+    imports: list[tuple[ast.ImportFrom, list[ast.alias]]] = []  # `from m import f, g` -> `from m import g`
     notes: list[str] = []
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "final_answer":
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and (
+            node.name == "final_answer" or node.name in given
+        ):
             start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             drop.append((start, node.end_lineno or node.lineno))
             notes.append(
-                "final_answer is provided by the session; your definition of it was skipped. Call it directly."
+                f"{node.name} is provided by the session; your definition of it was skipped. Call it directly."
+            )
+        elif isinstance(node, ast.ImportFrom) and any(a.name in given and not a.asname for a in node.names):
+            keep = [a for a in node.names if not (a.name in given and not a.asname)]
+            imports.append((node, keep))
+            skipped = ", ".join(a.name for a in node.names if a not in keep)
+            notes.append(
+                f"{skipped} already exists in the session (no import needed); your import of it was skipped. "
+                "Call it directly."
             )
         elif isinstance(node, ast.Assign) and node.targets and all(isinstance(t, ast.Name) for t in node.targets):
             names = {t.id for t in node.targets}  # type: ignore[attr-defined]
@@ -110,11 +134,18 @@ def guard_code(code: str, protected: Iterable[str] | Mapping[str, str] = ()) -> 
                     f"`{target} = {ast.unparse(node.value)[:60]}` would load again what is already in the session; "
                     f"it ran as `{target} = {alias}` (the live object given to you)."
                 )
-    if not drop and not calls and not aliases:
+    if not drop and not calls and not aliases and not imports:
         return code, []
     lines = code.splitlines()
     for start, end in drop:
         for i in range(start - 1, end):
+            lines[i] = ""
+    for node, keep in imports:  # the statement keeps the names that are not the session's, on its first line
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        indent = lines[first][: node.col_offset]
+        kept = ast.unparse(ast.ImportFrom(module=node.module, names=keep, level=node.level)) if keep else ""
+        lines[first] = indent + kept if kept else ""
+        for i in range(first + 1, last + 1):
             lines[i] = ""
     for node, alias in aliases:  # the whole statement becomes `target = alias`, keeping line numbers
         first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1

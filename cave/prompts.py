@@ -419,6 +419,11 @@ PROSE_UNCHECKED_NOTE = (
     "That reply had no code: you have not looked at the data yet, so it cannot be the answer. Compute the answer "
     "with code from the variables given to you, then call final_answer(result) in a ```python block."
 )
+PROSE_NAMED_CALL_NOTE = (
+    "That reply had no code, so nothing ran: {names} {was} not called. {names} {is_} in this session and "
+    "{runs} only from code: write the call in a ```python block, with the arguments the request gives. If none "
+    "of the functions fits the request, say so again in plain text."
+)
 MISSING_OUTPUTS_NOTE = (
     "Not finished yet: the task asks you to store results in {names}, which {verb} not exist in the session. "
     "Assign {them} first, then call final_answer(...)."

@@ -15,6 +15,7 @@ do; none of them calls the model or the runtime, so each is testable on a hand-b
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from cave import prompts
@@ -28,6 +29,7 @@ __all__ = [
     "loop_note",
     "may_refuse_prose",
     "missing_note",
+    "named_uncalled",
     "prose_refusal",
     "repeats_failure",
     "retry_temperatures",
@@ -73,9 +75,37 @@ def may_refuse_prose(traj: Trajectory, insist_on_code: bool) -> bool:
     return insist_on_code and traj.meta.get("prose_refused", 0) < PROSE_REFUSALS
 
 
-def prose_refusal(traj: Trajectory, *, checks: bool, insist_on_code: bool, given: bool) -> str | None:
+def named_uncalled(text: str, functions: Iterable[str], traj: Trajectory) -> list[str]:
+    """The session's functions a prose reply names that no code of this run has called: the reply describes
+    calling them (small models write "I call `get_weather` ..." and stop), but nothing ran.
+
+    >>> named_uncalled("I call `country_capital` with 'Brazil'.", ["country_capital", "final_answer"], Trajectory(task="t"))
+    ['country_capital']
+    >>> named_uncalled("The capital is Brasília.", ["country_capital"], Trajectory(task="t"))
+    []
+    """
+    code = "\n".join(s.code for s in traj.steps if s.kind == "action" and s.code)
+    return [
+        f
+        for f in functions
+        if f != "final_answer"
+        and re.search(rf"\b{re.escape(f)}\b", text)
+        and not re.search(rf"\b{re.escape(f)}\s*\(", code)
+    ]
+
+
+def prose_refusal(
+    traj: Trajectory,
+    *,
+    checks: bool,
+    insist_on_code: bool,
+    given: bool,
+    text: str = "",
+    functions: Iterable[str] = (),
+) -> str | None:
     """Why a reply without code cannot end the run here, before the declared outputs are considered (None: it
-    can, as far as the trajectory tells). ``given``: the runtime holds variables the task gave."""
+    can, as far as the trajectory tells). ``given``: the runtime holds variables the task gave; ``text``: the
+    reply; ``functions``: the functions the session was given."""
     if checks:  # the task checks objects in the runtime: prose cannot be the answer
         return prompts.NEED_OBJECTS_NOTE
     if not may_refuse_prose(traj, insist_on_code):
@@ -83,6 +113,14 @@ def prose_refusal(traj: Trajectory, *, checks: bool, insist_on_code: bool, given
     last = last_action(traj)
     if last is not None and (last.meta.get("cut_off") or (last.execution is not None and not last.execution.ok)):
         return prompts.PROSE_AFTER_ERROR_NOTE
+    named = [] if traj.meta.get("named_refused") else named_uncalled(text, functions, traj)
+    if named:  # once: a second prose reply naming them is taken (e.g. "none of these fits: `f` does X")
+        traj.meta["named_refused"] = True
+        names = ", ".join(f"`{n}`" for n in named[:3])
+        one = len(named[:3]) == 1
+        return prompts.PROSE_NAMED_CALL_NOTE.format(
+            names=names, was="was" if one else "were", it="it" if one else "them"
+        )
     if given and not any(s.kind == "action" and s.code for s in traj.steps):
         return prompts.PROSE_UNCHECKED_NOTE
     return None

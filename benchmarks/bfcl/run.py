@@ -118,8 +118,16 @@ def _methods(instances: dict[str, Any]) -> dict[str, Callable[..., Any]]:
 
 
 # -- the agents -------------------------------------------------------------------------------------
-async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4, runtime: str | None = None) -> tuple[Any, Trajectory]:
-    """``runtime``: where the agent's code runs (default: ``cave.benchmarks.runtime.default_runtime()``)."""
+async def run_code(
+    entry: Entry,
+    llm: LLM,
+    *,
+    max_steps: int = 4,
+    runtime: str | None = None,
+    agent_options: dict[str, Any] | None = None,
+) -> tuple[Any, Trajectory]:
+    """``runtime``: where the agent's code runs (default: ``cave.benchmarks.runtime.default_runtime()``);
+    ``agent_options``: more ``Agent`` keyword arguments (e.g. ``response_prefix``)."""
     from cave.agent import Agent, RunStarted, StepFinished, StepStarted
 
     rec = Recorder()
@@ -140,6 +148,7 @@ async def run_code(entry: Entry, llm: LLM, *, max_steps: int = 4, runtime: str |
             instructions=instructions,
             stream=False,
             prompt_budget=budget,
+            **(agent_options or {}),
         )
 
         trajs, turns = [], []
@@ -240,12 +249,20 @@ def combine(trajs: list[Trajectory], entry: Entry, agent: str) -> Trajectory:
 
 
 async def arun_entry(
-    entry: Entry, agent: str, llm: LLM, *, max_steps: int = 4, native: bool | None = None, runtime: str | None = None
+    entry: Entry,
+    agent: str,
+    llm: LLM,
+    *,
+    max_steps: int = 4,
+    native: bool | None = None,
+    runtime: str | None = None,
+    agent_options: dict[str, Any] | None = None,
 ) -> EntryResult:
-    """``runtime``: where the code agent's code runs (the JSON agent's tools run here)."""
+    """``runtime``: where the code agent's code runs (the JSON agent's tools run here); ``agent_options``: more
+    keyword arguments for the code agent."""
     t0 = time.perf_counter()
     if agent == "code":
-        captured, traj = await run_code(entry, llm, max_steps=max_steps, runtime=runtime)
+        captured, traj = await run_code(entry, llm, max_steps=max_steps, runtime=runtime, agent_options=agent_options)
     elif agent == "json":
         captured, traj = await run_json(entry, llm, max_steps=max_steps, native=native)
     else:
@@ -280,6 +297,7 @@ async def arun_bfcl(
     max_steps: int = 4,
     native: bool | None = None,
     runtime: str | None = None,
+    agent_options: dict[str, Any] | None = None,
     on_result: Callable[[EntryResult], None] | None = None,
 ) -> list[EntryResult]:
     """Run ``agent`` on the first ``limit`` entries of each category. ``llm`` may be a function of the entry."""
@@ -289,7 +307,9 @@ async def arun_bfcl(
     for category in categories:
         for entry in load_category(category, limit):
             model = llm(entry) if callable(llm) and not isinstance(llm, LLM) else llm
-            r = await arun_entry(entry, agent, model, max_steps=max_steps, native=native, runtime=runtime)
+            r = await arun_entry(
+                entry, agent, model, max_steps=max_steps, native=native, runtime=runtime, agent_options=agent_options
+            )
             results.append(r)
             if on_result is not None:
                 on_result(r)

@@ -250,3 +250,57 @@ def test_an_answer_computed_after_a_lossy_coercion_is_held_once():
     agent.runtime.inject("deaths", deaths)
     result = agent.run("the highest number of deaths")
     assert result.status == "success" and result.answer == 7.0 and len(result.trajectory.steps) == 2
+
+
+# -- given functions: called, not described, redefined or imported -----------------------------------
+def _tool_agent(replies: list, **kw) -> tuple[Agent, list]:
+    calls: list = []
+
+    def country_capital(country: str) -> str:
+        """The capital of a country."""
+        calls.append(country)
+        return "Brasília"
+
+    agent = Agent(model=Scripted(replies), runtime=InProcessRuntime(), **kw)
+    agent.runtime.inject_function(country_capital)
+    return agent, calls
+
+
+def test_prose_that_names_a_function_it_did_not_call_is_sent_back_once():
+    replies = [
+        "I call `country_capital` with 'Brazil'; it returns Brasília.",
+        code("final_answer(country_capital('Brazil'))"),
+    ]
+    agent, calls = _tool_agent(replies)
+    result = agent.run("What is the capital of Brazil?")
+    assert result.status == "success" and result.answer == "Brasília" and calls == ["Brazil"]
+    assert "nothing ran: `country_capital` was not called" in result.trajectory.steps[0].observation
+
+
+def test_a_second_prose_reply_naming_the_function_is_taken_as_the_answer():
+    # "none of these fits" naming a function is a legitimate answer: it is questioned once, not forever
+    replies = ["`country_capital` cannot give a population.", "None fits: `country_capital` gives capitals only."]
+    agent, calls = _tool_agent(replies, max_steps=4)
+    result = agent.run("What is the population of Brazil?")
+    assert result.status == "no_code" and result.answer.startswith("None fits") and calls == []
+    assert len(result.trajectory.steps) == 2
+
+
+def test_prose_after_the_function_was_called_is_an_answer():
+    agent, calls = _tool_agent([code("print(country_capital('Brazil'))"), "`country_capital` says Brasília."])
+    result = agent.run("What is the capital of Brazil?")
+    assert result.status == "no_code" and calls == ["Brazil"]
+
+
+def test_a_redefined_or_imported_given_function_is_skipped_and_the_real_one_runs():
+    src = (
+        "from your_module import country_capital\n"
+        "def country_capital(country):\n"
+        "    return 'Rio'\n"
+        "final_answer(country_capital('Brazil'))"
+    )
+    agent, calls = _tool_agent([code(src)])
+    result = agent.run("What is the capital of Brazil?")
+    assert result.status == "success" and result.answer == "Brasília" and calls == ["Brazil"]
+    notes = " ".join(result.trajectory.steps[0].observation.splitlines())
+    assert "your import of it was skipped" in notes and "your definition of it was skipped" in notes
