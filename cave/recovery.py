@@ -119,7 +119,7 @@ def prose_refusal(
         names = ", ".join(f"`{n}`" for n in named[:3])
         one = len(named[:3]) == 1
         return prompts.PROSE_NAMED_CALL_NOTE.format(
-            names=names, was="was" if one else "were", it="it" if one else "them"
+            names=names, was="was" if one else "were", is_="is" if one else "are", runs="runs" if one else "run"
         )
     if given and not any(s.kind == "action" and s.code for s in traj.steps):
         return prompts.PROSE_UNCHECKED_NOTE

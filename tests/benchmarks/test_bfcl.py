@@ -15,7 +15,7 @@ pytest.importorskip("bfcl_eval", reason="bfcl-eval is not installed (the [bench]
 
 from cave.benchmarks.bfcl import gold_calls, gold_replies, load_category, replies_for, run_entry  # noqa: E402
 from cave.benchmarks.bfcl.score import score  # noqa: E402
-from cave.benchmarks.bfcl.stubs import Recorder, make_stub  # noqa: E402
+from cave.benchmarks.bfcl.stubs import Recorder, make_stub, py_name  # noqa: E402
 from cave.benchmarks.rewards import reward  # noqa: E402
 
 from cave.llm.base import Completion, Scripted, Usage  # noqa: E402
@@ -191,3 +191,21 @@ def test_code_agent_prompt_describes_every_function() -> None:
     assert "more names not shown" not in system
     missing = [f["name"] for f in entry.functions if f"- {f['name']}(" not in system]
     assert not missing
+
+
+def test_code_agent_options_reach_the_agent() -> None:
+    # `cave bench bfcl --agent-option 'response_prefix=```python\n'`: every call of the code agent starts in a block
+    entry = load_category("simple", 1)[0]
+    reply = gold_replies(entry, "code")[0]
+    llm = Scripted([reply[reply.index("```python\n") :]])  # code only: the reply starts with the prefix
+    result = run_entry(entry, "code", llm, agent_options={"response_prefix": "```python\n"})
+    assert result.valid and llm.prefixes == ["```python\n"]
+
+
+def test_a_model_that_describes_the_call_in_prose_is_sent_back_and_then_calls() -> None:
+    entry = load_category("simple", 1)[0]
+    name = py_name(entry.functions[0]["name"])
+    llm = Scripted([f"I call `{name}` with the given arguments; it returns the area.", *gold_replies(entry, "code")])
+    result = run_entry(entry, "code", llm)
+    assert result.valid and len(result.trajectory.steps) == 2
+    assert "was not called" in result.trajectory.steps[0].observation
