@@ -12,6 +12,13 @@ table, each number next to a baseline measured in the same process:
 - 256 concurrent episodes on one event loop: errors, wall time, episodes/s;
 - a Ray pool of 2 workers vs the local pool on the same episodes (throughput; Ray start-up
   reported apart). Skipped without ray installed or with ``--no-ray``.
+
+Real model: ``python -m cave.benchmarks.perf.team --model qwen [--problems 3]`` runs the solver/verifier
+team of examples/math_team (both roles on one loaded embedded model) on its first problems twice in the
+same process: with the backend's saved KV states (``kv_slots=4``, the default) and without (``kv_slots=0``:
+llama.cpp holds only the last caller's prompt, so every switch between roles re-reads the whole prompt).
+Reported per setting: role calls, prompt tokens, the share of prompt tokens served from the KV cache, wall
+time, answers; and the wall-time ratio.
 """
 
 from __future__ import annotations
@@ -222,13 +229,81 @@ def print_table(rows: list[Row], title: str) -> None:
     console.print(table)
 
 
+def run_real(model: str, problems: int) -> list[dict[str, Any]]:
+    """The math team on a real model, with and without saved KV states (see the module docstring)."""
+    from pathlib import Path
+
+    from cave.team import arun_team_task, load_team_task, make_backend
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "examples" / "math_team" / "team_task.yaml"
+    lines = (root / "examples" / "math_team" / "data" / "problems.jsonl").read_text().splitlines()[:problems]
+    questions = [json.loads(line)["question"] for line in lines]
+    rows = []
+    for slots in (0, 4):
+        llm = make_backend("local", model=model, seed=0, kv_slots=slots)
+        calls = prompt = cached = 0
+        answers = []
+        t0 = time.perf_counter()
+        for q in questions:
+            tt = load_team_task(path, backends={"default": llm})
+            tt.task.spec.task = q
+            outcome = asyncio.run(arun_team_task(tt))
+            traj = outcome.result.trajectory
+            calls += len(traj.steps)
+            prompt += sum(s.usage.prompt_tokens for s in traj.steps if s.usage)
+            cached += sum(s.usage.cached_tokens for s in traj.steps if s.usage)
+            answers.append(outcome.result.answer)
+        wall = time.perf_counter() - t0
+        asyncio.run(llm.aclose())
+        rows.append(
+            {
+                "kv_slots": slots,
+                "calls": calls,
+                "prompt_tokens": prompt,
+                "cached_share": cached / max(prompt, 1),
+                "wall_s": wall,
+                "answers": [str(a) for a in answers],
+            }  # fmt: skip
+        )
+    return rows
+
+
+def print_real(rows: list[dict[str, Any]], model: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    base = rows[0]["wall_s"]
+    table = Table(title=f"math team (solver + verifier on one model: {model}): saved KV states on / off")
+    for col in ("kv_slots", "role calls", "prompt tokens", "cached share", "wall s", "vs kv_slots=0", "answers"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            str(r["kv_slots"]), str(r["calls"]), f"{r['prompt_tokens']:,}", f"{r['cached_share']:.0%}",
+            f"{r['wall_s']:.1f}", f"{r['wall_s'] / base:.2f}x", ", ".join(r["answers"]),
+        )  # fmt: skip
+    Console(width=140).print(table)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cave.benchmarks.perf.team", description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer episodes (well under a minute)")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray pool comparison")
     parser.add_argument("--workers", type=int, default=2, help="Ray workers (default 2)")
     parser.add_argument("--out", default=None, help="append the rows as JSON lines to this file")
+    parser.add_argument(
+        "--model", help="run the math team on this embedded model (e.g. qwen) with and without saved KV states"
+    )
+    parser.add_argument("--problems", type=int, default=3, help="with --model: problems to run (default 3)")
     args = parser.parse_args(argv)
+    if args.model:
+        rows_real = run_real(args.model, args.problems)
+        print_real(rows_real, args.model)
+        if args.out:
+            with open(args.out, "a", encoding="utf-8") as f:
+                for r in rows_real:
+                    f.write(json.dumps({"bench": "team-real", "model": args.model, **r, "time": time.time()}) + "\n")
+        return 0
 
     rows = asyncio.run(measure(args.quick))
     if not args.no_ray:

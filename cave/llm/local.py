@@ -45,7 +45,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from cave.llm import models
+from cave.llm import kv_states, models
 from cave.llm.base import (
     LLM,
     Completion,
@@ -261,7 +261,9 @@ class LocalLLM(LLM):
     ``model``: an embedded model name (``"qwen"``, the default, or ``"smollm2"``) or a ``.gguf``
     path. ``n_ctx`` is the context window allocated (``context_window`` reports it, capped by what
     the model was trained for). ``seed`` is the default sampling seed; a per-call ``seed`` wins.
-    Temperature 0 decodes greedily. ``sha256`` pins a user-given GGUF.
+    Temperature 0 decodes greedily. ``sha256`` pins a user-given GGUF. ``kv_slots``: KV states kept
+    for callers that take turns on this model (a team's roles, several sessions; see ``kv_states``), 0
+    for none.
     """
 
     name = "local"
@@ -282,6 +284,7 @@ class LocalLLM(LLM):
         top_p: float = 0.95,
         min_p: float = 0.05,
         repeat_penalty: float = 1.0,
+        kv_slots: int = 4,
         verbose: bool = False,
     ) -> None:
         self.path = resolve_gguf(model, sha256=sha256)
@@ -326,6 +329,8 @@ class LocalLLM(LLM):
         self.last_threads = self.n_threads or cpu_count()
         self._pieces: dict[int, bytes] = {}  # token id -> its bytes (a token's piece does not depend on context)
         self._lock = threading.Lock()  # one generation at a time per loaded model
+        self._states = kv_states.KVStates(kv_slots)  # callers taking turns keep their prefixes
+        self.restored = 0  # saved states put back (a caller's prefix reused after another caller's call)
         # Free the model before interpreter teardown: llama-cpp's own __del__ then fails noisily. Only once no
         # generation holds it: a prompt read still running on the llama thread at exit segfaulted in llama.cpp.
         self._finalizer = weakref.finalize(self, _close_when_idle, self._llm, self._lock)
@@ -396,7 +401,7 @@ class LocalLLM(LLM):
                 threads = auto_threads()
                 llm._ctx.set_n_threads(threads, threads)
                 self.last_threads = threads
-            cached = _common_prefix(llm._input_ids.tolist(), prompt_ids) if llm.n_tokens else 0
+            cached = self._switch(prompt_ids)
             llm.set_seed(seed if seed is not None else random.getrandbits(32))
             decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
             text, emitted, ids, cut = "", 0, [], None
@@ -442,6 +447,23 @@ class LocalLLM(LLM):
             model=self.model_name,
         )
 
+    def _switch(self, prompt_ids: list[int]) -> int:
+        """How many prompt tokens the KV cache already holds, after keeping the state being left (when this
+        prompt does not extend it) and restoring a saved one that shares more (see ``kv_states``)."""
+        llm = self._llm
+        current = llm._input_ids.tolist() if llm.n_tokens else []
+        cached = kv_states.common_prefix(current, prompt_ids)
+        if not self._states.slots:
+            return cached
+        if len(current) - cached > kv_states.MIN_GAIN:  # another caller's prompt: keep this one's state
+            self._states.put(*kv_states.save(llm))
+        hit = self._states.best(prompt_ids)
+        if hit is not None and hit.shared > cached + kv_states.MIN_GAIN:
+            kv_states.restore(llm, hit.ids, hit.data)
+            self.restored += 1
+            return hit.shared
+        return cached
+
     async def aclose(self) -> None:
         if getattr(self, "_llm", None) is not None:
             with self._lock:
@@ -456,15 +478,6 @@ def _close_when_idle(llm: Any, lock: threading.Lock, wait: float = 60.0) -> None
             llm.close()
         finally:
             lock.release()
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def resolve_gguf(model: str | os.PathLike[str], *, sha256: str | None = None) -> Path:

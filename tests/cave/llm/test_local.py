@@ -162,3 +162,35 @@ def test_default_model_calls_tools_through_its_template() -> None:
     assert c.tool_calls, c.text
     assert c.tool_calls[0]["function"]["name"] == "get_weather" and "Paris" in c.tool_calls[0]["function"]["arguments"]
     assert c.finish_reason == "tool_calls"
+
+
+async def test_callers_taking_turns_keep_their_prefixes_and_their_outputs(smol: LocalLLM) -> None:
+    """Two conversations alternate on one model (a team's roles): each one's next prompt is served from its own
+    saved KV state, not re-read from the start, and greedy outputs are what they are without saved states."""
+    sys_a = {"role": "system", "content": "You write Python. " + "Keep every answer short and exact. " * 12}
+    sys_b = {"role": "system", "content": "You check answers. " + "Say only OK or WRONG, then one reason. " * 12}
+    a1 = [sys_a, {"role": "user", "content": "Write a function that adds two numbers."}]
+    b1 = [sys_b, {"role": "user", "content": "Is 2 + 2 = 5?"}]
+
+    async def turns(llm: LocalLLM) -> list[Completion]:
+        ra1 = await llm.complete(a1, max_tokens=24)
+        rb1 = await llm.complete(b1, max_tokens=12)
+        a2 = [*a1, {"role": "assistant", "content": ra1.text}, {"role": "user", "content": "Now multiply."}]
+        ra2 = await llm.complete(a2, max_tokens=24)
+        b2 = [*b1, {"role": "assistant", "content": rb1.text}, {"role": "user", "content": "Is 3 * 3 = 9?"}]
+        rb2 = await llm.complete(b2, max_tokens=12)
+        return [ra1, rb1, ra2, rb2]
+
+    plain = LocalLLM("smollm2", n_ctx=1024, seed=0, kv_slots=0)
+    try:
+        without = await turns(plain)
+    finally:
+        await plain.aclose()
+    restored_before = smol.restored
+    with_states = await turns(smol)
+    assert [c.token_ids for c in with_states] == [c.token_ids for c in without]
+    a1_len = len(with_states[0].prompt_token_ids)
+    # Without saved states, the second turn of each conversation shares only the chat header with the other's.
+    assert without[2].usage.cached_tokens < 10 and without[3].usage.cached_tokens < 10
+    assert with_states[2].usage.cached_tokens >= a1_len and with_states[3].usage.cached_tokens >= 100
+    assert smol.restored - restored_before == 2
