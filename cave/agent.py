@@ -183,7 +183,9 @@ class Agent:
             "rerender": the system prompt is rendered from ``describe()`` before every call. Unset: the
             ``CAVE_PROMPT_LAYOUT`` environment variable, else "stable" (benchmarks compare the two this way).
         review: before a final answer is accepted (when the task gives no checks), show the model a summary of
-            it (type, shape, first rows, warnings) beside the task, once, to confirm or fix it.
+            it (type, shape, first rows, warnings) beside the task, once, to confirm or fix it. "auto" (the
+            default): only an answer that looks wrong (empty, None, NaN, every value the same, True/False
+            for a yes/no question: ``recovery.needs_review``); True: every answer; False: none.
         outputs: runtime variables the task asks to be left behind; final_answer (or a prose answer) is not
             accepted while one of them is missing.
         response_prefix: text the reply starts with, e.g. "```python\n" so a small model writes code (sent to the
@@ -223,7 +225,7 @@ class Agent:
         model_options: dict[str, Any] | None = None,
         runtime_options: dict[str, Any] | None = None,
         prompt_layout: Literal["stable", "rerender"] | None = None,
-        review: bool = False,
+        review: bool | Literal["auto"] = "auto",
         outputs: Sequence[str] = (),
         response_prefix: str | None = None,
         insist_on_code: bool = True,
@@ -263,6 +265,8 @@ class Agent:
                 f"prompt_layout must be 'stable' or 'rerender', not {prompt_layout!r} (check $CAVE_PROMPT_LAYOUT)"
             )
         self.prompt_layout = prompt_layout
+        if review not in (True, False, "auto"):
+            raise ValueError(f"review must be True, False or 'auto', not {review!r}")
         self.review = review
         self.outputs = list(outputs)
         self.response_prefix = response_prefix or None
@@ -591,8 +595,10 @@ class Agent:
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             return prompts.LOSS_HELD_NOTE
         if self.review and not self.checks and not traj.meta.get("reviewed"):
-            traj.meta["reviewed"] = True
             what = await asyncio.to_thread(answer_summary, cell.value)
+            if self.review == "auto" and not recovery.needs_review(traj.task, cell.value, what):
+                return None
+            traj.meta["reviewed"] = True
             return prompts.review_note(traj.task, what)
         return None
 

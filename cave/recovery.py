@@ -30,6 +30,7 @@ __all__ = [
     "may_refuse_prose",
     "missing_note",
     "named_uncalled",
+    "needs_review",
     "prose_refusal",
     "repeats_failure",
     "retry_temperatures",
@@ -177,3 +178,29 @@ def answer_name(code: str) -> str | None:
     """
     calls = re.findall(r"final_answer\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)", code)
     return calls[-1] if calls else None
+
+
+_YES_NO = re.compile(r"""\byes\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?no\b""", re.I)
+
+
+def _has_bool(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_bool(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_has_bool(v) for v in value)
+    return type(value).__name__ in ("bool", "bool_")  # numpy's bool too
+
+
+def needs_review(task: str, value: Any, summary: str) -> bool:
+    """Whether an answer looks wrong enough to be shown to the model once before it is accepted (the
+    agent's ``review="auto"``): the summary warns (empty, None, NaN, every value the same), or a yes/no
+    question got True/False where the task names the words.
+
+    >>> needs_review("Is it normal? Answer 'Yes' or 'No'.", {"is_normal": False}, "dict of 1: 'is_normal': bool False")
+    True
+    >>> needs_review("How many rows?", 12, "int 12")
+    False
+    >>> needs_review("Mean per group", None, "NoneType None (WARNING: it is None)")
+    True
+    """
+    return "WARNING:" in summary or (_has_bool(value) and bool(_YES_NO.search(task)))

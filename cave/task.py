@@ -280,10 +280,11 @@ class TaskSpec(ConfigModel):
     max_steps: int = Field(8, ge=1, le=200, description="most LLM calls before the run stops with status max_steps")
     seed: int | None = Field(None, description="sampling seed, for reproducible runs")
     instructions: str | None = Field(None, description="extra text appended to the system prompt")
-    review: bool = Field(
-        False,
+    review: bool | Literal["auto"] = Field(
+        "auto",
         description="before an answer is accepted (when there are no checks), show the model a summary of it "
-        "beside the task once, to confirm or fix it",
+        "beside the task once, to confirm or fix it: auto (only answers that look wrong: empty, None, NaN, "
+        "all values the same, True/False for a yes/no question), true (every answer) or false",
     )
 
     @field_validator("task")

@@ -202,6 +202,21 @@ def test_review_of_named_answers_shows_each_value_and_the_tasks_answer_format(sa
     assert result.status == "success" and result.answer == {"is_normal": "Yes"}
 
 
+def test_auto_review_holds_only_answers_that_look_wrong(sales):
+    # the default review="auto": True/False for a yes/no question, or a summary warning, is shown once ...
+    task = 'Is the skewness of units within [-0.5, 0.5]? Answer "Yes" or "No".'
+    replies = [code("final_answer({'is_normal': True})"), code("final_answer({'is_normal': 'Yes'})")]
+    result = agent_with(replies, sales).run(task)
+    assert "Review: Before this is accepted" in result.trajectory.steps[0].observation
+    assert result.answer == {"is_normal": "Yes"} and len(result.trajectory.steps) == 2
+    same = agent_with([code("final_answer(sales.units * 0)"), code("final_answer(sales.units)")], sales).run("x")
+    assert "WARNING: every value is the same" in same.trajectory.steps[0].observation
+    # ... an ordinary answer is accepted at once, and review=False never holds
+    assert len(agent_with([code("final_answer(sales.units.sum())")], sales).run("units?").trajectory.steps) == 1
+    off = agent_with([code("final_answer({'is_normal': True})")], sales, review=False).run(task)
+    assert off.answer == {"is_normal": True} and len(off.trajectory.steps) == 1
+
+
 def test_review_is_skipped_when_the_task_has_checks(sales):
     agent = agent_with([code("final_answer(3)")], sales, review=True, checks={"answer": {"type": "int"}})
     result = agent.run("t")
