@@ -431,6 +431,11 @@ class Agent:
             # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
             step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
+            if attempt == 0:  # the failing code leaves the context: a small model copies what it can see
+                folded = recovery.fold_failed(messages, "\n\n".join(blocks), _error_line(recovery.last_code_step(traj)))
+                if folded:
+                    step.meta["folded"] = folded
+                    step.messages = list(messages)
             seed = None if self.seed is None else self.seed + index + 1 + attempt
             self._override = {"temperature": temperature, "seed": seed}
             usage, n_calls = gen.usage, gen.calls
@@ -742,6 +747,11 @@ class Agent:
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def _error_line(step: Step | None) -> str:
+    err = step.execution.error if step is not None and step.execution is not None else None
+    return f"{err.type}: {err.message}" if err is not None else "a failed check"
+
+
 def _next_index(traj: Trajectory) -> int:
     return traj.steps[-1].index + 1 if traj.steps else 0
 

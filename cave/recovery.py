@@ -24,6 +24,7 @@ from cave.trajectory import Step, Trajectory
 
 __all__ = [
     "answer_name",
+    "fold_failed",
     "last_action",
     "last_code_step",
     "loop_note",
@@ -56,6 +57,28 @@ def repeats_failure(traj: Trajectory, blocks: list[str]) -> bool:
         return False
     refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
     return last.execution is None or not last.execution.ok or refused
+
+
+def fold_failed(messages: list[dict[str, Any]], code: str, error: str) -> int:
+    r"""Replace the model's earlier replies whose code is ``code`` (a cell that failed) by a one-line stub;
+    how many were replaced.
+
+    A small model copies its own failing cell from the context, sampled hotter or not (a 1.5B re-ran
+    ``df['year']`` on a frame without that column six times, three samples each): with the code gone from
+    the context, the next sample has nothing to copy. The error stays in the observation after it.
+
+    >>> msgs = [{"role": "assistant", "content": "Try:\n```python\nx = df['year']\n```"}, {"role": "user", "content": "KeyError"}]
+    >>> fold_failed(msgs, "x = df['year']", "KeyError: 'year'"), msgs[0]["content"]
+    (1, "(My code here failed with KeyError: 'year'; it is omitted so that I write a different approach.)")
+    """
+    n = 0
+    for m in messages:
+        if m.get("role") == "assistant" and "\n\n".join(prompts.extract_code(str(m.get("content") or ""))) == code:
+            m["content"] = prompts.FOLDED_NOTE.format(
+                error=error.strip().splitlines()[0][:160] if error.strip() else "an error"
+            )
+            n += 1
+    return n
 
 
 def retry_temperatures(retry_temperature: float | None) -> list[float]:

@@ -108,6 +108,20 @@ def test_repeated_failing_code_is_resampled_hotter_when_the_first_resample_repea
     assert temps == [0.7, pytest.approx(1.1)]
 
 
+def test_the_failing_code_leaves_the_context_before_it_is_sampled_again(sales):
+    # A small model copies its failing cell from the context, hot or not: the resample must not see it.
+    bad = code("sales.groupby('country').units.sum()")
+    llm = Scripted([bad, bad, code("final_answer(sales.units.sum())")])
+    agent = Agent(model=llm, runtime=InProcessRuntime(), seed=0)
+    agent.runtime.inject("sales", sales)
+    result = agent.run("units per country")
+    assert result.answer == 10
+    mine = "\n".join(str(m["content"]) for m in llm.calls[2] if m["role"] == "assistant")  # the traceback keeps it
+    assert "groupby('country')" not in mine
+    assert "failed with KeyError" in mine and "it is omitted" in mine
+    assert result.trajectory.steps[1].meta["folded"] == 1
+
+
 def test_a_refused_prose_reply_between_two_failures_does_not_hide_the_loop(sales):
     # DABench: KeyError 'year', then prose (refused: the code failed), then the very same cell: the loop is seen
     bad = code("sales[sales['year'] == 1992]")
