@@ -30,6 +30,7 @@ declared ``outputs`` are missing, and not when the task checks objects.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import dataclasses
 import os
@@ -185,7 +186,10 @@ class Agent:
         review: before a final answer is accepted (when the task gives no checks), show the model a summary of
             it (type, shape, first rows, warnings) beside the task, once, to confirm or fix it. "auto" (the
             default): only an answer that looks wrong (empty, None, NaN, every value the same, True/False
-            for a yes/no question: ``recovery.needs_review``); True: every answer; False: none.
+            for a yes/no question: ``recovery.needs_review``); True: every answer; False: none. Unless False, an
+            answer not in the form the task names (more decimals than it asks for, True for "Yes or No", a key
+            of the final_answer({...}) it spells out missing) is first sent back once with the call that fixes
+            it (``recovery.form_problems``).
         outputs: runtime variables the task asks to be left behind; final_answer (or a prose answer) is not
             accepted while one of them is missing.
         response_prefix: text the reply starts with, e.g. "```python\n" so a small model writes code (sent to the
@@ -599,6 +603,12 @@ class Agent:
         if coercion.LOSS_MARK in cell.execution.stderr and not traj.meta.get("held_for_loss"):
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             return prompts.LOSS_HELD_NOTE
+        if self.review and not self.checks and not traj.meta.get("form_checked"):
+            traj.meta["form_checked"] = True  # once: then the model's own call stands
+            form = recovery.form_problems(traj.task, cell.value)
+            if form.problems:
+                traj.meta["reviewed"] = True
+                return prompts.form_note(form.problems, _literal(form.fixed) if form.fixable else None)
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             what = await asyncio.to_thread(answer_summary, cell.value)
             if self.review == "auto" and not recovery.needs_review(traj.task, cell.value, what):
@@ -750,6 +760,15 @@ class Agent:
 def _error_line(step: Step | None) -> str:
     err = step.execution.error if step is not None and step.execution is not None else None
     return f"{err.type}: {err.message}" if err is not None else "a failed check"
+
+
+def _literal(value: Any) -> str | None:
+    """``value`` as a Python literal the model can run, or None when it has no such form."""
+    text = repr(value)
+    try:
+        return text if len(text) <= 600 and ast.literal_eval(text) == value else None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
 
 
 def _next_index(traj: Trajectory) -> int:

@@ -415,6 +415,11 @@ PROSE_AFTER_ERROR_NOTE = (
     "That reply had no code, and your last code failed, so it cannot be the answer yet. Fix the code (one small "
     "step) in a ```python block, and call final_answer(result) when you have the result."
 )
+PROSE_AFTER_HELD_NOTE = (
+    "That reply had no code, and your last answer was not accepted yet (the note above says why), so the task is "
+    "not finished. Reply with a ```python block: fix the answer and call final_answer(...) again, or confirm it "
+    "as it is with final_answer(_final_answer)."
+)
 PROSE_UNCHECKED_NOTE = (
     "That reply had no code: you have not looked at the data yet, so it cannot be the answer. Compute the answer "
     "with code from the variables given to you, then call final_answer(result) in a ```python block."
@@ -446,6 +451,25 @@ REVIEW_NOTE = (
     "If yes, reply with ```python\nfinal_answer(_final_answer)\n``` to confirm. If not, fix it and call "
     "final_answer with the corrected result."
 )
+
+FORM_NOTE = "Not accepted yet: the answer is not in the form the task asks for:\n{problems}\n{fix}"
+FORM_FIX = "If the values are otherwise right, run this:\n```python\nfinal_answer({fixed})\n```"
+FORM_NO_FIX = "Fix it and call final_answer again."
+
+
+def form_note(problems: list[str], fixed: str | None) -> str:
+    """The note for an answer not in the form the task names, with the call that fixes it when there is one.
+
+    >>> print(form_note(["'m' is 1.234; the task asks for 2 decimal places: 1.23"], "{'m': 1.23}"))
+    Not accepted yet: the answer is not in the form the task asks for:
+    - 'm' is 1.234; the task asks for 2 decimal places: 1.23
+    If the values are otherwise right, run this:
+    ```python
+    final_answer({'m': 1.23})
+    ```
+    """
+    fix = FORM_FIX.format(fixed=fixed) if fixed is not None else FORM_NO_FIX
+    return FORM_NOTE.format(problems="\n".join(f"- {p}" for p in problems), fix=fix)
 
 
 def review_note(task: str, what: str, limit: int = 1500) -> str:

@@ -70,13 +70,18 @@ def _rounds(value: str, label: str) -> bool:
 
 
 def fmt(value: Any) -> str:
-    """One value as answer text: numbers plainly, sequences comma-separated, the rest as str."""
+    """One value as answer text: numbers plainly, sequences comma-separated (a whole float in one as an integer,
+    as a person writes a month and a year: the official rule compares a list's text), the rest as str.
+
+    >>> fmt([1.0, 2018.0, 88.32])
+    '1, 2018, 88.32'
+    """
     if isinstance(value, str):
         return value
     if hasattr(value, "tolist") and not isinstance(value, (bool, int, float)):  # numpy scalars and arrays, Series
         return fmt(value.tolist())
-    if isinstance(value, (list, tuple, set)):
-        return ", ".join(fmt(v) for v in value)
+    if isinstance(value, (list, tuple, set)):  # 2018.0 in a list is written 2018: a list is compared as text
+        return ", ".join(str(int(v)) if isinstance(v, float) and v.is_integer() else fmt(v) for v in value)
     return "" if value is None else str(value)
 
 

@@ -54,6 +54,7 @@ def test_answers_in_every_shape_become_the_official_format() -> None:
     assert response('The answer: {"a": 2}') == "@a[2]"
     assert response(0.25, ["r"]) == "@r[0.25]" and response("Lima", ["city"]) == "@city[Lima]"
     assert response({"xs": [1, 2.5]}) == "@xs[1, 2.5]"
+    assert response({"best": [1.0, 2018.0, 88.32]}) == "@best[1, 2018, 88.32]"  # a month, a year, a price
     import numpy as np
 
     assert response({"n": np.int64(3), "ok": np.bool_(True), "x": np.float64(0.5)}) == "@n[3], @ok[True], @x[0.5]"
@@ -97,9 +98,17 @@ def test_scripted_runs_are_scored(agent) -> None:
 
 def test_the_code_agent_computes_from_df() -> None:
     q = load_questions(FIXTURE)[0]
-    llm = Scripted(["```python\nfinal_answer({'mean_price': df['price'].mean()})\n```"])
+    unrounded = "```python\nfinal_answer({'mean_price': df['price'].mean()})\n```"
+    llm = Scripted([unrounded, "```python\nfinal_answer(_final_answer)\n```"])  # confirms it as it is
     r = run_question(q, FIXTURE, "code", llm, runtime="inprocess")
     assert not r.score.strict and r.score.rounded  # 41.00666... is right only after rounding
+    # the agent's form check named the rounding the question asks for, with the call that fixes it
+    note = r.trajectory.steps[0].observation
+    assert "'mean_price' is 41.00666666666667; the task asks for 2 decimal places: 41.01" in note
+    fixed = run_question(
+        q, FIXTURE, "code", Scripted([unrounded, "```python\n" + note.split("```python\n")[1]]), runtime="inprocess"
+    )
+    assert fixed.score.strict and fixed.trajectory.status == "success"
 
 
 def test_cli_runs_and_reports(tmp_path, monkeypatch, capsys) -> None:

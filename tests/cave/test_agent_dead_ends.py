@@ -207,11 +207,11 @@ def test_review_of_named_answers_shows_each_value_and_the_tasks_answer_format(sa
     # a DABench-style task: a long question whose answer format comes last; the answer a dict of named values
     task = "Is the skewness of units within [-0.5, 0.5]? " + "Use the Fisher-Pearson coefficient. " * 40
     task += 'Answer format: @is_normal[answer], "answer" is "Yes" or "No".'
-    replies = [code("final_answer({'is_normal': bool(abs(sales.units.skew()) < 0.5)})"),
+    replies = [code("final_answer({'is_normal': 'yes' if abs(sales.units.skew()) < 0.5 else 'no'})"),
                code("final_answer({'is_normal': 'Yes'})")]  # fmt: skip
     result = agent_with(replies, sales, review=True).run(task)
     review = result.trajectory.steps[0].observation
-    assert "'is_normal': bool True" in review  # the value and its type, not only the keys
+    assert "'is_normal': str 'yes'" in review  # the value and its type, not only the keys
     assert '"answer" is "Yes" or "No"' in review  # the end of a long task survives the cut
     assert result.status == "success" and result.answer == {"is_normal": "Yes"}
 
@@ -221,7 +221,7 @@ def test_auto_review_holds_only_answers_that_look_wrong(sales):
     task = 'Is the skewness of units within [-0.5, 0.5]? Answer "Yes" or "No".'
     replies = [code("final_answer({'is_normal': True})"), code("final_answer({'is_normal': 'Yes'})")]
     result = agent_with(replies, sales).run(task)
-    assert "Review: Before this is accepted" in result.trajectory.steps[0].observation
+    assert "the task asks for the word: 'Yes'" in result.trajectory.steps[0].observation
     assert result.answer == {"is_normal": "Yes"} and len(result.trajectory.steps) == 2
     same = agent_with([code("final_answer(sales.units * 0)"), code("final_answer(sales.units)")], sales).run("x")
     assert "WARNING: every value is the same" in same.trajectory.steps[0].observation
@@ -229,6 +229,39 @@ def test_auto_review_holds_only_answers_that_look_wrong(sales):
     assert len(agent_with([code("final_answer(sales.units.sum())")], sales).run("units?").trajectory.steps) == 1
     off = agent_with([code("final_answer({'is_normal': True})")], sales, review=False).run(task)
     assert off.answer == {"is_normal": True} and len(off.trajectory.steps) == 1
+
+
+def test_an_answer_not_in_the_tasks_form_comes_back_with_the_call_that_fixes_it(sales):
+    # "rounded to two decimal places" / "Yes or No" / the keys the task spells out: what a small model gets
+    # wrong with the right numbers; the note names each problem and gives the fixed call to run, once
+    task = (
+        "Mean and skewness of units. Round the mean to two decimal places and the skewness to 3 decimals. "
+        "Is the mean above 2? Answer Yes or No. Call final_answer({'mean': ..., 'skew': ..., 'above': ...})"
+    )
+    first = "final_answer({'mean': sales.units.mean() + 1/3, 'skew': sales.units.skew(), 'above': True})"
+    fix = "final_answer({'mean': 2.83, 'skew': 0.0, 'above': 'Yes'})"
+    result = agent_with([code(first), code(fix)], sales).run(task)
+    note = result.trajectory.steps[0].observation
+    assert "'mean' is 2.8333333333333335; the task asks for 2 decimal places: 2.83" in note
+    assert "'above' is the bool True; the task asks for the word: 'Yes'" in note
+    assert "```python\n" + fix + "\n```" in note  # skew is 0.0: already in form, kept as it is
+    assert result.status == "success" and result.answer == {"mean": 2.83, "skew": 0.0, "above": "Yes"}
+    missing = agent_with([code("final_answer({'mean': 2.5})"), code("final_answer({'mean': 2.5})")], sales).run(task)
+    assert "the answer has no 'skew', 'above'" in missing.trajectory.steps[0].observation
+    assert "Fix it and call final_answer again" in missing.trajectory.steps[0].observation
+    # once per run: the model's next answer stands, and review=False never holds
+    assert missing.status == "success" and len(missing.trajectory.steps) == 2
+    off = agent_with([code("final_answer({'mean': 2.5})")], sales, review=False).run(task)
+    assert len(off.trajectory.steps) == 1
+
+
+def test_prose_after_a_held_answer_is_not_the_answer(sales):
+    # the answer was held (here: not rounded as asked); "The mean is 2.5." neither fixes nor confirms it
+    task = "Mean units, rounded to two decimal places."
+    replies = [code("final_answer(sales.units.mean() + 1/3)"), "The mean is 2.83.", code("final_answer(2.83)")]
+    result = agent_with(replies, sales).run(task)
+    assert "your last answer was not accepted yet" in result.trajectory.steps[1].observation
+    assert result.status == "success" and result.answer == 2.83
 
 
 def test_review_is_skipped_when_the_task_has_checks(sales):
