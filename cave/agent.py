@@ -565,6 +565,8 @@ class Agent:
                     {"role": "assistant", "content": gen.text},
                     {"role": "user", "content": prompts.CONTINUE_PROMPT},
                 ]
+                if not self._room_for_reply(convo):  # the cell stays cut off (and is said to be), not a run error
+                    return
 
     def _repeats_failure(self, traj: Trajectory, blocks: list[str]) -> bool:
         if self.retry_temperature is None or self.retry_temperature <= self.temperature:
@@ -669,6 +671,8 @@ class Agent:
             ns["final_answer"] = final_answer
 
     async def _summarize_at_limit(self, traj: Trajectory, messages: list[Message]) -> AsyncIterator[Event]:
+        async for event in self._maybe_compact(traj, messages, int(traj.meta.get("head", 2))):
+            yield event  # the summary's question must fit in the window too
         index = _next_index(traj)
         yield StepStarted(index, self.max_steps)
         convo = [*messages, {"role": "user", "content": prompts.MAX_STEPS_PROMPT}]
@@ -686,6 +690,11 @@ class Agent:
     # -- context compaction --------------------------------------------------------------------
     def prompt_tokens(self, messages: list[Message]) -> int:
         return sum(self._count(str(m.get("content") or "")) + 4 for m in messages)
+
+    def _room_for_reply(self, messages: list[Message], least: int = 128) -> bool:
+        """Whether the context window leaves a reply of ``least`` tokens after ``messages`` (no window: yes)."""
+        window = getattr(self.llm, "context_window", 0) or 0
+        return not window or self.prompt_tokens(messages) + least <= window
 
     async def _maybe_compact(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
         """Keep the prompt under ``compact_at`` of the window: elide old observations, then summarize."""

@@ -420,6 +420,11 @@ PROSE_AFTER_HELD_NOTE = (
     "not finished. Reply with a ```python block: fix the answer and call final_answer(...) again, or confirm it "
     "as it is with final_answer(_final_answer)."
 )
+PROSE_NEEDS_CALL_NOTE = (
+    "That reply had no code, but the task asks for the answer through final_answer(...), so prose cannot be it. "
+    "Call final_answer in a ```python block, passing the variables that hold your results (not numbers copied "
+    "from the output)."
+)
 PROSE_UNCHECKED_NOTE = (
     "That reply had no code: you have not looked at the data yet, so it cannot be the answer. Compute the answer "
     "with code from the variables given to you, then call final_answer(result) in a ```python block."

@@ -154,6 +154,8 @@ def prose_refusal(
         )
     if given and not any(s.kind == "action" and s.code for s in traj.steps):
         return prompts.PROSE_UNCHECKED_NOTE
+    if "final_answer(" in traj.task:  # the task names the call: "The mean is 40.82." printed, never returned
+        return prompts.PROSE_NEEDS_CALL_NOTE
     return None
 
 

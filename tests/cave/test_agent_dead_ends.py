@@ -78,6 +78,22 @@ def test_a_cell_cut_off_at_max_tokens_is_reported_and_not_run(sales):
     assert "data typed in by hand" in first.observation
 
 
+def test_a_continuation_that_would_overflow_the_context_window_is_not_asked_for(sales):
+    # a small window (a 1.5B at n_ctx=4096): continuing a long cut cell would overflow it, which ended the run
+    # with an LLMError; the cell stays cut off instead, and the run goes on
+    long_cell = "Let me type the data.\n```python\ndata = pd.DataFrame({'a': [" + "1, " * 1200
+    replies = [Completion(text=long_cell, usage=Usage(10, 20, 30), finish_reason="length"),
+               code("final_answer(int(sales.units.sum()))")]  # fmt: skip
+    llm = Scripted(replies, context_window=1200)
+    agent = Agent(model=llm, runtime=InProcessRuntime(), max_tokens=256, max_continuations=2)
+    agent.runtime.inject("sales", sales)
+    result = agent.run("units?")
+    assert result.status == "success" and result.answer == 10
+    first = result.trajectory.steps[0]
+    assert first.meta["cut_off"] and len(llm.calls) == 2  # the cut reply and the next step: no continuation
+    assert "cut off at the length limit" in first.observation
+
+
 # -- loops -----------------------------------------------------------------------------------------------
 def test_the_same_error_twice_points_at_the_line_and_the_real_columns(sales):
     replies = [
@@ -262,6 +278,19 @@ def test_prose_after_a_held_answer_is_not_the_answer(sales):
     result = agent_with(replies, sales).run(task)
     assert "your last answer was not accepted yet" in result.trajectory.steps[1].observation
     assert result.status == "success" and result.answer == 2.83
+
+
+def test_prose_is_not_the_answer_when_the_task_asks_for_final_answer(sales):
+    # the answers printed, then stated in prose: the task named the call, so the model is asked to make it
+    task = "Total units. Call final_answer({'total': ...})"
+    replies = [code("total = int(sales.units.sum())\nprint(f'@total[{total}]')"), "The total is 10.",
+               code("final_answer({'total': total})")]  # fmt: skip
+    result = agent_with(replies, sales).run(task)
+    assert "the task asks for the answer through final_answer" in result.trajectory.steps[1].observation
+    assert result.status == "success" and result.answer == {"total": 10}
+    # a task that does not name it takes the prose as the answer
+    plain = agent_with(replies[:2], sales).run("Total units?")
+    assert plain.status == "no_code" and plain.answer == "The total is 10."
 
 
 def test_review_is_skipped_when_the_task_has_checks(sales):
