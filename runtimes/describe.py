@@ -377,8 +377,21 @@ def _entries_summary(obj: dict | list | tuple) -> str:
         line = f"  {key!r}: {type_name(value)} {shown[:160]}"
         if value is None or (isinstance(plain, float) and plain != plain) or repr(value) == "NaT":
             line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
+        elif isinstance(obj, dict) and _table_rows(value) > 1:  # a named answer is one value, rarely a table
+            line += f" (WARNING: {key!r} is a whole table of {_table_rows(value)} rows, not one value)"
         lines.append(line)
+    numbers = [v for _, v in items if isinstance(v, int | float) and not isinstance(v, bool) or _is_np_number(v)]
+    if len(items) >= 3 and len(numbers) == len(items) and len({float(v) for v in numbers}) == 1:
+        lines[0] += " (WARNING: every value is the same)"  # four different quantities, all 27.7
     return "\n".join(lines)
+
+
+def _table_rows(value: Any) -> int:
+    return len(value) if _has_type(value, "pandas.DataFrame") or _has_type(value, "pandas.Series") else 0
+
+
+def _is_np_number(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and value.dtype.kind in "iuf"
 
 
 def answer_summary(obj: Any, rows: int = 5) -> str:
@@ -394,6 +407,8 @@ def answer_summary(obj: Any, rows: int = 5) -> str:
     dict of 2:
       'is_normal': bool False
       'r': float nan (WARNING: 'r' is NaN)
+    >>> answer_summary({"wind": 27.7, "temp": 27.7, "rain": 27.7}).splitlines()[0]
+    'dict of 3: (WARNING: every value is the same)'
     """
     warnings = []
     text = f"{type_name(obj)}: {preview(obj)}"

@@ -241,6 +241,11 @@ def test_auto_review_holds_only_answers_that_look_wrong(sales):
     assert result.answer == {"is_normal": "Yes"} and len(result.trajectory.steps) == 2
     same = agent_with([code("final_answer(sales.units * 0)"), code("final_answer(sales.units)")], sales).run("x")
     assert "WARNING: every value is the same" in same.trajectory.steps[0].observation
+    # named answers: four quantities with one value, or a whole table where one value goes
+    alike = agent_with([code("final_answer({'a': 2.5, 'b': 2.5, 'c': 2.5})"), code("final_answer(1)")], sales)
+    assert "WARNING: every value is the same" in alike.run("x").trajectory.steps[0].observation
+    table = agent_with([code("final_answer({'cols': sales, 'n': 4})"), code("final_answer(1)")], sales)
+    assert "'cols' is a whole table of 4 rows, not one value" in table.run("x").trajectory.steps[0].observation
     # ... an ordinary answer is accepted at once, and review=False never holds
     assert len(agent_with([code("final_answer(sales.units.sum())")], sales).run("units?").trajectory.steps) == 1
     off = agent_with([code("final_answer({'is_normal': True})")], sales, review=False).run(task)
