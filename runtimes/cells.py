@@ -24,6 +24,7 @@ from types import CodeType
 from typing import Any
 
 from cave.runtimes import coercion
+from cave.runtimes.suggest import did_you_mean
 from cave.runtimes.base import (
     ExecError,
     Execution,
@@ -494,6 +495,12 @@ class CellRunner:
         else:
             etype, message = type(e).__name__, str(e)
             last = "".join(traceback.format_exception_only(type(e), e))
+            try:
+                hint = did_you_mean(e, self.namespace)
+            except Exception:  # a hint must never replace the error it explains
+                hint = None
+            if hint:
+                message, last = f"{message}. {hint}", f"{last.rstrip()}. {hint}\n"
         text = "Traceback (most recent call last):\n" + self._format_frames(frames) + last if frames else last
         return ExecError(etype, message, text, lineno)
 

@@ -1,0 +1,75 @@
+"""What a missing column probably meant: "Did you mean 'avg. wait time'?" beside a KeyError.
+
+Small models misspell the columns of wide, messily named tables (``df['avg.wait time']`` for
+``'avg. wait time'``; ``df.fare`` for ``'Fare'``) and, told only ``KeyError: 'avg.wait time'``, try the same
+name again. Like Python's own "Did you mean" for names, the cell's error names the closest columns of the
+session's DataFrames. It runs where the cell ran (in a kernel, inside it) and reads only frames that already
+exist: pandas is never imported here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from typing import Any
+
+__all__ = ["did_you_mean"]
+
+_NO_ATTR = re.compile(r"^'DataFrame' object has no attribute '([^']+)'$")
+_MAX_FRAMES = 50
+_MAX_COLUMNS = 2000
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", name.lower())
+
+
+def _missing_key(e: BaseException) -> str | None:
+    if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
+        return e.args[0]
+    if isinstance(e, AttributeError) and (m := _NO_ATTR.match(str(e))):
+        return m.group(1)
+    return None
+
+
+def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
+    """The columns of the namespace's DataFrames closest to the key an error says is missing, as one line.
+
+    >>> import pandas as pd
+    >>> ns = {"df": pd.DataFrame(columns=["timestamp", "avg. wait time", "avg. num. agents talking"])}
+    >>> did_you_mean(KeyError("avg.wait time"), ns)
+    "Did you mean 'avg. wait time' (a column of df)?"
+    >>> did_you_mean(AttributeError("'DataFrame' object has no attribute 'Timestamp'"), ns)
+    "Did you mean 'timestamp' (a column of df)?"
+    >>> did_you_mean(KeyError("zzz"), ns) is None
+    True
+    """
+    key = _missing_key(e)
+    pd = sys.modules.get("pandas")
+    if key is None or pd is None:
+        return None
+    hits: dict[str, list[str]] = {}
+    frames = [(n, v) for n, v in list(namespace.items()) if not n.startswith("_") and type(v) is pd.DataFrame]
+    for name, frame in frames[:_MAX_FRAMES]:
+        columns = [c for c in list(frame.columns[:_MAX_COLUMNS]) if isinstance(c, str)]
+        if key in columns:
+            continue  # the key is there: this frame is not the one that failed
+        for column in _close(key, columns):
+            hits.setdefault(column, []).append(name)
+    if not hits:
+        return None
+    shown = [f"{c!r} (a column of {', '.join(names[:3])})" for c, names in list(hits.items())[:3]]
+    return f"Did you mean {' or '.join(shown)}?"
+
+
+def _close(key: str, columns: list[str]) -> list[str]:
+    """Columns equal to ``key`` but for case, spaces and punctuation; else the closest by spelling."""
+    same = [c for c in columns if _norm(c) == _norm(key) and _norm(key)]
+    if same:
+        return same[:3]
+    by_norm: dict[str, str] = {}
+    for c in columns:
+        by_norm.setdefault(_norm(c), c)
+    close = difflib.get_close_matches(_norm(key), list(by_norm), n=2, cutoff=0.75)
+    return [by_norm[c] for c in close]

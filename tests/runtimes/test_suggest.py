@@ -1,0 +1,32 @@
+"""A missing column's error names the closest real ones, where the cell ran (in this process and in a kernel)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from cave.runtimes.inprocess import InProcessRuntime
+from cave.runtimes.kernel import KernelRuntime
+
+
+@pytest.fixture(params=["inprocess", "kernel"])
+def rt(request):
+    runtime = InProcessRuntime() if request.param == "inprocess" else KernelRuntime()
+    frame = pd.DataFrame({"timestamp": ["a"], "avg. wait time": ["00:01:00"], "Fare": [7.25]})
+    runtime.inject("calls", frame)
+    yield runtime
+    runtime.close()
+
+
+def test_a_misspelt_column_is_answered_with_did_you_mean(rt):
+    ex = rt.execute("calls['avg.wait time'].mean()")
+    assert ex.error.type == "KeyError"
+    assert "Did you mean 'avg. wait time' (a column of calls)?" in ex.error.message
+    assert ex.error.traceback.rstrip().endswith("Did you mean 'avg. wait time' (a column of calls)?")
+    attr = rt.execute("calls.fare.sum()")
+    assert attr.error.type == "AttributeError" and "Did you mean 'Fare' (a column of calls)?" in attr.error.message
+
+
+def test_no_guess_without_a_close_column_or_for_other_keys(rt):
+    assert "Did you mean" not in rt.execute("calls['revenue']").error.message
+    assert "Did you mean" not in rt.execute("{'a': 1}['b']").error.message
+    assert "Did you mean" not in rt.execute("{'timestamps': 1}['timestamp']").error.message  # the frame has it
