@@ -24,11 +24,11 @@ from types import CodeType
 from typing import Any
 
 from cave.runtimes import coercion
-from cave.runtimes.suggest import did_you_mean
 from cave.runtimes.base import (
     ExecError,
     Execution,
 )
+from cave.runtimes.suggest import did_you_mean
 
 DEFAULT_MAX_OUTPUT_CHARS = 1_000_000  # per stream per cell; the rest is counted, not kept
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
