@@ -137,6 +137,8 @@ def prose_refusal(
     reply; ``functions``: the functions the session was given."""
     if checks:  # the task checks objects in the runtime: prose cannot be the answer
         return prompts.NEED_OBJECTS_NOTE
+    if text.lstrip().startswith(prompts.FOLDED_NOTE.split("{", 1)[0]):  # its own stub of a folded cell, copied
+        return prompts.PROSE_AFTER_ERROR_NOTE  # (a small model imitates the stub): never an answer
     if not may_refuse_prose(traj, insist_on_code):
         return None
     last = last_action(traj)

@@ -52,3 +52,13 @@ def test_the_loop_note_names_the_line_and_the_real_columns():
     assert "same error as in your previous 1 steps" in note and f"`{BAD}`" in note and "gdp_1992" in note
     other = ran(0, "1/0", ExecError("ZeroDivisionError", "division by zero", lineno=1))
     assert recovery.loop_note(Trajectory(), other, [{"code": "1/0"}], infos) is None  # once, and not a key: no note
+
+
+def test_a_copy_of_the_folded_stub_is_never_the_answer():
+    # a small model imitates the stub that replaced its failing cell; past the refusal limit it is still refused
+    traj = Trajectory(task="t")
+    traj.meta["prose_refused"] = recovery.PROSE_REFUSALS
+    stub = prompts.FOLDED_NOTE.format(error="ValueError: Encountered all NA values")
+    refusal = recovery.prose_refusal(traj, checks=False, insist_on_code=True, given=True, text=stub)
+    assert refusal == prompts.PROSE_AFTER_ERROR_NOTE
+    assert recovery.prose_refusal(traj, checks=False, insist_on_code=True, given=True, text="It is 4.") is None
