@@ -392,6 +392,7 @@ class Agent:
             messages = await self._open_messages(task)
             traj.meta["head"] = len(messages)
         head = int(traj.meta.get("head", 2))  # system + earlier turns + task: never compacted away
+        opening = dict(messages[head - 1])  # the task as asked: what later turns see of this one
         yield RunStarted(traj, resumed=resume is not None)
         try:
             while traj.status == "running" and _action_steps(traj) < self.max_steps:
@@ -412,7 +413,7 @@ class Agent:
             yield RunError(traj.error, e)
         traj.finished_at = time.time()
         if traj.status in ("success", "no_code", "max_steps"):
-            self.history += [messages[head - 1], {"role": "assistant", "content": answer_note(traj)}]
+            self.history += [opening, {"role": "assistant", "content": answer_note(traj)}]
         yield RunFinished(traj)
 
     async def _step(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
@@ -436,7 +437,8 @@ class Agent:
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
             step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
             if attempt == 0:  # the failing code leaves the context: a small model copies what it can see
-                folded = recovery.fold_failed(messages, "\n\n".join(blocks), _error_line(recovery.last_code_step(traj)))
+                error = _error_line(recovery.last_code_step(traj))
+                folded = recovery.fold_failed(messages, "\n\n".join(blocks), error, start=head)
                 if folded:
                     step.meta["folded"] = folded
                     step.messages = list(messages)

@@ -429,7 +429,7 @@ PROSE_UNCHECKED_NOTE = (
     "That reply had no code: you have not looked at the data yet, so it cannot be the answer. Compute the answer "
     "with code from the variables given to you, then call final_answer(result) in a ```python block."
 )
-FOLDED_NOTE = "(My code here failed with {error}; it is omitted so that I write a different approach.)"
+FOLDED_NOTE = "(An attempt here failed with {error}; its code is omitted so that the next one takes another approach.)"
 PROSE_NAMED_CALL_NOTE = (
     "That reply had no code, so nothing ran: {names} {was} not called. {names} {is_} in this session and "
     "{runs} only from code: write the call in a ```python block, with the arguments the request gives. If none "

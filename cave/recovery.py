@@ -64,25 +64,42 @@ def repeats_failure(traj: Trajectory, blocks: list[str]) -> bool:
     return last.execution is None or not last.execution.ok or refused
 
 
-def fold_failed(messages: list[dict[str, Any]], code: str, error: str) -> int:
-    r"""Replace the model's earlier replies whose code is ``code`` (a cell that failed) by a one-line stub;
-    how many were replaced.
+def fold_failed(messages: list[dict[str, Any]], code: str, error: str, start: int = 1) -> int:
+    r"""Take the model's earlier replies whose code is ``code`` (a cell that failed) out of the context; how
+    many were taken out. Each goes with its observation into the user message before it, as one line saying
+    that an attempt failed with ``error``, then that observation (messages from ``start`` on: the task and
+    what comes before it stay as they are).
 
     A small model copies its own failing cell from the context, sampled hotter or not (a 1.5B re-ran
     ``df['year']`` on a frame without that column six times, three samples each): with the code gone from
-    the context, the next sample has nothing to copy. The error stays in the observation after it.
+    the context, the next sample has nothing to copy. The line is the user's, not a stub in the model's own
+    reply, which a small model copied as its next reply instead.
 
-    >>> msgs = [{"role": "assistant", "content": "Try:\n```python\nx = df['year']\n```"}, {"role": "user", "content": "KeyError"}]
-    >>> fold_failed(msgs, "x = df['year']", "KeyError: 'year'"), msgs[0]["content"]
-    (1, "(My code here failed with KeyError: 'year'; it is omitted so that I write a different approach.)")
+    >>> msgs = [{"role": "user", "content": "Task"}, {"role": "assistant", "content": "```python\nx = df['year']\n```"},
+    ...         {"role": "user", "content": "KeyError: 'year'"}]
+    >>> fold_failed(msgs, "x = df['year']", "KeyError: 'year'"), len(msgs)
+    (1, 1)
+    >>> print(msgs[0]["content"])
+    Task
+    <BLANKLINE>
+    (An attempt here failed with KeyError: 'year'; its code is omitted so that the next one takes another approach.)
+    KeyError: 'year'
     """
     n = 0
-    for m in messages:
-        if m.get("role") == "assistant" and "\n\n".join(prompts.extract_code(str(m.get("content") or ""))) == code:
-            m["content"] = prompts.FOLDED_NOTE.format(
-                error=error.strip().splitlines()[0][:160] if error.strip() else "an error"
-            )
-            n += 1
+    for i in range(len(messages) - 1, max(start, 1) - 1, -1):
+        m = messages[i]
+        if m.get("role") != "assistant" or messages[i - 1].get("role") != "user":
+            continue
+        if "\n\n".join(prompts.extract_code(str(m.get("content") or ""))) != code:
+            continue
+        line = prompts.FOLDED_NOTE.format(error=error.strip().splitlines()[0][:160] if error.strip() else "an error")
+        after = messages[i + 1] if i + 1 < len(messages) and messages[i + 1].get("role") == "user" else None
+        merged = f"{messages[i - 1].get('content') or ''}\n\n{line}"
+        if after is not None:
+            merged += f"\n{after.get('content') or ''}"
+        messages[i - 1] = {"role": "user", "content": merged}
+        del messages[i : i + (2 if after is not None else 1)]
+        n += 1
     return n
 
 
@@ -137,8 +154,8 @@ def prose_refusal(
     reply; ``functions``: the functions the session was given."""
     if checks:  # the task checks objects in the runtime: prose cannot be the answer
         return prompts.NEED_OBJECTS_NOTE
-    if text.lstrip().startswith(prompts.FOLDED_NOTE.split("{", 1)[0]):  # its own stub of a folded cell, copied
-        return prompts.PROSE_AFTER_ERROR_NOTE  # (a small model imitates the stub): never an answer
+    if text.lstrip().startswith(prompts.FOLDED_NOTE.split("{", 1)[0]):  # the fold's line, copied as a reply
+        return prompts.PROSE_AFTER_ERROR_NOTE  # (a small model imitates what it reads): never an answer
     if not may_refuse_prose(traj, insist_on_code):
         return None
     last = last_action(traj)

@@ -134,8 +134,13 @@ def test_the_failing_code_leaves_the_context_before_it_is_sampled_again(sales):
     assert result.answer == 10
     mine = "\n".join(str(m["content"]) for m in llm.calls[2] if m["role"] == "assistant")  # the traceback keeps it
     assert "groupby('country')" not in mine
-    assert "failed with KeyError" in mine and "it is omitted" in mine
+    # the line that replaces it is the user's (a stub in the model's own reply was copied as its next reply)
+    task = llm.calls[2][1]["content"]
+    assert task.startswith("units per country") and "An attempt here failed with KeyError" in task
+    assert [m["role"] for m in llm.calls[2]] == ["system", "user"]
     assert result.trajectory.steps[1].meta["folded"] == 1
+    # what a later turn sees of this one is the task as asked
+    assert agent.history[0] == {"role": "user", "content": "units per country"}
 
 
 def test_a_refused_prose_reply_between_two_failures_does_not_hide_the_loop(sales):
