@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from cave import prompts, recovery
+from cave import answers, prompts, recovery
 from cave.checks import CheckSpec, averify, failed_checks_note
 from cave.events import (
     CodeStarted,
@@ -189,7 +189,7 @@ class Agent:
             for a yes/no question: ``recovery.needs_review``); True: every answer; False: none. Unless False, an
             answer not in the form the task names (more decimals than it asks for, True for "Yes or No", a key
             of the final_answer({...}) it spells out missing) is first sent back once with the call that fixes
-            it (``recovery.form_problems``).
+            it (``cave.answers``).
         outputs: runtime variables the task asks to be left behind; final_answer (or a prose answer) is not
             accepted while one of them is missing.
         response_prefix: text the reply starts with, e.g. "```python\n" so a small model writes code (sent to the
@@ -492,6 +492,9 @@ class Agent:
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
             if failures:  # not accepted: the agent sees why and goes on
                 text += "\n" + failed_checks_note(failures, recovery.answer_name(code))
+                rows = answers.granularity_problem(traj.task, cell.value)
+                if rows:  # "has 162 rows; expected exactly 12" says what, not why
+                    text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures
             held = await self._hold_answer(traj, cell) if cell.final and not failures else None
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
@@ -609,7 +612,7 @@ class Agent:
             return prompts.LOSS_HELD_NOTE
         if self.review and not self.checks and not traj.meta.get("form_checked"):
             traj.meta["form_checked"] = True  # once: then the model's own call stands
-            form = recovery.form_problems(traj.task, cell.value)
+            form = answers.form_problems(traj.task, cell.value)
             if form.problems:
                 traj.meta["reviewed"] = True
                 return prompts.form_note(form.problems, _literal(form.fixed) if form.fixable else None)

@@ -9,16 +9,17 @@ do; none of them calls the model or the runtime, so each is testable on a hand-b
 - ``prose_refusal``: why a reply without code cannot be the answer here (None: it can be);
 - ``loop_note``: the failing line and the real objects, when the same error comes back (or a column/attribute
   is missing the first time);
-- ``missing_note``: the declared outputs that do not exist yet;
-- ``form_problems``: where an answer misses the form the task names (decimal places, "Yes"/"No" for a bool,
-  the keys of a ``final_answer({...})`` it spells out), with the answer fixed where it can be.
+- ``missing_note``: the declared outputs that do not exist yet.
+
+Whether an answer has the form the task names (decimal places, "Yes"/"No", its keys, one row per month) is
+``cave.answers``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from cave import prompts
 from cave.runtimes.base import VariableInfo
@@ -26,9 +27,7 @@ from cave.trajectory import Step, Trajectory
 
 __all__ = [
     "answer_name",
-    "Form",
     "fold_failed",
-    "form_problems",
     "last_action",
     "last_code_step",
     "loop_note",
@@ -39,7 +38,6 @@ __all__ = [
     "prose_refusal",
     "repeats_failure",
     "retry_temperatures",
-    "rounding_for",
 ]
 
 PROSE_REFUSALS = 2  # after this many refusals in a run the prose is taken: a model that cannot write code
@@ -255,138 +253,3 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     True
     """
     return "WARNING:" in summary or (_has_bool(value) and bool(_YES_NO.search(task)))
-
-
-# -- the form the task names ------------------------------------------------------------------------------
-_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "first": 1, "second": 2, "third": 3}
-_PLACES = re.compile(
-    r"\b(\d|one|two|three|four|five|six|first|second|third)\s+decimals?\b(?:\s+(?:places?|points?|digits?))?", re.I
-)
-_SENTENCE_END = re.compile(r"[.;](?=\s)|\n")
-_WANTED_KEYS = re.compile(r"final_answer\(\s*\{([^{}]*)\}\s*\)")
-_FLOAT_TEXT = re.compile(r"-?\d+\.\d+")
-
-
-def _places(text: str) -> set[int]:
-    return {int(m) if m.isdigit() else _NUMBER_WORDS[m.lower()] for m in _PLACES.findall(text)}
-
-
-def _aliases(task: str, key: str) -> set[str]:
-    """How the task may refer to the answer named ``key``: the name, its words, and a placeholder written as
-    ``key[placeholder]`` (InfiAgent-style answer formats)."""
-    names = {key.lower(), key.replace("_", " ").lower(), key.replace("_", "-").lower()}
-    for m in re.finditer(rf"\b{re.escape(key)}\[([^\]\s]{{1,40}})\]", task):
-        names.add(m.group(1).lower())
-    return {n for n in names if len(n) > 1}
-
-
-def rounding_for(task: str, key: str | None = None, keys: Iterable[str] = ()) -> int | None:
-    """The decimal places the task asks for, or None. Where it names several, each mention of decimal places
-    belongs to the answer (of ``keys``) named closest before it in its sentence: ``key``'s is returned.
-
-    >>> rounding_for("Report the mean, rounded to two decimal places.")
-    2
-    >>> task = '@r[r_value] @p[p_value] where "r_value" is rounded to two decimal places. "p_value" to 4 decimals.'
-    >>> rounding_for(task, "r", ["r", "p"]), rounding_for(task, "p", ["r", "p"]), rounding_for(task)
-    (2, 4, None)
-    """
-    every = _places(task)
-    if key is not None and len(every) > 1:
-        low = task.lower()
-        mentions = sorted(
-            (m.start(), k)
-            for k in {key, *keys}
-            for n in _aliases(task, k)
-            for m in re.finditer(rf"(?<![\w]){re.escape(n)}", low)  # "skew" names "skewness" too
-        )
-        near = set()
-        for m in _PLACES.finditer(task):
-            start = max((i for i in _SENTENCE_END.finditer(task, 0, m.start())), key=lambda e: e.end(), default=None)
-            floor = start.end() if start is not None else 0
-            owner = [k for pos, k in mentions if floor <= pos < m.start()]
-            if owner and owner[-1] == key:
-                near.add(int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[m.group(1).lower()])
-        if len(near) == 1:
-            return near.pop()
-    return every.pop() if len(every) == 1 else None
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars as Python ones (so a fix can be written as a literal)."""
-    if type(value).__module__ == "numpy" and hasattr(value, "item"):
-        return value.item()
-    return value
-
-
-def _form_fix(
-    task: str, key: str | None, value: Any, label: str, yes_no: bool, keys: list[str] | None = None
-) -> tuple[Any, list[str]]:
-    """One value, fixed to the form the task names, and what was wrong with it."""
-    value = _plain(value)
-    if isinstance(value, bool):
-        if yes_no:
-            word = "Yes" if value else "No"
-            return word, [f"{label} is the bool {value}; the task asks for the word: {word!r}"]
-        return value, []
-    if isinstance(value, float) and value == value and abs(value) != float("inf"):
-        places = rounding_for(task, key, keys or ())
-        if places is not None and abs(round(value, places) - value) > 1e-12 * max(1.0, abs(value)):
-            fixed = round(value, places)
-            return fixed, [f"{label} is {value!r}; the task asks for {places} decimal places: {fixed!r}"]
-        return value, []
-    if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
-        places = rounding_for(task, key, keys or ())
-        digits = len(value.strip().split(".")[1])
-        if places is not None and digits > places:
-            fixed = f"{round(float(value), places):.{places}f}"
-            return fixed, [f"{label} is {value!r}; the task asks for {places} decimal places: {fixed!r}"]
-        return value, []
-    if isinstance(value, list | tuple) and 0 < len(value) <= 20:
-        out, problems = [], []
-        for v in value:
-            fixed, p = _form_fix(task, key, v, label, yes_no, keys)
-            out.append(fixed)
-            problems += p[:1]
-        if problems:
-            fixed_seq = type(value)(out)
-            return fixed_seq, [f"{label} has values the task asks for in another form: {fixed_seq!r}"]
-    return value, []
-
-
-class Form(NamedTuple):
-    problems: list[str]  # where the answer misses the form the task names
-    fixed: Any  # the answer with what could be fixed fixed
-    fixable: bool  # ``fixed`` has every problem fixed
-
-
-def form_problems(task: str, value: Any) -> Form:
-    """Where an answer misses the form the task names, and the answer with what can be fixed fixed.
-
-    Checked: the decimal places the task asks for (per answer name when it names several), "Yes"/"No" where a
-    bool was given, and the keys of a ``final_answer({...})`` the task spells out. Small models compute the
-    right number and hand back 34.6543 for "rounded to two decimal places", or True for "Yes or No".
-
-    >>> form = form_problems("Mean fare, rounded to two decimal places. Is it normal? Yes or No.", {"m": 34.6543, "ok": True})
-    >>> form.problems
-    ["'m' is 34.6543; the task asks for 2 decimal places: 34.65", "'ok' is the bool True; the task asks for the word: 'Yes'"]
-    >>> form.fixed, form.fixable
-    ({'m': 34.65, 'ok': 'Yes'}, True)
-    >>> form_problems("How many rows?", 12)
-    Form(problems=[], fixed=12, fixable=True)
-    >>> form_problems("Call final_answer({'a': ..., 'b': ...})", {"a": 1})[::2]
-    (["the answer has no 'b' (the task asks for the keys 'a', 'b')"], False)
-    """
-    yes_no = bool(_YES_NO.search(task))
-    if isinstance(value, dict) and len(value) <= 20:
-        problems, fixed = [], {}
-        for k, v in value.items():
-            fixed[k], p = _form_fix(task, str(k), v, repr(k), yes_no, [str(x) for x in value])
-            problems += p
-        wanted = [k for m in _WANTED_KEYS.finditer(task) for k in re.findall(r"""['"](\w+)['"]\s*:""", m.group(1))]
-        missing = [k for k in dict.fromkeys(wanted) if k not in value]
-        if missing:
-            keys = ", ".join(repr(k) for k in dict.fromkeys(wanted))
-            problems += [f"the answer has no {', '.join(repr(k) for k in missing)} (the task asks for the keys {keys})"]
-        return Form(problems, fixed, not missing)
-    fixed, problems = _form_fix(task, None, value, "the answer", yes_no)
-    return Form(problems, fixed, True)

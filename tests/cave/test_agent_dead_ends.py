@@ -281,6 +281,22 @@ def test_an_answer_not_in_the_tasks_form_comes_back_with_the_call_that_fixes_it(
     assert len(off.trajectory.steps) == 1
 
 
+def test_a_table_of_days_for_one_row_per_month_is_sent_back_with_how_to_group():
+    orders = pd.DataFrame({"date": ["2025-01-05", "2025-01-06", "2025-02-01", "2025-02-09"], "amount": [1, 2, 3, 4]})
+    by_day = "final_answer(orders.groupby('date', as_index=False)['amount'].sum())"
+    by_month = "final_answer(orders.groupby(pd.to_datetime(orders['date']).dt.to_period('M'))['amount'].sum())"
+    for kw in ({}, {"checks": {"answer": {"rows": 2}}}):  # without checks (review) and with them (the check's note)
+        agent = Agent(
+            model=Scripted([code(by_day), code("import pandas as pd\n" + by_month)]), runtime=InProcessRuntime(), **kw
+        )
+        agent.runtime.inject("orders", orders)
+        result = agent.run("revenue per month")
+        note = result.trajectory.steps[0].observation
+        assert "one row per month, but the 4 rows hold 4 dates in 2 months (column 'date')" in note
+        assert ".dt.to_period('M')" in note
+        assert result.status == "success" and result.answer.tolist() == [3, 7]
+
+
 def test_prose_after_a_held_answer_is_not_the_answer(sales):
     # the answer was held (here: not rounded as asked); "The mean is 2.5." neither fixes nor confirms it
     task = "Mean units, rounded to two decimal places."

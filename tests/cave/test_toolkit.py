@@ -9,14 +9,17 @@ import sys
 
 import cave.runtimes.coercion
 import cave.runtimes.describe
+import cave.runtimes.suggest
 import cave.runtimes.tagged
 import cave.training.forward
 import pytest
 
+import cave.answers
 import cave.checks
 import cave.command
 import cave.config
 import cave.guard
+import cave.prompts
 import cave.recovery
 import cave.registry
 import cave.team.episode
@@ -36,7 +39,10 @@ from cave.registry import DuplicateName, Registry, UnknownName
         cave.checks,
         cave.guard,  # the guard and the recovery notes: their examples were cave.agent's and cave.prompts'
         cave.recovery,
+        cave.answers,
+        cave.prompts,
         cave.runtimes.coercion,
+        cave.runtimes.suggest,
         cave.runtimes.describe,
         cave.runtimes.tagged,
     ],

@@ -1,0 +1,228 @@
+"""Whether an answer has the form the task names, and the answer fixed where it can be.
+
+Small models compute the right number and hand back 34.6543 for "rounded to two decimal places", True for
+"Yes or No", a dict without a key the task spelled out, or a table of 162 days for "revenue per month". These
+pure functions compare the answer object with the task's own words; the agent sends an answer with problems
+back once, with the call that fixes it where there is one (``review`` on, no checks), and adds the
+granularity problem to a failed check's note.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+__all__ = ["Form", "form_problems", "granularity_problem", "rounding_for"]
+
+_YES_NO = re.compile(r"""\byes\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?no\b""", re.I)
+
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "first": 1, "second": 2, "third": 3}
+_PLACES = re.compile(
+    r"\b(\d|one|two|three|four|five|six|first|second|third)\s+decimals?\b(?:\s+(?:places?|points?|digits?))?", re.I
+)
+_SENTENCE_END = re.compile(r"[.;](?=\s)|\n")
+_WANTED_KEYS = re.compile(r"final_answer\(\s*\{([^{}]*)\}\s*\)")
+_FLOAT_TEXT = re.compile(r"-?\d+\.\d+")
+
+
+def _places(text: str) -> set[int]:
+    return {int(m) if m.isdigit() else _NUMBER_WORDS[m.lower()] for m in _PLACES.findall(text)}
+
+
+def _aliases(task: str, key: str) -> set[str]:
+    """How the task may refer to the answer named ``key``: the name, its words, and a placeholder written as
+    ``key[placeholder]`` (InfiAgent-style answer formats)."""
+    names = {key.lower(), key.replace("_", " ").lower(), key.replace("_", "-").lower()}
+    for m in re.finditer(rf"\b{re.escape(key)}\[([^\]\s]{{1,40}})\]", task):
+        names.add(m.group(1).lower())
+    return {n for n in names if len(n) > 1}
+
+
+def rounding_for(task: str, key: str | None = None, keys: Iterable[str] = ()) -> int | None:
+    """The decimal places the task asks for, or None. Where it names several, each mention of decimal places
+    belongs to the answer (of ``keys``) named closest before it in its sentence: ``key``'s is returned.
+
+    >>> rounding_for("Report the mean, rounded to two decimal places.")
+    2
+    >>> task = '@r[r_value] @p[p_value] where "r_value" is rounded to two decimal places. "p_value" to 4 decimals.'
+    >>> rounding_for(task, "r", ["r", "p"]), rounding_for(task, "p", ["r", "p"]), rounding_for(task)
+    (2, 4, None)
+    """
+    every = _places(task)
+    if key is not None and len(every) > 1:
+        low = task.lower()
+        mentions = sorted(
+            (m.start(), k)
+            for k in {key, *keys}
+            for n in _aliases(task, k)
+            for m in re.finditer(rf"(?<![\w]){re.escape(n)}", low)  # "skew" names "skewness" too
+        )
+        near = set()
+        for m in _PLACES.finditer(task):
+            start = max((i for i in _SENTENCE_END.finditer(task, 0, m.start())), key=lambda e: e.end(), default=None)
+            floor = start.end() if start is not None else 0
+            owner = [k for pos, k in mentions if floor <= pos < m.start()]
+            if owner and owner[-1] == key:
+                near.add(int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[m.group(1).lower()])
+        if len(near) == 1:
+            return near.pop()
+    return every.pop() if len(every) == 1 else None
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python ones (so a fix can be written as a literal)."""
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def _form_fix(
+    task: str, key: str | None, value: Any, label: str, yes_no: bool, keys: list[str] | None = None
+) -> tuple[Any, list[str]]:
+    """One value, fixed to the form the task names, and what was wrong with it."""
+    value = _plain(value)
+    if isinstance(value, bool):
+        if yes_no:
+            word = "Yes" if value else "No"
+            return word, [f"{label} is the bool {value}; the task asks for the word: {word!r}"]
+        return value, []
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        places = rounding_for(task, key, keys or ())
+        if places is not None and abs(round(value, places) - value) > 1e-12 * max(1.0, abs(value)):
+            fixed = round(value, places)
+            return fixed, [f"{label} is {value!r}; the task asks for {places} decimal places: {fixed!r}"]
+        return value, []
+    if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
+        places = rounding_for(task, key, keys or ())
+        digits = len(value.strip().split(".")[1])
+        if places is not None and digits > places:
+            fixed = f"{round(float(value), places):.{places}f}"
+            return fixed, [f"{label} is {value!r}; the task asks for {places} decimal places: {fixed!r}"]
+        return value, []
+    if isinstance(value, list | tuple) and 0 < len(value) <= 20:
+        out, problems = [], []
+        for v in value:
+            fixed, p = _form_fix(task, key, v, label, yes_no, keys)
+            out.append(fixed)
+            problems += p[:1]
+        if problems:
+            fixed_seq = type(value)(out)
+            return fixed_seq, [f"{label} has values the task asks for in another form: {fixed_seq!r}"]
+    return value, []
+
+
+class Form(NamedTuple):
+    problems: list[str]  # where the answer misses the form the task names
+    fixed: Any  # the answer with what could be fixed fixed
+    fixable: bool  # ``fixed`` has every problem fixed
+
+
+def form_problems(task: str, value: Any) -> Form:
+    """Where an answer misses the form the task names, and the answer with what can be fixed fixed.
+
+    Checked: the decimal places the task asks for (per answer name when it names several), "Yes"/"No" where a
+    bool was given, the keys of a ``final_answer({...})`` the task spells out, and one row per month (hour, day,
+    week, quarter, year) in a table (``granularity_problem``). Small models compute the
+    right number and hand back 34.6543 for "rounded to two decimal places", or True for "Yes or No".
+
+    >>> form = form_problems("Mean fare, rounded to two decimal places. Is it normal? Yes or No.", {"m": 34.6543, "ok": True})
+    >>> form.problems
+    ["'m' is 34.6543; the task asks for 2 decimal places: 34.65", "'ok' is the bool True; the task asks for the word: 'Yes'"]
+    >>> form.fixed, form.fixable
+    ({'m': 34.65, 'ok': 'Yes'}, True)
+    >>> form_problems("How many rows?", 12)
+    Form(problems=[], fixed=12, fixable=True)
+    >>> form_problems("Call final_answer({'a': ..., 'b': ...})", {"a": 1})[::2]
+    (["the answer has no 'b' (the task asks for the keys 'a', 'b')"], False)
+    """
+    yes_no = bool(_YES_NO.search(task))
+    if isinstance(value, dict) and len(value) <= 20:
+        problems, fixed = [], {}
+        for k, v in value.items():
+            fixed[k], p = _form_fix(task, str(k), v, repr(k), yes_no, [str(x) for x in value])
+            problems += p
+        wanted = [k for m in _WANTED_KEYS.finditer(task) for k in re.findall(r"""['"](\w+)['"]\s*:""", m.group(1))]
+        missing = [k for k in dict.fromkeys(wanted) if k not in value]
+        if missing:
+            keys = ", ".join(repr(k) for k in dict.fromkeys(wanted))
+            problems += [f"the answer has no {', '.join(repr(k) for k in missing)} (the task asks for the keys {keys})"]
+        return Form(problems, fixed, not missing)
+    rows = granularity_problem(task, value)
+    if rows is not None:
+        return Form([rows], value, False)
+    fixed, problems = _form_fix(task, None, value, "the answer", yes_no)
+    return Form(problems, fixed, True)
+
+
+# -- one row per month -------------------------------------------------------------------------------------
+_UNIT = re.compile(
+    r"\b(?:per|each|by|every)\s+(hour|day|week|month|quarter|year)\b"
+    r"|\b(hourly|daily|weekly|monthly|quarterly|yearly|annual)\b",
+    re.I,
+)
+_ADJECTIVE = {"hourly": "hour", "daily": "day", "weekly": "week", "monthly": "month", "quarterly": "quarter"}
+_FREQ = {"hour": "h", "day": "D", "week": "W", "month": "M", "quarter": "Q", "year": "Y"}
+_DATE_TEXT = re.compile(r"\d{1,4}[-/.:]\d{1,2}")
+_SCAN_ROWS = 5000
+
+
+def granularity_problem(task: str, value: Any) -> str | None:
+    """When the task asks for one row per month (hour, day, week, quarter, year) and the answer is a table
+    whose dates are finer than that (162 days for "revenue per month"), what is wrong and how to group.
+
+    >>> import pandas as pd
+    >>> days = pd.DataFrame({"date": ["2025-01-05", "2025-01-06", "2025-02-01"], "amount": [1.0, 2.0, 3.0]})
+    >>> print(granularity_problem("revenue per month in 2025", days))
+    the task asks for one row per month, but the 3 rows hold 3 dates in 2 months (column 'date'): group by the month, e.g. .groupby(pd.to_datetime(df['date']).dt.to_period('M'))
+    >>> months = days.assign(date=["2025-01", "2025-01", "2025-02"], product=["a", "b", "a"])  # month x product
+    >>> granularity_problem("revenue per month and product", months) is None
+    True
+    """
+    m = _UNIT.search(task)
+    kind = type(value).__name__
+    if m is None or kind not in ("DataFrame", "Series") or not type(value).__module__.startswith("pandas"):
+        return None
+    unit = (m.group(1) or _ADJECTIVE.get(m.group(2).lower(), "year")).lower()
+    if len(value) < 2:
+        return None
+    import pandas as pd
+
+    head = value.head(_SCAN_ROWS)
+    columns = [(None, head.index.to_series())] if not isinstance(head.index, pd.RangeIndex) else []
+    if kind == "DataFrame":
+        columns += [(str(c), head[c]) for c in list(head.columns)[:8]]
+    elif head.name is not None:
+        columns.append((str(head.name), head))
+    for name, column in columns:
+        dates = _as_dates(pd, column)
+        if dates is None:
+            continue
+        periods = dates.dt.to_period(_FREQ[unit]).nunique()
+        distinct = dates.nunique()
+        if distinct <= periods:
+            return None  # a date column at the asked granularity (rows may repeat it: month x product)
+        where = f"column '{name}'" if name is not None else "the index"
+        key = f"df['{name}']" if name is not None else "df.index"
+        return (
+            f"the task asks for one row per {unit}, but the {len(head)} rows hold {distinct} dates in {periods} "
+            f"{unit}s ({where}): group by the {unit}, e.g. .groupby(pd.to_datetime({key}).dt.to_period('{_FREQ[unit]}'))"
+        )
+    return None
+
+
+def _as_dates(pd: Any, column: Any) -> Any:
+    """The column as datetimes when it holds dates (datetime dtype, or text that reads as dates), else None."""
+    if pd.api.types.is_datetime64_any_dtype(column):
+        return column.dropna()
+    if column.dtype.kind != "O" and not pd.api.types.is_string_dtype(column):
+        return None
+    text = column.dropna().astype(str)
+    if text.empty or text.str.contains(_DATE_TEXT).mean() < 0.9:
+        return None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dates = pd.to_datetime(text, errors="coerce", format="mixed")
+    return dates.dropna() if dates.notna().mean() >= 0.9 else None
