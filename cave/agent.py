@@ -431,12 +431,12 @@ class Agent:
             yield event
         blocks = prompts.extract_code(gen.text)
         for attempt, temperature in enumerate(recovery.retry_temperatures(self.retry_temperature)):
-            if not self._repeats_failure(traj, blocks):
+            if not self._repeats_failure(traj, blocks) and not self._repeats_prose(traj, gen.text, blocks):
                 break
             # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
             step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
-            if attempt == 0:  # the failing code leaves the context: a small model copies what it can see
+            if attempt == 0 and blocks:  # the failing code leaves the context: a small model copies what it sees
                 error = _error_line(recovery.last_code_step(traj))
                 folded = recovery.fold_failed(messages, "\n\n".join(blocks), error, start=head)
                 if folded:
@@ -577,6 +577,11 @@ class Agent:
         if self.retry_temperature is None or self.retry_temperature <= self.temperature:
             return False
         return recovery.repeats_failure(traj, blocks)
+
+    def _repeats_prose(self, traj: Trajectory, text: str, blocks: list[str]) -> bool:
+        if self.retry_temperature is None or self.retry_temperature <= self.temperature:
+            return False
+        return recovery.repeats_refused_prose(traj, text, blocks)
 
     async def _prose_refusal(self, traj: Trajectory, text: str) -> str | None:
         """Why a reply without code cannot end the run here (None: it can be the answer)."""

@@ -37,6 +37,7 @@ __all__ = [
     "needs_review",
     "prose_refusal",
     "repeats_failure",
+    "repeats_refused_prose",
     "retry_temperatures",
 ]
 
@@ -60,6 +61,15 @@ def repeats_failure(traj: Trajectory, blocks: list[str]) -> bool:
         return False
     refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
     return last.execution is None or not last.execution.ok or refused
+
+
+def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str]) -> bool:
+    """Whether a reply without code is, word for word, the prose reply refused at the last step (greedy
+    decoding gives the same reply to the same refusal: DABench 647 wrote one paragraph nine times, twice)."""
+    last = last_action(traj)
+    if blocks or last is None or last.code or not last.observation:
+        return False
+    return bool(text.strip()) and (last.completion or "").strip() == text.strip()
 
 
 def fold_failed(messages: list[dict[str, Any]], code: str, error: str, start: int = 1) -> int:

@@ -143,6 +143,19 @@ def test_the_failing_code_leaves_the_context_before_it_is_sampled_again(sales):
     assert agent.history[0] == {"role": "user", "content": "units per country"}
 
 
+def test_the_same_refused_prose_reply_again_is_sampled_again(sales):
+    # greedy decoding answers the same refusal with the same paragraph: that reply is sampled again, hotter
+    bad, prose = code("sales.groupby('country').units.sum()"), "The object is a DataFrame. " * 5
+    llm = Scripted([bad, prose, prose, code("final_answer(int(sales.units.sum()))")])
+    agent = Agent(model=llm, runtime=InProcessRuntime(), seed=0)
+    agent.runtime.inject("sales", sales)
+    result = agent.run("total units")
+    assert result.status == "success" and result.answer == 10
+    resampled = result.trajectory.steps[2].meta["resampled"]
+    assert [r["temperature"] for r in resampled] == [0.7] and resampled[0]["discarded"] == prose
+    assert "folded" not in result.trajectory.steps[2].meta  # nothing to fold: it had no code
+
+
 def test_a_refused_prose_reply_between_two_failures_does_not_hide_the_loop(sales):
     # DABench: KeyError 'year', then prose (refused: the code failed), then the very same cell: the loop is seen
     bad = code("sales[sales['year'] == 1992]")
