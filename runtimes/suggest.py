@@ -1,4 +1,4 @@
-"""What a missing column probably meant: "Did you mean 'avg. wait time'?" beside a KeyError.
+"""What a missing column or attribute probably meant: "Did you mean 'avg. wait time'?" beside a KeyError.
 
 Small models misspell the columns of wide, messily named tables (``df['avg.wait time']`` for
 ``'avg. wait time'``; ``df.fare`` for ``'Fare'``) and, told only ``KeyError: 'avg.wait time'``, try the same
@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
+import types
 from typing import Any
 
 __all__ = ["did_you_mean"]
@@ -33,6 +34,25 @@ def _missing_key(e: BaseException) -> str | None:
     return None
 
 
+def _attributes_hint(e: BaseException) -> str | None:
+    """For a missing attribute of any other object: the closest public attributes, else the ones it has."""
+    if not isinstance(e, AttributeError) or not isinstance(getattr(e, "name", None), str):
+        return None
+    obj = getattr(e, "obj", None)
+    # only objects whose dir() is the built-in one (or a module's): a hostile __dir__ must not run here
+    if obj is None or not (type(obj).__dir__ is object.__dir__ or isinstance(obj, types.ModuleType)):
+        return None
+    names = [a for a in dir(obj) if not a.startswith("_")][:_MAX_COLUMNS]
+    if not names:
+        return None
+    close = difflib.get_close_matches(e.name, names, n=3, cutoff=0.7)
+    if close:
+        return f"Did you mean {' or '.join(repr(c) for c in close)}?"
+    kind = type(obj).__name__
+    shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+    return f"A {kind} has: {shown}."
+
+
 def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     """The columns of the namespace's DataFrames closest to the key an error says is missing, as one line.
 
@@ -44,11 +64,26 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     "Did you mean 'timestamp' (a column of df)?"
     >>> did_you_mean(KeyError("zzz"), ns) is None
     True
+
+    Any other object's missing attribute: the closest ones, or what it has.
+
+    >>> from collections import namedtuple
+    >>> result = namedtuple("ShapiroResult", "statistic pvalue")(0.95, 0.003)
+    >>> try:
+    ...     result.p_value
+    ... except AttributeError as e:
+    ...     print(did_you_mean(e, ns))
+    Did you mean 'pvalue'?
+    >>> try:
+    ...     result.skewness
+    ... except AttributeError as e:
+    ...     print(did_you_mean(e, ns))
+    A ShapiroResult has: count, index, pvalue, statistic.
     """
     key = _missing_key(e)
     pd = sys.modules.get("pandas")
     if key is None or pd is None:
-        return None
+        return _attributes_hint(e)
     hits: dict[str, list[str]] = {}
     frames = [(n, v) for n, v in list(namespace.items()) if not n.startswith("_") and type(v) is pd.DataFrame]
     for name, frame in frames[:_MAX_FRAMES]:
@@ -58,7 +93,7 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
         for column in _close(key, columns):
             hits.setdefault(column, []).append(name)
     if not hits:
-        return None
+        return None if isinstance(e, KeyError) or _NO_ATTR.match(str(e)) else _attributes_hint(e)
     shown = [f"{c!r} (a column of {', '.join(names[:3])})" for c, names in list(hits.items())[:3]]
     return f"Did you mean {' or '.join(shown)}?"
 

@@ -30,3 +30,11 @@ def test_no_guess_without_a_close_column_or_for_other_keys(rt):
     assert "Did you mean" not in rt.execute("calls['revenue']").error.message
     assert "Did you mean" not in rt.execute("{'a': 1}['b']").error.message
     assert "Did you mean" not in rt.execute("{'timestamps': 1}['timestamp']").error.message  # the frame has it
+
+
+def test_any_objects_missing_attribute_names_the_close_ones_or_what_it_has(rt):
+    # scipy-style result objects: a 1.5B asked a ShapiroResult for .kurtosis, .skewness, .kstatistic in turn
+    setup = "from collections import namedtuple\nr = namedtuple('ShapiroResult', 'statistic pvalue')(0.95, 0.003)"
+    assert rt.execute(setup).ok
+    assert "Did you mean 'pvalue'?" in rt.execute("r.p_value").error.message
+    assert "A ShapiroResult has: count, index, pvalue, statistic." in rt.execute("r.skewness").error.message
