@@ -206,12 +206,13 @@ _CODE_LANGS = {"python", "py", "python3", "ipython", ""}
 
 
 def extract_code(text: str) -> list[str]:
-    """The code blocks of a reply, in order: ```python (or unlabeled) fences, plus a trailing unclosed one.
+    """The code blocks of a reply, in order: ```python (or unlabeled) fences, plus a trailing unclosed one; a
+    reply without fences that is Python all through is one block.
 
     >>> extract_code("Let me see.\\n```python\\nx = 1\\n```\\nand\\n```py\\nprint(x)\\n```")
     ['x = 1', 'print(x)']
-    >>> extract_code("no code here")
-    []
+    >>> extract_code("no code here"), extract_code("final_answer(best_month)")
+    ([], ['final_answer(best_month)'])
     >>> extract_code("```python\\nx = [1,\\n")  # cut off by the token limit
     ['x = [1,']
 
@@ -234,6 +235,8 @@ def extract_code(text: str) -> list[str]:
     if len(blocks) > 1:
         kept = [(code, labeled) for code, labeled in blocks if labeled or code.lstrip()[:1] in "%!" or _parses(code)]
         blocks = kept or blocks
+    if not blocks and "```" not in text and _bare_code(text):
+        return [text.strip()]
     return [code for code, _ in blocks]
 
 
@@ -245,6 +248,28 @@ def _parses(code: str) -> bool:
     except SyntaxError:
         return False
     return True
+
+
+def _bare_code(text: str) -> bool:
+    """Whether a reply without fences is code all the same: the whole of it is Python that calls, assigns or
+    imports something (a small model answers ``final_answer(best_month)`` on a line of its own), not prose.
+
+    >>> _bare_code("final_answer(max_visits_month)"), _bare_code("x = df['a'].sum()\\nprint(x)")
+    (True, True)
+    >>> _bare_code("The answer is 42."), _bare_code("Yes"), _bare_code("42")
+    (False, False, False)
+    """
+    import ast
+
+    text = text.strip()
+    if not text or len(text) > 2000:
+        return False
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return False
+    actions = (ast.Call, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Import, ast.ImportFrom)
+    return any(isinstance(node, actions) for node in ast.walk(tree))
 
 
 def unclosed_code(text: str) -> str | None:

@@ -67,7 +67,7 @@ def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str]) -> boo
     """Whether a reply without code is, word for word, the prose reply refused at the last step (greedy
     decoding gives the same reply to the same refusal: DABench 647 wrote one paragraph nine times, twice)."""
     last = last_action(traj)
-    if blocks or last is None or last.code or not last.observation:
+    if blocks or last is None or last.code or not last.observation or last.meta.get("cut_off"):
         return False
     return bool(text.strip()) and (last.completion or "").strip() == text.strip()
 

@@ -57,6 +57,13 @@ def test_a_model_that_never_writes_code_ends_after_two_refusals(sales):
     assert len(result.trajectory.steps) == 3
 
 
+def test_a_reply_that_is_python_without_fences_is_run_as_code(sales):
+    # the 1.5B answered `final_answer(max_visits_month)` on a line of its own: that is the call, not the answer
+    replies = [code("total = int(sales.units.sum())\nprint(total)"), "final_answer(total)"]
+    result = agent_with(replies, sales).run("total units")
+    assert result.status == "success" and result.answer == 10
+
+
 def test_prose_without_given_data_is_an_answer():
     result = agent_with(["Hello! Nothing to compute."]).run("say hello")
     assert result.status == "no_code"
