@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["Form", "form_problems", "granularity_problem", "rounding_for"]
+__all__ = ["Form", "asks_yes_no", "form_problems", "granularity_problem", "rounding_for"]
 
 _YES_NO = re.compile(r"""\byes\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?no\b""", re.I)
 
@@ -26,8 +26,21 @@ _WANTED_KEYS = re.compile(r"final_answer\(\s*\{([^{}]*)\}\s*\)")
 _FLOAT_TEXT = re.compile(r"-?\d+\.\d+")
 
 
+def _place_count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
+
+
 def _places(text: str) -> set[int]:
-    return {int(m) if m.isdigit() else _NUMBER_WORDS[m.lower()] for m in _PLACES.findall(text)}
+    return {_place_count(m) for m in _PLACES.findall(text)}
+
+
+def asks_yes_no(task: str) -> bool:
+    """Whether the task asks for the words "Yes" or "No".
+
+    >>> asks_yes_no('Answer "Yes" or "No".'), asks_yes_no("Is it normal?")
+    (True, False)
+    """
+    return bool(_YES_NO.search(task))
 
 
 def _aliases(task: str, key: str) -> set[str]:
@@ -60,11 +73,11 @@ def rounding_for(task: str, key: str | None = None, keys: Iterable[str] = ()) ->
         )
         near = set()
         for m in _PLACES.finditer(task):
-            start = max((i for i in _SENTENCE_END.finditer(task, 0, m.start())), key=lambda e: e.end(), default=None)
-            floor = start.end() if start is not None else 0
+            ends = [e.end() for e in _SENTENCE_END.finditer(task, 0, m.start())]
+            floor = ends[-1] if ends else 0  # the start of the sentence this mention is in
             owner = [k for pos, k in mentions if floor <= pos < m.start()]
             if owner and owner[-1] == key:
-                near.add(int(m.group(1)) if m.group(1).isdigit() else _NUMBER_WORDS[m.group(1).lower()])
+                near.add(_place_count(m.group(1)))
         if len(near) == 1:
             return near.pop()
     return every.pop() if len(every) == 1 else None
@@ -136,7 +149,7 @@ def form_problems(task: str, value: Any) -> Form:
     >>> form_problems("Call final_answer({'a': ..., 'b': ...})", {"a": 1})[::2]
     (["the answer has no 'b' (the task asks for the keys 'a', 'b')"], False)
     """
-    yes_no = bool(_YES_NO.search(task))
+    yes_no = asks_yes_no(task)
     if isinstance(value, dict) and len(value) <= 20:
         problems, fixed = [], {}
         for k, v in value.items():

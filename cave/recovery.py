@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from cave import prompts
+from cave.answers import asks_yes_no
 from cave.runtimes.base import VariableInfo
 from cave.trajectory import Step, Trajectory
 
@@ -239,9 +240,6 @@ def answer_name(code: str) -> str | None:
     return calls[-1] if calls else None
 
 
-_YES_NO = re.compile(r"""\byes\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?no\b""", re.I)
-
-
 def _has_bool(value: Any) -> bool:
     if isinstance(value, dict):
         return any(_has_bool(v) for v in value.values())
@@ -262,4 +260,4 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     >>> needs_review("Mean per group", None, "NoneType None (WARNING: it is None)")
     True
     """
-    return "WARNING:" in summary or (_has_bool(value) and bool(_YES_NO.search(task)))
+    return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
