@@ -606,8 +606,9 @@ class Agent:
         return [name for name in self.outputs if name not in present]
 
     async def _hold_answer(self, traj: Trajectory, cell: Cell) -> str | None:
-        """Why final_answer's value is not accepted yet (None: accept it): a declared output is missing, or
-        the answer goes to the model's review once (``review=True``, no checks)."""
+        """Why final_answer's value is not accepted yet (None: accept it): a declared output is missing, the
+        answer came from values a coercion dropped, it is not in the form the task names, or it goes to the
+        model's review (each once; the last two with ``review`` on and no checks)."""
         missing = await self._missing_outputs() if traj.meta.get("held_for_outputs", 0) < 2 else []
         if missing:  # twice at most: then the answer stands and the run reports the missing output
             traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
@@ -617,7 +618,7 @@ class Agent:
             return prompts.LOSS_HELD_NOTE
         if self.review and not self.checks and not traj.meta.get("form_checked"):
             traj.meta["form_checked"] = True  # once: then the model's own call stands
-            form = answers.form_problems(traj.task, cell.value)
+            form = await asyncio.to_thread(answers.form_problems, traj.task, cell.value)
             if form.problems:
                 traj.meta["reviewed"] = True
                 return prompts.form_note(form.problems, _literal(form.fixed) if form.fixable else None)
