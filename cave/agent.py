@@ -30,7 +30,6 @@ declared ``outputs`` are missing, and not when the task checks objects.
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import dataclasses
 import os
@@ -431,7 +430,7 @@ class Agent:
             yield event
         blocks = prompts.extract_code(gen.text)
         for attempt, temperature in enumerate(recovery.retry_temperatures(self.retry_temperature)):
-            if not self._repeats_failure(traj, blocks) and not self._repeats_prose(traj, gen.text, blocks):
+            if not self._repeats(traj, gen.text, blocks):
                 break
             # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
@@ -573,15 +572,11 @@ class Agent:
                 if not self._room_for_reply(convo):  # the cell stays cut off (and is said to be), not a run error
                     return
 
-    def _repeats_failure(self, traj: Trajectory, blocks: list[str]) -> bool:
+    def _repeats(self, traj: Trajectory, text: str, blocks: list[str]) -> bool:
+        """Whether this reply repeats the last failing cell or the last refused prose (then it is sampled again)."""
         if self.retry_temperature is None or self.retry_temperature <= self.temperature:
             return False
-        return recovery.repeats_failure(traj, blocks)
-
-    def _repeats_prose(self, traj: Trajectory, text: str, blocks: list[str]) -> bool:
-        if self.retry_temperature is None or self.retry_temperature <= self.temperature:
-            return False
-        return recovery.repeats_refused_prose(traj, text, blocks)
+        return recovery.repeats_failure(traj, blocks) or recovery.repeats_refused_prose(traj, text, blocks)
 
     async def _prose_refusal(self, traj: Trajectory, text: str) -> str | None:
         """Why a reply without code cannot end the run here (None: it can be the answer)."""
@@ -621,7 +616,7 @@ class Agent:
             form = await asyncio.to_thread(answers.form_problems, traj.task, cell.value)
             if form.problems:
                 traj.meta["reviewed"] = True
-                return prompts.form_note(form.problems, _literal(form.fixed) if form.fixable else None)
+                return prompts.form_note(form.problems, answers.literal(form.fixed) if form.fixable else None)
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             what = await asyncio.to_thread(answer_summary, cell.value)
             if self.review == "auto" and not recovery.needs_review(traj.task, cell.value, what):
@@ -702,14 +697,18 @@ class Agent:
     def prompt_tokens(self, messages: list[Message]) -> int:
         return sum(self._count(str(m.get("content") or "")) + 4 for m in messages)
 
+    def _window(self) -> int:
+        """The backend's context window in tokens (0: it has none to respect)."""
+        return getattr(self.llm, "context_window", 0) or 0
+
     def _room_for_reply(self, messages: list[Message], least: int = 128) -> bool:
         """Whether the context window leaves a reply of ``least`` tokens after ``messages`` (no window: yes)."""
-        window = getattr(self.llm, "context_window", 0) or 0
+        window = self._window()
         return not window or self.prompt_tokens(messages) + least <= window
 
     async def _maybe_compact(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
         """Keep the prompt under ``compact_at`` of the window: elide old observations, then summarize."""
-        window = getattr(self.llm, "context_window", 0) or 0
+        window = self._window()
         if not window:
             return
         limit = int(window * self.compact_at) - self.max_tokens
@@ -780,15 +779,6 @@ class Agent:
 def _error_line(step: Step | None) -> str:
     err = step.execution.error if step is not None and step.execution is not None else None
     return f"{err.type}: {err.message}" if err is not None else "a failed check"
-
-
-def _literal(value: Any) -> str | None:
-    """``value`` as a Python literal the model can run, or None when it has no such form."""
-    text = repr(value)
-    try:
-        return text if len(text) <= 600 and ast.literal_eval(text) == value else None
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
 
 
 def _next_index(traj: Trajectory) -> int:

@@ -9,11 +9,12 @@ granularity problem to a failed check's note.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-__all__ = ["Form", "asks_yes_no", "form_problems", "granularity_problem", "rounding_for"]
+__all__ = ["Form", "asks_yes_no", "form_problems", "granularity_problem", "literal", "rounding_for"]
 
 _YES_NO = re.compile(r"""\byes\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?no\b""", re.I)
 
@@ -125,6 +126,19 @@ def _form_fix(
     return value, []
 
 
+def literal(value: Any) -> str | None:
+    """``value`` as a Python literal the model can run (the fixed answer in a note), or None when it has none.
+
+    >>> literal({"m": 34.65, "ok": "Yes"}), literal(float("nan"))
+    ("{'m': 34.65, 'ok': 'Yes'}", None)
+    """
+    text = repr(value)
+    try:
+        return text if len(text) <= 600 and ast.literal_eval(text) == value else None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
 class Form(NamedTuple):
     problems: list[str]  # where the answer misses the form the task names
     fixed: Any  # the answer with what could be fixed fixed
@@ -151,14 +165,18 @@ def form_problems(task: str, value: Any) -> Form:
     """
     yes_no = asks_yes_no(task)
     if isinstance(value, dict) and len(value) <= 20:
-        problems, fixed = [], {}
+        problems, fixed, names = [], {}, [str(k) for k in value]
         for k, v in value.items():
-            fixed[k], p = _form_fix(task, str(k), v, repr(k), yes_no, [str(x) for x in value])
+            fixed[k], p = _form_fix(task, str(k), v, repr(k), yes_no, names)
             problems += p
-        wanted = [k for m in _WANTED_KEYS.finditer(task) for k in re.findall(r"""['"](\w+)['"]\s*:""", m.group(1))]
-        missing = [k for k in dict.fromkeys(wanted) if k not in value]
+        wanted = list(
+            dict.fromkeys(
+                k for m in _WANTED_KEYS.finditer(task) for k in re.findall(r"""['"](\w+)['"]\s*:""", m.group(1))
+            )
+        )
+        missing = [k for k in wanted if k not in value]
         if missing:
-            keys = ", ".join(repr(k) for k in dict.fromkeys(wanted))
+            keys = ", ".join(repr(k) for k in wanted)
             problems += [f"the answer has no {', '.join(repr(k) for k in missing)} (the task asks for the keys {keys})"]
         return Form(problems, fixed, not missing)
     rows = granularity_problem(task, value)
@@ -174,7 +192,15 @@ _UNIT = re.compile(
     r"|\b(hourly|daily|weekly|monthly|quarterly|yearly|annual)\b",
     re.I,
 )
-_ADJECTIVE = {"hourly": "hour", "daily": "day", "weekly": "week", "monthly": "month", "quarterly": "quarter"}
+_ADJECTIVE = {
+    "hourly": "hour",
+    "daily": "day",
+    "weekly": "week",
+    "monthly": "month",
+    "quarterly": "quarter",
+    "yearly": "year",
+    "annual": "year",
+}
 _FREQ = {"hour": "h", "day": "D", "week": "W", "month": "M", "quarter": "Q", "year": "Y"}
 _DATE_TEXT = re.compile(r"\d{1,4}[-/.:]\d{1,2}")
 _SCAN_ROWS = 5000
@@ -196,7 +222,7 @@ def granularity_problem(task: str, value: Any) -> str | None:
     kind = type(value).__name__
     if m is None or kind not in ("DataFrame", "Series") or not type(value).__module__.startswith("pandas"):
         return None
-    unit = (m.group(1) or _ADJECTIVE.get(m.group(2).lower(), "year")).lower()
+    unit = (m.group(1) or _ADJECTIVE[m.group(2).lower()]).lower()
     if len(value) < 2:
         return None
     import pandas as pd

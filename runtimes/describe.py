@@ -371,16 +371,18 @@ def _entries_summary(obj: dict | list | tuple) -> str:
     answer of several named values is reviewed value by value (is each the kind the task asks for?)."""
     items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
     lines = [f"{type(obj).__name__} of {len(items)}:"]
+    numbers = []  # the plain numeric values, for "every value is the same"
     for key, value in items:
         plain = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value
+        if isinstance(plain, int | float) and not isinstance(plain, bool):
+            numbers.append(plain)
         shown = repr(plain) if isinstance(plain, str | int | float | bool) else preview(value)
         line = f"  {key!r}: {type_name(value)} {shown[:160]}"
         if value is None or (isinstance(plain, float) and plain != plain) or repr(value) == "NaT":
             line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
-        elif isinstance(obj, dict) and _table_rows(value) > 1:  # a named answer is one value, rarely a table
-            line += f" (WARNING: {key!r} is a whole table of {_table_rows(value)} rows, not one value)"
+        elif isinstance(obj, dict) and (rows := _table_rows(value)) > 1:  # a named answer is one value, rarely a table
+            line += f" (WARNING: {key!r} is a whole table of {rows} rows, not one value)"
         lines.append(line)
-    numbers = [v for _, v in items if isinstance(v, int | float) and not isinstance(v, bool) or _is_np_number(v)]
     if len(items) >= 3 and len(numbers) == len(items) and len({float(v) for v in numbers}) == 1:
         lines[0] += " (WARNING: every value is the same)"  # four different quantities, all 27.7
     return "\n".join(lines)
@@ -388,10 +390,6 @@ def _entries_summary(obj: dict | list | tuple) -> str:
 
 def _table_rows(value: Any) -> int:
     return len(value) if _has_type(value, "pandas.DataFrame") or _has_type(value, "pandas.Series") else 0
-
-
-def _is_np_number(value: Any) -> bool:
-    return type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and value.dtype.kind in "iuf"
 
 
 def answer_summary(obj: Any, rows: int = 5) -> str:

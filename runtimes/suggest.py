@@ -93,7 +93,7 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
         for column in _close(key, columns):
             hits.setdefault(column, []).append(name)
     if not hits:
-        return None if isinstance(e, KeyError) or _NO_ATTR.match(str(e)) else _attributes_hint(e)
+        return None
     shown = [f"{c!r} (a column of {', '.join(names[:3])})" for c, names in list(hits.items())[:3]]
     return f"Did you mean {' or '.join(shown)}?"
 
