@@ -411,7 +411,7 @@ class Agent:
             traj.status, traj.error = "error", f"{type(e).__name__}: {e}"
             yield RunError(traj.error, e)
         traj.finished_at = time.time()
-        if traj.status in ("success", "no_code", "max_steps"):
+        if traj.status in ("success", "no_code", "max_steps") or traj.called_final_answer:
             self.history += [opening, {"role": "assistant", "content": answer_note(traj)}]
         yield RunFinished(traj)
 
@@ -508,6 +508,10 @@ class Agent:
                 if self.checks:
                     traj.meta.pop("failed_checks", None)
                     traj.meta["checks"] = {"passed": sorted(self.checks)}
+                kept = await self._kept_problems(traj, cell)
+                if kept:  # the answer stands, but not as a success: it still has what it was held for
+                    traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
+                    traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
                 break
             if not ex.ok:
                 skipped = len(blocks) - b - 1
@@ -610,20 +614,47 @@ class Agent:
             return recovery.missing_note(missing)
         if coercion.LOSS_MARK in cell.execution.stderr and not traj.meta.get("held_for_loss"):
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
+            await self._held_for(traj, "loss", cell.value)
             return prompts.LOSS_HELD_NOTE
         if self.review and not self.checks and not traj.meta.get("form_checked"):
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, cell.value)
             if form.problems:
                 traj.meta["reviewed"] = True
+                await self._held_for(traj, "form", cell.value)
                 return prompts.form_note(form.problems, answers.literal(form.fixed) if form.fixable else None)
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             what = await asyncio.to_thread(answer_summary, cell.value)
             if self.review == "auto" and not recovery.needs_review(traj.task, cell.value, what):
                 return None
             traj.meta["reviewed"] = True
+            if recovery.summary_warnings(what):
+                await self._held_for(traj, "warning", cell.value, what)
             return prompts.review_note(traj.task, what)
         return None
+
+    async def _held_for(self, traj: Trajectory, kind: recovery.HeldFor, value: Any, summary: str | None = None) -> None:
+        """Remember why an answer was held, and what it was: the answer sent next is checked for the same problem."""
+        if summary is None:
+            summary = await asyncio.to_thread(answer_summary, value)
+        traj.meta.setdefault("held_for", []).append(kind)
+        traj.meta.setdefault("held_summary", summary)
+
+    async def _kept_problems(self, traj: Trajectory, cell: Cell) -> list[str]:
+        """The problems an answer was held for that the answer sent again still has (see recovery.kept_problems)."""
+        held = traj.meta.get("held_for")
+        if not held:
+            return []
+        summary = await asyncio.to_thread(answer_summary, cell.value)
+        return await asyncio.to_thread(
+            recovery.kept_problems,
+            held,
+            task=traj.task,
+            value=cell.value,
+            summary=summary,
+            held_summary=traj.meta.get("held_summary", ""),
+            lossy=coercion.LOSS_MARK in cell.execution.stderr,
+        )
 
     async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:
         """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""

@@ -15,7 +15,7 @@ def answer_note(traj: Trajectory) -> str:
     they see, and a note such as "(final_answer was called with ...)" taught them to answer the next turn
     with an invented result and no code. The runtime's variables are in the system prompt anyway.
     """
-    if traj.status == "success":
+    if traj.called_final_answer:
         last = next((s for s in reversed(traj.steps) if s.kind == "action" and s.code), None)
         if last is not None:
             return last.completion[:1500]

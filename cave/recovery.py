@@ -9,7 +9,10 @@ do; none of them calls the model or the runtime, so each is testable on a hand-b
 - ``prose_refusal``: why a reply without code cannot be the answer here (None: it can be);
 - ``loop_note``: the failing line and the real objects, when the same error comes back (or a column/attribute
   is missing the first time);
-- ``missing_note``: the declared outputs that do not exist yet.
+- ``missing_note``: the declared outputs that do not exist yet;
+- ``kept_problems``: what is still wrong with an answer sent again after it was held for a problem (a lossy
+  conversion, a form the task does not ask for, a warning in its review): the run then ends ``failed_checks``
+  with the answer, not ``success``.
 
 Whether an answer has the form the task names (decimal places, "Yes"/"No", its keys, one row per month) is
 ``cave.answers``.
@@ -19,16 +22,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from cave import prompts
-from cave.answers import asks_yes_no
+from cave.answers import asks_yes_no, form_problems
 from cave.runtimes.base import VariableInfo
 from cave.trajectory import Step, Trajectory
 
 __all__ = [
     "answer_name",
     "fold_failed",
+    "kept_problems",
     "last_action",
     "last_code_step",
     "loop_note",
@@ -261,3 +265,47 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     True
     """
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
+
+
+HeldFor = Literal["loss", "form", "warning"]
+
+
+def summary_warnings(summary: str) -> list[str]:
+    """The warnings in an ``answer_summary`` (empty, None, NaN, every value the same, a table for one value).
+
+    >>> summary_warnings("dict of 2:\\n  'a': float nan (WARNING: 'a' is NaN)\\n  'b': int 1")
+    ["'a' is NaN"]
+    """
+    return re.findall(r"\(WARNING: ([^()]*)\)", summary)
+
+
+def kept_problems(held: Iterable[HeldFor], *, task: str, value: Any, summary: str, held_summary: str, lossy: bool) -> list[str]:
+    """What is still wrong with an answer that was held once for each of ``held`` and then sent again.
+
+    A small model "confirms" a held answer by running the same code again (DABench 57: the same lossy
+    ``to_numeric`` and the same wrong 0.52) or by sending the same literal (453: four means, all 27.7). Its
+    confirmation is no evidence, and the problems are facts about the answer, so they are re-checked on the answer
+    itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``lossy`` whether
+    the cell that sent it dropped values in a coercion again.
+
+    >>> kept_problems(["warning"], task="Mean of each", value={"a": 1.0, "b": 1.0, "c": 1.0},
+    ...               summary="dict of 3: (WARNING: every value is the same)", held_summary="", lossy=False)
+    ['the answer still has a warning: every value is the same']
+    >>> kept_problems(["loss"], task="Total paid", value=34973.56, summary="float 34973.56",
+    ...               held_summary="float 34973.56", lossy=False)
+    ['the answer is the one computed after a conversion turned values into NaN; they were not recovered']
+    >>> kept_problems(["loss", "warning"], task="Total paid", value=49120.0, summary="float 49120.0",
+    ...               held_summary="float 34973.56", lossy=False)
+    []
+    """
+    problems: list[str] = []
+    for kind in dict.fromkeys(held):
+        if kind == "loss" and (lossy or summary == held_summary):
+            problems.append(
+                "the answer is the one computed after a conversion turned values into NaN; they were not recovered"
+            )
+        elif kind == "form":
+            problems += form_problems(task, value).problems
+        elif kind == "warning":
+            problems += [f"the answer still has a warning: {w}" for w in summary_warnings(summary)]
+    return problems

@@ -65,7 +65,8 @@ RunStatus = Literal["running", "success", "no_code", "max_steps", "failed_checks
 """How a run ended: ``success`` (final_answer was called; the answer is the live object), ``no_code`` (it ended on
 a reply without code, whose text is the answer), ``max_steps``, ``error`` (a backend or runtime failure),
 ``interrupted`` (Ctrl-C or a killed process), ``failed_checks`` (the answer given last failed the checks the
-task declares: see cave.checks); ``running`` while it runs."""
+task declares: see cave.checks; or final_answer was called with an answer that still has the problem it was held
+for, which ``meta["failed_checks"]`` names: see cave.recovery.kept_problems); ``running`` while it runs."""
 
 ANSWERED: tuple[RunStatus, ...] = ("success", "no_code")  # the statuses that carry an answer
 
@@ -90,6 +91,12 @@ class Trajectory:
         for s in self.steps:
             total = total + s.usage
         return total
+
+    @property
+    def called_final_answer(self) -> bool:
+        """final_answer ended the run: a success, or an answer that kept a problem it was held for (whose status
+        is ``failed_checks`` but whose ``final_answer`` is the live object all the same)."""
+        return self.status == "success" or (self.status == "failed_checks" and bool(self.meta.get("kept_problems")))
 
     def by_role(self, role: str) -> list[Step]:
         return [s for s in self.steps if s.role == role]

@@ -303,13 +303,13 @@ class TeamRun:
             meta["format_ok"] = call_format_ok(step, output)
         ended = agent_traj is not None and agent_traj.status != "running"
         if decision and ended:  # the step that should carry the structured decision
-            value = agent_traj.final_answer if agent_traj.status == "success" else None
+            value = agent_traj.final_answer if agent_traj.called_final_answer else None
             parsed = parse_verdict(value) if decision == "verdict" else parse_route(value, choices)
             meta["format_ok"] = meta.get("format_ok", True) and parsed is not None
             if parsed is not None and kind == "action":
                 kind = decision
         elif ended and output == "answer":  # the contract asks for final_answer()
-            meta["format_ok"] = meta.get("format_ok", True) and agent_traj.status == "success"
+            meta["format_ok"] = meta.get("format_ok", True) and agent_traj.called_final_answer
         copy = dataclasses.replace(
             step, index=len(self.trajectory.steps), role=role, run_id=self.id, team_run_id=self.id, kind=kind, meta=meta
         )

@@ -295,10 +295,28 @@ def test_an_answer_not_in_the_tasks_form_comes_back_with_the_call_that_fixes_it(
     missing = agent_with([code("final_answer({'mean': 2.5})"), code("final_answer({'mean': 2.5})")], sales).run(task)
     assert "the answer has no 'skew', 'above'" in missing.trajectory.steps[0].observation
     assert "Fix it and call final_answer again" in missing.trajectory.steps[0].observation
-    # once per run: the model's next answer stands, and review=False never holds
-    assert missing.status == "success" and len(missing.trajectory.steps) == 2
+    # once per run: the model's next answer stands, but one that still misses keys is not a success
+    assert missing.status == "failed_checks" and len(missing.trajectory.steps) == 2
+    assert missing.answer == {"mean": 2.5} and "the answer has no 'skew', 'above'" in missing.trajectory.error
     off = agent_with([code("final_answer({'mean': 2.5})")], sales, review=False).run(task)
     assert len(off.trajectory.steps) == 1
+
+
+def test_an_answer_sent_again_with_the_warning_it_was_held_for_is_not_a_success(sales):
+    # DABench 453: four means, all 27.7, held for review, then sent again as they were: the model's
+    # confirmation is no evidence, so the run ends failed_checks with the answer and the warning named
+    alike = "final_answer({'a': 27.7, 'b': 27.7, 'c': 27.7})"
+    result = agent_with([code(alike), code(alike)], sales).run("the mean of a, b and c")
+    assert result.status == "failed_checks" and result.answer == {"a": 27.7, "b": 27.7, "c": 27.7}
+    assert result.trajectory.meta["failed_checks"] == ["the answer still has a warning: every value is the same"]
+    assert "every value is the same" in result.trajectory.error
+    # a fixed answer after the same hold is a success; so is a held Yes/No fixed (no warning was kept)
+    fixed = agent_with([code(alike), code("final_answer({'a': 1.5, 'b': 27.7, 'c': 3.0})")], sales).run("means")
+    assert fixed.status == "success" and "failed_checks" not in fixed.trajectory.meta
+    # a session's next turn sees the kept answer's code, as after a success
+    agent = agent_with([code(alike), code(alike), code("final_answer(1)")], sales)
+    agent.run("the mean of a, b and c")
+    assert "final_answer({'a': 27.7" in agent.history[-1]["content"]
 
 
 def test_a_table_of_days_for_one_row_per_month_is_sent_back_with_how_to_group():
@@ -382,11 +400,16 @@ def test_an_answer_computed_after_a_lossy_coercion_is_held_once():
     first = result.trajectory.steps[0].observation
     assert "turned 2 of 3 non-empty values of 'deaths' into NaN" in first and "Not accepted yet" in first
     assert result.status == "success" and result.answer == 13316
-    # held once: a confirmed lossy answer is accepted
-    agent = Agent(model=Scripted([lossy, code("final_answer(_final_answer)")]), runtime=InProcessRuntime())
-    agent.runtime.inject("deaths", deaths)
-    result = agent.run("the highest number of deaths")
-    assert result.status == "success" and result.answer == 7.0 and len(result.trajectory.steps) == 2
+    # held once: a confirmed (or re-run) lossy answer ends the run with that answer, but not as a success
+    for again in ("final_answer(_final_answer)", "import pandas as pd\nfinal_answer(pd.to_numeric(deaths['deaths'], errors='coerce').max())"):
+        agent = Agent(model=Scripted([lossy, code(again)]), runtime=InProcessRuntime())
+        agent.runtime.inject("deaths", deaths)
+        result = agent.run("the highest number of deaths")
+        assert result.status == "failed_checks" and result.answer == 7.0 and len(result.trajectory.steps) == 2
+        assert result.trajectory.meta["failed_checks"] == [
+            "the answer is the one computed after a conversion turned values into NaN; they were not recovered"
+        ]
+        assert result.trajectory.called_final_answer and not result.ok
 
 
 # -- given functions: called, not described, redefined or imported -----------------------------------
