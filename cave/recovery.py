@@ -279,7 +279,9 @@ def summary_warnings(summary: str) -> list[str]:
     return re.findall(r"\(WARNING: ([^()]*)\)", summary)
 
 
-def kept_problems(held: Iterable[HeldFor], *, task: str, value: Any, summary: str, held_summary: str, lossy: bool) -> list[str]:
+def kept_problems(
+    held: Iterable[HeldFor], *, task: str, value: Any, summary: str, held_summary: str, lossy: bool
+) -> list[str]:
     """What is still wrong with an answer that was held once for each of ``held`` and then sent again.
 
     A small model "confirms" a held answer by running the same code again (DABench 57: the same lossy

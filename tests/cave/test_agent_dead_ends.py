@@ -401,7 +401,10 @@ def test_an_answer_computed_after_a_lossy_coercion_is_held_once():
     assert "turned 2 of 3 non-empty values of 'deaths' into NaN" in first and "Not accepted yet" in first
     assert result.status == "success" and result.answer == 13316
     # held once: a confirmed (or re-run) lossy answer ends the run with that answer, but not as a success
-    for again in ("final_answer(_final_answer)", "import pandas as pd\nfinal_answer(pd.to_numeric(deaths['deaths'], errors='coerce').max())"):
+    for again in (
+        "final_answer(_final_answer)",
+        "import pandas as pd\nfinal_answer(pd.to_numeric(deaths['deaths'], errors='coerce').max())",
+    ):
         agent = Agent(model=Scripted([lossy, code(again)]), runtime=InProcessRuntime())
         agent.runtime.inject("deaths", deaths)
         result = agent.run("the highest number of deaths")
