@@ -377,6 +377,7 @@ def read_arrow(path: str, validate: bool) -> Any:
     """
     import pyarrow as pa
 
+    _pandas_arrow_types()
     if not validate:
         with pa.memory_map(path) as source:
             return pa.ipc.open_file(source).read_all().to_pandas()
@@ -392,6 +393,18 @@ def read_arrow(path: str, validate: bool) -> Any:
     except Exception as e:  # malformed IPC: pyarrow's own error, never a crash
         raise TransferError(f"the kernel's Arrow payload is malformed: {type(e).__name__}: {e}") from None
     return table.to_pandas()
+
+
+def _pandas_arrow_types() -> None:
+    """Register pandas' Arrow extension types (period, interval) in this process before a payload is read.
+
+    pandas registers them only when it writes one (``Table.from_pandas``); a host that only reads got the
+    storage type instead: a PeriodIndex of months came back as the integers 660, 661, ... (months since 1970).
+    """
+    try:
+        import pandas.core.arrays.arrow.extension_types  # noqa: F401  (registers on import)
+    except ImportError:  # another pandas layout: the payload is read without them, as before
+        pass
 
 
 _ARROW_MAGIC = b"ARROW1"

@@ -1,0 +1,58 @@
+"""The safe (Arrow) transfer keeps pandas' extension dtypes: a host that only reads payloads gets them back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+from cave.runtimes.transfer import encode
+
+pytestmark = pytest.mark.timeout(120)
+
+READ = """
+import json, sys
+from cave.runtimes.transfer import decode
+frame = decode(json.loads(sys.argv[1]), trust=False)
+print(json.dumps({"index": str(frame.index.dtype), "first": str(frame.index[0]),
+                  **{c: str(t) for c, t in frame.dtypes.items()}}))
+"""
+
+
+def test_a_fresh_host_reads_periods_and_intervals_back(tmp_path):
+    # the bug: months per period came back as 660, 661, ... in a host that had never written a period itself
+    frame = pd.DataFrame(
+        {"visits": [3, 4], "day": pd.period_range("2025-01-01", periods=2, freq="D")},
+        index=pd.period_range("2025-01", periods=2, freq="M", name="date"),
+    )
+    frame["bucket"] = pd.arrays.IntervalArray.from_breaks([0, 10, 20])
+    meta, _ = encode(frame, str(tmp_path), safe=True)
+    assert meta["format"] == "arrow"
+    out = subprocess.run([sys.executable, "-c", READ, json.dumps(meta)], capture_output=True, text=True, check=True)
+    got = json.loads(out.stdout)
+    assert got == {"index": "period[M]", "first": "2025-01", "visits": "int64", "day": "period[D]",
+                   "bucket": "interval[int64, right]"}  # fmt: skip
+
+
+MONTHLY = """
+import pandas as pd
+from cave.runtimes import create_runtime
+traffic = pd.DataFrame({"date": pd.date_range("2025-01-01", periods=60, freq="D"), "visits": range(60)})
+rt = create_runtime("process", trust=False)  # what a sandbox retrieves with
+try:
+    rt.inject("traffic", traffic)
+    ex = rt.execute("m = traffic.groupby(traffic['date'].dt.to_period('M'))['visits'].sum()")
+    assert ex.ok, ex.error
+    m = rt.retrieve("m")
+finally:
+    rt.close()
+print([str(p) for p in m.index], m.tolist())
+"""
+
+
+def test_a_monthly_table_from_an_untrusted_kernel_keeps_its_months():
+    # in a fresh host process, as `cave run` is: nothing there has written a period to Arrow before
+    out = subprocess.run([sys.executable, "-c", MONTHLY], capture_output=True, text=True, timeout=100, check=True)
+    assert out.stdout.strip() == "['2025-01', '2025-02', '2025-03'] [465, 1246, 59]"
