@@ -606,8 +606,8 @@ class Agent:
 
     async def _hold_answer(self, traj: Trajectory, cell: Cell) -> str | None:
         """Why final_answer's value is not accepted yet (None: accept it): a declared output is missing, the
-        answer came from values a coercion dropped, it is not in the form the task names, or it goes to the
-        model's review (each once; the last two with ``review`` on and no checks)."""
+        answer came from values a coercion dropped, it is not in the form the task names (``review`` on), or it
+        goes to the model's review (``review`` on and no checks). Each once."""
         missing = await self._missing_outputs() if traj.meta.get("held_for_outputs", 0) < 2 else []
         if missing:  # twice at most: then the answer stands and the run reports the missing output
             traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
@@ -616,9 +616,9 @@ class Agent:
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             await self._held_for(traj, "loss", cell.value)
             return prompts.LOSS_HELD_NOTE
-        if self.review and not self.checks and not traj.meta.get("form_checked"):
+        if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
-            form = await asyncio.to_thread(answers.form_problems, traj.task, cell.value)
+            form = await asyncio.to_thread(answers.form_problems, traj.task, cell.value, self._given_tables())
             if form.problems:
                 traj.meta["reviewed"] = True
                 await self._held_for(traj, "form", cell.value)
@@ -696,6 +696,14 @@ class Agent:
     def _protected(self) -> dict[str, str]:
         """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""
         return {name: type_name(reg.value) for name, reg in self.runtime.registered.items() if reg.kind == "variable"}
+
+    def _given_tables(self) -> dict[str, Any]:
+        """The given DataFrames by name (the host's copies): where the form check looks up names for ids."""
+        return {
+            name: reg.value
+            for name, reg in self.runtime.registered.items()
+            if reg.kind == "variable" and type_name(reg.value) == "pandas.DataFrame"
+        }
 
     def _given_functions(self) -> list[str]:
         """The functions the session was given (tools, skills): the model calls them, never redefines them."""

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["Form", "asks_yes_no", "form_problems", "granularity_problem", "literal", "rounding_for"]
+__all__ = ["Form", "asks_yes_no", "form_problems", "granularity_problem", "ids_for_names", "literal", "rounding_for"]
 
 _YES_NO = re.compile(r"""\byes\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?no\b""", re.I)
 
@@ -145,12 +145,13 @@ class Form(NamedTuple):
     fixable: bool  # ``fixed`` has every problem fixed
 
 
-def form_problems(task: str, value: Any) -> Form:
+def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None) -> Form:
     """Where an answer misses the form the task names, and the answer with what can be fixed fixed.
 
     Checked: the decimal places the task asks for (per answer name when it names several), "Yes"/"No" where a
-    bool was given, the keys of a ``final_answer({...})`` the task spells out, and one row per month (hour, day,
-    week, quarter, year) in a table (``granularity_problem``). Small models compute the
+    bool was given, the keys of a ``final_answer({...})`` the task spells out, one row per month (hour, day,
+    week, quarter, year) in a table (``granularity_problem``), and ids where the task asks for the things
+    themselves (``ids_for_names``, with the ``given`` tables). Small models compute the
     right number and hand back 34.6543 for "rounded to two decimal places", or True for "Yes or No".
 
     >>> form = form_problems("Mean fare, rounded to two decimal places. Is it normal? Yes or No.", {"m": 34.6543, "ok": True})
@@ -182,6 +183,9 @@ def form_problems(task: str, value: Any) -> Form:
     rows = granularity_problem(task, value)
     if rows is not None:
         return Form([rows], value, False)
+    ids = ids_for_names(task, value, given or {})
+    if ids is not None:
+        return Form([ids], value, False)
     fixed, problems = _form_fix(task, None, value, "the answer", yes_no)
     return Form(problems, fixed, True)
 
@@ -265,3 +269,119 @@ def _as_dates(pd: Any, column: Any) -> Any:
         warnings.simplefilter("ignore")
         dates = pd.to_datetime(text, errors="coerce", format="mixed")
     return dates.dropna() if dates.notna().mean() >= 0.9 else None
+
+
+# -- ids where the task asks for the things ----------------------------------------------------------------
+_ID_COLUMN = re.compile(r"(?:^|_)id$|[a-z]Id$|^ID$|_ID$", re.I)
+_MENTIONS_IDS = re.compile(r"\b(?:ids?|identifiers?)\b", re.I)
+
+
+def _entity_asked(task: str, stem: str) -> bool:
+    """Whether the task asks for the things themselves ("the 3 customers with ...", "which customer", "who"),
+    not for values keyed by them ("revenue per customer")."""
+    things = rf"{re.escape(stem)}s?\b"
+    if re.search(rf"\b(?:per|each|by|every)\s+{things}", task, re.I):
+        return False
+    return bool(
+        re.search(r"\b(?:who|whose)\b", task, re.I)
+        or re.search(
+            rf"\b(?:which|what|name|names|top|bottom|first|last|\d+|three|five|ten)\s+(?:\w+\s+){{0,2}}{things}",
+            task,
+            re.I,
+        )
+        or re.search(rf"\bthe\s+{things}\s+(?:with|that|who|whose)\b", task, re.I)
+    )
+
+
+def _answer_ids(pd: Any, value: Any) -> tuple[str | None, list[Any]] | None:
+    """The id column (or index) an answer is made of, and its values: a table of ids and numbers, a Series
+    keyed by ids, or a plain list of ids. None when the answer holds text (names) already."""
+    if isinstance(value, pd.DataFrame):
+        if len(value) == 0 or len(value) > 100:
+            return None
+        text = [c for c in value.columns if value[c].dtype.kind in "OSU" or pd.api.types.is_string_dtype(value[c])]
+        ids = [c for c in value.columns if _ID_COLUMN.search(str(c))]
+        index_name = value.index.name
+        if not ids and index_name is not None and _ID_COLUMN.search(str(index_name)):
+            return str(index_name), list(value.index)
+        if len(ids) != 1 or [c for c in text if c != ids[0]]:
+            return None
+        return str(ids[0]), list(value[ids[0]])
+    if isinstance(value, pd.Series):
+        if len(value) == 0 or len(value) > 100:
+            return None
+        if value.index.name is not None and _ID_COLUMN.search(str(value.index.name)):
+            return str(value.index.name), list(value.index)
+        if value.name is not None and _ID_COLUMN.search(str(value.name)):
+            return str(value.name), list(value)
+        return None
+    if (
+        isinstance(value, list | tuple)
+        and 0 < len(value) <= 100
+        and all(type(v).__name__.startswith("int") for v in value)
+    ):
+        return None, list(value)
+    return None
+
+
+def ids_for_names(task: str, value: Any, given: Mapping[str, Any]) -> str | None:
+    """When the task asks for things (customers, products) and the answer gives their ids where a given table
+    holds their names: what is wrong and how to add the names. Analyst: "Find the 3 customers with the highest
+    total" answered with a table of customer_id and amount.
+
+    >>> import pandas as pd
+    >>> customers = pd.DataFrame({"customer_id": [1, 2, 3], "name": ["Ada Moss", "Gus Hart", "Kai Shaw"]})
+    >>> top = pd.DataFrame({"customer_id": [2, 3], "amount": [9.5, 7.0]})
+    >>> print(ids_for_names("Find the 2 customers with the highest total.", top, {"customers": customers}))
+    the answer gives the customers as 'customer_id' values (2, 3); the task asks for the customers: `customers` has their 'name', e.g. .merge(customers[['customer_id', 'name']], on='customer_id')
+    >>> ids_for_names("Revenue per customer", top, {"customers": customers}) is None  # keyed by id: fine
+    True
+    >>> ids_for_names("The ids of the 2 best customers", top, {"customers": customers}) is None
+    True
+    """
+    if _MENTIONS_IDS.search(task) or not given:
+        return None
+    try:
+        import pandas as pd
+    except ImportError:  # no pandas, no tables to look names up in
+        return None
+    found = _answer_ids(pd, value)
+    if found is None:
+        return None
+    column, ids = found
+    for name, frame in given.items():
+        if not isinstance(frame, pd.DataFrame) or frame.empty:
+            continue
+        key = column if column in frame.columns else None
+        if key is None:  # a plain list of ids: the frame's id column that holds them all
+            key = next(
+                (c for c in frame.columns if _ID_COLUMN.search(str(c)) and set(ids) <= set(frame[c].tolist())), None
+            )
+        if key is None or key.lower() in task.lower() or not set(ids) <= set(frame[key].tolist()):
+            continue  # (a task that names the id column asks for ids)
+        label = _label_column(pd, frame, key)
+        stem = re.sub(r"s$", "", str(name).lower())
+        if label is None or not _entity_asked(task, stem):
+            continue
+        shown = ", ".join(str(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
+        return (
+            f"the answer gives the {name} as {key!r} values ({shown}); the task asks for the {name}: `{name}` has "
+            f"their {label!r}, e.g. .merge({name}[[{key!r}, {label!r}]], on={key!r})"
+        )
+    return None
+
+
+def _label_column(pd: Any, frame: Any, key: str) -> str | None:
+    """The column that names a table's rows: 'name' or '*_name'/'title'/'label', else the first text column
+    whose values are mostly distinct."""
+    texts = [
+        c for c in frame.columns if c != key and (frame[c].dtype.kind == "O" or pd.api.types.is_string_dtype(frame[c]))
+    ]
+    for c in texts:
+        if re.search(r"(?:^|_)(?:name|title|label)$", str(c), re.I):
+            return str(c)
+    for c in texts:
+        sample = frame[c].head(_SCAN_ROWS).dropna()
+        if len(sample) and sample.nunique() >= 0.8 * len(sample) and _as_dates(pd, sample) is None:
+            return str(c)
+    return None

@@ -306,7 +306,7 @@ def kept_problems(
             problems.append(
                 "the answer is the one computed after a conversion turned values into NaN; they were not recovered"
             )
-        elif kind == "form":
+        elif kind == "form":  # without the given tables: ids kept for names stand (the task may mean the ids)
             problems += form_problems(task, value).problems
         elif kind == "warning":
             problems += [f"the answer still has a warning: {w}" for w in summary_warnings(summary)]

@@ -319,6 +319,32 @@ def test_an_answer_sent_again_with_the_warning_it_was_held_for_is_not_a_success(
     assert "final_answer({'a': 27.7" in agent.history[-1]["content"]
 
 
+def test_ids_where_the_task_asks_for_the_customers_come_back_with_how_to_add_names():
+    # analyst top_customers_2025: "Find the 3 customers ..." answered with customer_id and amount; the row
+    # check passed, so it was a success. The form check runs with checks too (after they pass).
+    customers = pd.DataFrame({"customer_id": [1, 2, 3], "name": ["Ada Moss", "Gus Hart", "Kai Shaw"]})
+    orders = pd.DataFrame({"customer_id": [1, 2, 2, 3, 3, 3], "amount": [5.0, 4.0, 4.0, 1.0, 1.0, 9.0]})
+    ids = "final_answer(orders.groupby('customer_id', as_index=False)['amount'].sum().nlargest(2, 'amount'))"
+    names = (
+        "t = orders.groupby('customer_id', as_index=False)['amount'].sum().nlargest(2, 'amount')\n"
+        "final_answer(t.merge(customers[['customer_id', 'name']], on='customer_id'))"
+    )
+    for kw in ({}, {"checks": {"answer": {"rows": 2}}}):
+        agent = Agent(model=Scripted([code(ids), code(names)]), runtime=InProcessRuntime(), **kw)
+        agent.runtime.inject("customers", customers)
+        agent.runtime.inject("orders", orders)
+        result = agent.run("Find the 2 customers with the highest total.")
+        note = result.trajectory.steps[0].observation
+        assert "the answer gives the customers as 'customer_id' values (3, 2)" in note
+        assert ".merge(customers[['customer_id', 'name']], on='customer_id')" in note
+        assert result.status == "success" and result.answer["name"].tolist() == ["Kai Shaw", "Gus Hart"]
+    # a table keyed by ids where the task asks for a value per customer is an answer as it is
+    agent = Agent(model=Scripted([code(ids)]), runtime=InProcessRuntime())
+    agent.runtime.inject("customers", customers)
+    agent.runtime.inject("orders", orders)
+    assert agent.run("total amount per customer").status == "success"
+
+
 def test_a_table_of_days_for_one_row_per_month_is_sent_back_with_how_to_group():
     orders = pd.DataFrame({"date": ["2025-01-05", "2025-01-06", "2025-02-01", "2025-02-09"], "amount": [1, 2, 3, 4]})
     by_day = "final_answer(orders.groupby('date', as_index=False)['amount'].sum())"
