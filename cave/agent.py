@@ -143,6 +143,7 @@ class Cell:
     final: bool  # final_answer was called
     value: Any  # what final_answer was called with (the live object)
     notes: list[str]  # what guard_code changed before it ran (e.g. a reassigned input that was skipped)
+    code: str = ""  # the block as the model wrote it
 
 
 # -- the agent -----------------------------------------------------------------------------------
@@ -195,6 +196,9 @@ class Agent:
             backend as the ``prefix`` option: prompt tokens, never trained).
         insist_on_code: refuse a reply without code as the answer right after a failed cell or before any code
             looked at the given data (twice at most per run); False for roles whose plain reply is their output.
+        expect_calls: the task is done by calling the session's functions (a function-calling test, a tool
+            user): an answer (prose, or final_answer) before any of them was called is sent back once, listing
+            them; a second one stands (e.g. "none of these fits the request").
         store: where runs are recorded step by step (``cave runs list``, ``cave runs show``): True for the default
             store ($CAVE_RUNS, else $CAVE_HOME/runs), a path to a SQLite file, or a ``cave.Store``; None (the
             default) records nothing (teams and training rollouts create many agents).
@@ -232,6 +236,7 @@ class Agent:
         outputs: Sequence[str] = (),
         response_prefix: str | None = None,
         insist_on_code: bool = True,
+        expect_calls: bool = False,
     ) -> None:
         self.llm: LLM = create_backend(model, **(model_options or {})) if isinstance(model, str) else model
         self.runtime: Runtime = (
@@ -274,6 +279,7 @@ class Agent:
         self.outputs = list(outputs)
         self.response_prefix = response_prefix or None
         self.insist_on_code = insist_on_code
+        self.expect_calls = expect_calls
         self._system: str | None = None  # the session's system prompt (stable layout)
         self._seen: dict[str, str] = {}  # what the model was last told of each variable (stable layout)
 
@@ -592,6 +598,7 @@ class Agent:
             given=given,
             text=text,
             functions=self._given_functions(),
+            expect_calls=self.expect_calls,
         )
         if refusal is not None or not recovery.may_refuse_prose(traj, self.insist_on_code):
             return refusal
@@ -612,6 +619,11 @@ class Agent:
         if missing:  # twice at most: then the answer stands and the run reports the missing output
             traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
             return recovery.missing_note(missing)
+        if self.expect_calls and not traj.meta.get("calls_asked"):
+            uncalled = recovery.uncalled(self._given_functions(), traj, cell.code)
+            if uncalled is not None:  # once: a second answer without a call stands ("none of these fits")
+                traj.meta["calls_asked"] = True
+                return prompts.answer_without_calls_note(uncalled)
         if coercion.LOSS_MARK in cell.execution.stderr and not traj.meta.get("held_for_loss"):
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             await self._held_for(traj, "loss", cell.value)
@@ -691,7 +703,7 @@ class Agent:
                     is_final = False
                     ex.error = ExecError("TransferError", f"{prompts.UNTRANSFERABLE_ANSWER} ({e})")
         self._restore_final_answer()
-        return Cell(ex, is_final, value, notes)
+        return Cell(ex, is_final, value, notes, code)
 
     def _protected(self) -> dict[str, str]:
         """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""

@@ -460,6 +460,12 @@ PROSE_NAMED_CALL_NOTE = (
     "{runs} only from code: write the call in a ```python block, with the arguments the request gives. If none "
     "of the functions fits the request, say so again in plain text."
 )
+ANSWER_WITHOUT_CALLS_NOTE = (
+    "Not accepted yet: this task is done by calling this session's functions, and none of them has been called "
+    "({names}). If one of them does what the request asks, call it in a ```python block with the arguments the "
+    "request gives, rather than working the result out yourself. If none of them fits the request, reply again "
+    "saying so."
+)
 MISSING_OUTPUTS_NOTE = (
     "Not finished yet: the task asks you to store results in {names}, which {verb} not exist in the session. "
     "Assign {them} first, then call final_answer(...)."
@@ -500,6 +506,20 @@ def form_note(problems: list[str], fixed: str | None) -> str:
     """
     fix = FORM_FIX.format(fixed=fixed) if fixed is not None else FORM_NO_FIX
     return FORM_NOTE.format(problems="\n".join(f"- {p}" for p in problems), fix=fix)
+
+
+def answer_without_calls_note(functions: list[str], shown: int = 6) -> str:
+    """The note for an answer given before any of the session's functions was called (``expect_calls``).
+
+    >>> answer_without_calls_note(["solve_quadratic"])[:95]
+    "Not accepted yet: this task is done by calling this session's functions, and none of them has b"
+    >>> "(`a`, `b`, `c`, and 2 more)" in answer_without_calls_note(["a", "b", "c", "d", "e"], shown=3)
+    True
+    """
+    names = ", ".join(f"`{f}`" for f in functions[:shown])
+    if len(functions) > shown:
+        names += f", and {len(functions) - shown} more"
+    return ANSWER_WITHOUT_CALLS_NOTE.format(names=names)
 
 
 def review_note(task: str, what: str, limit: int = 1500) -> str:

@@ -44,6 +44,7 @@ __all__ = [
     "repeats_failure",
     "repeats_refused_prose",
     "retry_temperatures",
+    "uncalled",
 ]
 
 PROSE_REFUSALS = 2  # after this many refusals in a run the prose is taken: a model that cannot write code
@@ -153,6 +154,24 @@ def named_uncalled(text: str, functions: Iterable[str], traj: Trajectory) -> lis
     ]
 
 
+def uncalled(functions: Iterable[str], traj: Trajectory, code: str = "") -> list[str] | None:
+    """The session's functions, when no code of this run (nor ``code``, the cell running now) has called any of
+    them; None when one was called or there are none.
+
+    >>> uncalled(["solve_quadratic"], Trajectory(task="t"), "import math; print(math.sqrt(169))")
+    ['solve_quadratic']
+    >>> uncalled(["solve_quadratic"], Trajectory(task="t"), "solve_quadratic(a=3, b=-11, c=-4)") is None
+    True
+    """
+    names = [f for f in functions if f != "final_answer"]
+    if not names:
+        return None
+    ran = "\n".join([*(s.code for s in traj.steps if s.kind == "action" and s.code), code])
+    if any(re.search(rf"(?<![\w.]){re.escape(f)}\s*\(", ran) for f in names):
+        return None
+    return names
+
+
 def prose_refusal(
     traj: Trajectory,
     *,
@@ -161,10 +180,12 @@ def prose_refusal(
     given: bool,
     text: str = "",
     functions: Iterable[str] = (),
+    expect_calls: bool = False,
 ) -> str | None:
     """Why a reply without code cannot end the run here, before the declared outputs are considered (None: it
     can, as far as the trajectory tells). ``given``: the runtime holds variables the task gave; ``text``: the
-    reply; ``functions``: the functions the session was given."""
+    reply; ``functions``: the functions the session was given; ``expect_calls``: the task is done by calling
+    them, so prose before any call is sent back once."""
     if checks:  # the task checks objects in the runtime: prose cannot be the answer
         return prompts.NEED_OBJECTS_NOTE
     if text.lstrip().startswith(prompts.FOLDED_NOTE.split("{", 1)[0]):  # the fold's line, copied as a reply
@@ -184,6 +205,12 @@ def prose_refusal(
         return prompts.PROSE_NAMED_CALL_NOTE.format(
             names=names, was="was" if one else "were", is_="is" if one else "are", runs="runs" if one else "run"
         )
+    if expect_calls and not traj.meta.get("calls_asked"):
+        functions = list(functions)
+        names = uncalled(functions, traj)
+        if names is not None:  # once (shared with a final_answer held for it): "none of these fits" then stands
+            traj.meta["calls_asked"] = True
+            return prompts.answer_without_calls_note(names)
     if given and not any(s.kind == "action" and s.code for s in traj.steps):
         return prompts.PROSE_UNCHECKED_NOTE
     if "final_answer(" in traj.task:  # the task names the call: "The mean is 40.82." printed, never returned

@@ -161,6 +161,12 @@ def encode_call(call: int, name: str, args: list[Any], kwargs: dict[str, Any]) -
     """The ``host_call`` frame; a TypeError that says what to do when an argument is not JSON."""
 
     def refuse(value: Any) -> Any:
+        if callable(value) and not isinstance(value, type):  # a lambda for "the function y = x^3"
+            raise TypeError(
+                f"{name}() got a Python function ({getattr(value, '__name__', type(value).__name__)}): a function "
+                f"cannot be sent to a host function. Where a parameter takes a formula or an expression, pass it "
+                f"as text, e.g. 'x**3'"
+            )
         raise TypeError(
             f"{name}() got an argument of type {type(value).__name__}: host functions take JSON values only "
             f"({_JSON_TYPES}); convert it first, e.g. with .tolist(), int(), float() or str()"

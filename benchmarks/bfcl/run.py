@@ -148,6 +148,7 @@ async def run_code(
             instructions=instructions,
             stream=False,
             prompt_budget=budget,
+            expect_calls=not entry.multi_turn,  # single-turn: the call is the answer (irrelevance: one reply more)
             **(agent_options or {}),
         )
 
@@ -322,7 +323,10 @@ def gold_replies(entry: Entry, agent: str) -> list[str]:
     from cave.benchmarks.bfcl.data import gold_calls
 
     gold = gold_calls(entry)
-    return replies_for(gold if entry.multi_turn else [gold], agent)
+    replies = replies_for(gold if entry.multi_turn else [gold], agent)
+    if agent == "code" and not entry.multi_turn and not gold:  # expect_calls asks once whether none fits
+        replies.append("I checked again: none of the functions fits this request.")
+    return replies
 
 
 def replies_for(turns: list[list[dict[str, Any]]], agent: str) -> list[str]:

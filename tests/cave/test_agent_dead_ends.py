@@ -493,3 +493,23 @@ def test_a_redefined_or_imported_given_function_is_skipped_and_the_real_one_runs
     assert result.status == "success" and result.answer == "Brasília" and calls == ["Brazil"]
     notes = " ".join(result.trajectory.steps[0].observation.splitlines())
     assert "your import of it was skipped" in notes and "your definition of it was skipped" in notes
+
+
+def test_expect_calls_sends_back_an_answer_worked_out_without_the_functions():
+    # BFCL simple_python_27/31: the model computed the answer itself (in prose, or in code then "done") and
+    # never called the given function; with expect_calls the first such answer goes back once, listing them
+    for first in ("The capital of Brazil is Brasília.", code("final_answer('Brasília')")):
+        agent, calls = _tool_agent([first, code("final_answer(country_capital('Brazil'))")], expect_calls=True)
+        result = agent.run("What is the capital of Brazil?")
+        assert "none of them has been called (`country_capital`)" in result.trajectory.steps[0].observation
+        assert result.status == "success" and calls == ["Brazil"] and len(result.trajectory.steps) == 2
+    # once: "none of these fits" stands the second time (BFCL irrelevance)
+    replies = ["No function gives populations.", "None of the functions gives a population."]
+    agent, calls = _tool_agent(replies, expect_calls=True)
+    result = agent.run("What is the population of Brazil?")
+    assert result.status == "no_code" and result.answer.startswith("None of") and calls == []
+    # a call made, or expect_calls off (the default), and the answer stands at once
+    agent, calls = _tool_agent([code("print(country_capital('Brazil'))"), "It is Brasília."], expect_calls=True)
+    assert agent.run("Capital of Brazil?").status == "no_code" and calls == ["Brazil"]
+    agent, _ = _tool_agent(["The capital of Brazil is Brasília."])
+    assert len(agent.run("What is the capital of Brazil?").trajectory.steps) == 1

@@ -96,6 +96,8 @@ def test_non_json_values_are_refused(rt):
     assert ex.error.type == "TypeError" and "JSON values only" in ex.error.message and "int64" in ex.error.message
     ex = rt.execute("forecast({1, 2})")
     assert ex.error.type == "TypeError" and "set" in ex.error.message
+    ex = rt.execute("forecast(lambda x: x**3)")  # BFCL: integrate(lambda x: x**3, ...) where the schema wants text
+    assert "got a Python function (<lambda>)" in ex.error.message and "pass it as text, e.g. 'x**3'" in ex.error.message
     assert rec.calls == []  # nothing reached the host
 
     def gives_a_set() -> set:
