@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from cave import answers, prompts, recovery
+from cave.acceptance import Acceptance
 from cave.checks import CheckSpec, averify, failed_checks_note
 from cave.events import (
     CodeStarted,
@@ -57,9 +58,8 @@ from cave.generation import Generation, strip_reopened_fence
 from cave.guard import guard_code
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
-from cave.runtimes import coercion
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
-from cave.runtimes.describe import answer_summary, guide, type_name
+from cave.runtimes.describe import guide, type_name
 from cave.trajectory import RunStatus, Step, Trajectory
 
 __all__ = [
@@ -501,7 +501,9 @@ class Agent:
                 if rows:  # "has 162 rows; expected exactly 12" says what, not why
                     text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures
-            held = await self._hold_answer(traj, cell) if cell.final and not failures else None
+            held = None
+            if cell.final and not failures:
+                held = await self.acceptance.hold(traj, cell.value, cell.code, ex.stderr)
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
                 text += "\n" + held
                 record["held"] = held.split(":", 1)[0]
@@ -514,7 +516,7 @@ class Agent:
                 if self.checks:
                     traj.meta.pop("failed_checks", None)
                     traj.meta["checks"] = {"passed": sorted(self.checks)}
-                kept = await self._kept_problems(traj, cell)
+                kept = await self.acceptance.kept(traj, cell.value, ex.stderr)
                 if kept:  # the answer stands, but not as a success: it still has what it was held for
                     traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
                     traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
@@ -611,61 +613,16 @@ class Agent:
         present = {v.name for v in await self.describe()}
         return [name for name in self.outputs if name not in present]
 
-    async def _hold_answer(self, traj: Trajectory, cell: Cell) -> str | None:
-        """Why final_answer's value is not accepted yet (None: accept it): a declared output is missing, the
-        answer came from values a coercion dropped, it is not in the form the task names (``review`` on), or it
-        goes to the model's review (``review`` on and no checks). Each once."""
-        missing = await self._missing_outputs() if traj.meta.get("held_for_outputs", 0) < 2 else []
-        if missing:  # twice at most: then the answer stands and the run reports the missing output
-            traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
-            return recovery.missing_note(missing)
-        if self.expect_calls and not traj.meta.get("calls_asked"):
-            uncalled = recovery.uncalled(self._given_functions(), traj, cell.code)
-            if uncalled is not None:  # once: a second answer without a call stands ("none of these fits")
-                traj.meta["calls_asked"] = True
-                return prompts.answer_without_calls_note(uncalled)
-        if coercion.LOSS_MARK in cell.execution.stderr and not traj.meta.get("held_for_loss"):
-            traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
-            await self._held_for(traj, "loss", cell.value)
-            return prompts.LOSS_HELD_NOTE
-        if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
-            traj.meta["form_checked"] = True  # once: then the model's own call stands
-            form = await asyncio.to_thread(answers.form_problems, traj.task, cell.value, self._given_tables())
-            if form.problems:
-                traj.meta["reviewed"] = True
-                await self._held_for(traj, "form", cell.value)
-                return prompts.form_note(form.problems, answers.literal(form.fixed) if form.fixable else None)
-        if self.review and not self.checks and not traj.meta.get("reviewed"):
-            what = await asyncio.to_thread(answer_summary, cell.value)
-            if self.review == "auto" and not recovery.needs_review(traj.task, cell.value, what):
-                return None
-            traj.meta["reviewed"] = True
-            if recovery.summary_warnings(what):
-                await self._held_for(traj, "warning", cell.value, what)
-            return prompts.review_note(traj.task, what)
-        return None
-
-    async def _held_for(self, traj: Trajectory, kind: recovery.HeldFor, value: Any, summary: str | None = None) -> None:
-        """Remember why an answer was held, and what it was: the answer sent next is checked for the same problem."""
-        if summary is None:
-            summary = await asyncio.to_thread(answer_summary, value)
-        traj.meta.setdefault("held_for", []).append(kind)
-        traj.meta.setdefault("held_summary", summary)
-
-    async def _kept_problems(self, traj: Trajectory, cell: Cell) -> list[str]:
-        """The problems an answer was held for that the answer sent again still has (see recovery.kept_problems)."""
-        held = traj.meta.get("held_for")
-        if not held:
-            return []
-        summary = await asyncio.to_thread(answer_summary, cell.value)
-        return await asyncio.to_thread(
-            recovery.kept_problems,
-            held,
-            task=traj.task,
-            value=cell.value,
-            summary=summary,
-            held_summary=traj.meta.get("held_summary", ""),
-            lossy=coercion.LOSS_MARK in cell.execution.stderr,
+    @property
+    def acceptance(self) -> Acceptance:
+        """The holds a final answer goes through, with this agent's settings (see cave.acceptance)."""
+        return Acceptance(
+            review=self.review,
+            checks=bool(self.checks),
+            expect_calls=self.expect_calls,
+            given_functions=self._given_functions,
+            given_tables=self._given_tables,
+            missing_outputs=self._missing_outputs,
         )
 
     async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:

@@ -1,0 +1,93 @@
+"""Whether final_answer's value ends the run, and as what: the holds an answer goes through first.
+
+An answer is held (sent back with a note, the run goes on) when a declared output is still missing, when the
+task is done by calling the session's functions and none was called (``expect_calls``), when it was computed
+after a conversion dropped values, when it is not in the form the task names, or when it looks wrong enough to
+be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. An
+answer that still has the problem it was held for ends the run ``failed_checks``, not ``success``
+(``Acceptance.kept``): a small model's "confirmation" is no evidence.
+
+The agent builds one ``Acceptance`` from its settings whenever it needs it; the decisions themselves are pure
+functions in ``cave.recovery`` and ``cave.answers``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cave import answers, prompts, recovery
+from cave.runtimes import coercion
+from cave.runtimes.describe import answer_summary
+from cave.trajectory import Trajectory
+
+__all__ = ["Acceptance"]
+
+
+@dataclass
+class Acceptance:
+    review: bool | Literal["auto"]  # the agent's review setting: form check unless False, review "auto"/True
+    checks: bool  # the task declares checks (they ran and passed before a hold is considered)
+    expect_calls: bool
+    given_functions: Callable[[], list[str]]
+    given_tables: Callable[[], dict[str, Any]]
+    missing_outputs: Callable[[], Awaitable[list[str]]]
+
+    async def hold(self, traj: Trajectory, value: Any, code: str, stderr: str) -> str | None:
+        """Why final_answer's ``value`` (sent by ``code``, which wrote ``stderr``) is not accepted yet; None:
+        accept it."""
+        missing = await self.missing_outputs() if traj.meta.get("held_for_outputs", 0) < 2 else []
+        if missing:  # twice at most: then the answer stands and the run reports the missing output
+            traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
+            return recovery.missing_note(missing)
+        if self.expect_calls and not traj.meta.get("calls_asked"):
+            uncalled = recovery.uncalled(self.given_functions(), traj, code)
+            if uncalled is not None:  # once: a second answer without a call stands ("none of these fits")
+                traj.meta["calls_asked"] = True
+                return prompts.answer_without_calls_note(uncalled)
+        if coercion.LOSS_MARK in stderr and not traj.meta.get("held_for_loss"):
+            traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
+            await _held_for(traj, "loss", value)
+            return prompts.LOSS_HELD_NOTE
+        if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
+            traj.meta["form_checked"] = True  # once: then the model's own call stands
+            form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
+            if form.problems:
+                traj.meta["reviewed"] = True
+                await _held_for(traj, "form", value)
+                return prompts.form_note(form.problems, answers.literal(form.fixed) if form.fixable else None)
+        if self.review and not self.checks and not traj.meta.get("reviewed"):
+            what = await asyncio.to_thread(answer_summary, value)
+            if self.review == "auto" and not recovery.needs_review(traj.task, value, what):
+                return None
+            traj.meta["reviewed"] = True
+            if recovery.summary_warnings(what):
+                await _held_for(traj, "warning", value, what)
+            return prompts.review_note(traj.task, what)
+        return None
+
+    async def kept(self, traj: Trajectory, value: Any, stderr: str) -> list[str]:
+        """The problems an answer was held for that the answer sent again still has (``recovery.kept_problems``)."""
+        held = traj.meta.get("held_for")
+        if not held:
+            return []
+        summary = await asyncio.to_thread(answer_summary, value)
+        return await asyncio.to_thread(
+            recovery.kept_problems,
+            held,
+            task=traj.task,
+            value=value,
+            summary=summary,
+            held_summary=traj.meta.get("held_summary", ""),
+            lossy=coercion.LOSS_MARK in stderr,
+        )
+
+
+async def _held_for(traj: Trajectory, kind: recovery.HeldFor, value: Any, summary: str | None = None) -> None:
+    """Remember why an answer was held, and what it was: the answer sent next is checked for the same problem."""
+    if summary is None:
+        summary = await asyncio.to_thread(answer_summary, value)
+    traj.meta.setdefault("held_for", []).append(kind)
+    traj.meta.setdefault("held_summary", summary)
