@@ -31,6 +31,7 @@ from cave.trajectory import Step, Trajectory
 
 __all__ = [
     "answer_name",
+    "echoes",
     "fold_failed",
     "kept_problems",
     "last_action",
@@ -71,11 +72,33 @@ def repeats_failure(traj: Trajectory, blocks: list[str]) -> bool:
 
 def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str]) -> bool:
     """Whether a reply without code is, word for word, the prose reply refused at the last step (greedy
-    decoding gives the same reply to the same refusal: DABench 647 wrote one paragraph nine times, twice)."""
+    decoding gives the same reply to the same refusal: DABench 647 wrote one paragraph nine times, twice), or
+    mostly a copy of the note that refused it (BFCL: "Not accepted yet: this task is done by calling ..."
+    came back as the model's reply)."""
     last = last_action(traj)
     if blocks or last is None or last.code or not last.observation or last.meta.get("cut_off"):
         return False
-    return bool(text.strip()) and (last.completion or "").strip() == text.strip()
+    if not text.strip():
+        return False
+    return (last.completion or "").strip() == text.strip() or echoes(text, last.observation)
+
+
+def echoes(text: str, note: str, n: int = 4) -> bool:
+    """Whether ``text`` is mostly a copy of ``note``: half or more of its runs of ``n`` words are in it.
+
+    >>> note = "Not accepted yet: this task is done by calling this session's functions, and none has been called."
+    >>> echoes("The task is done by calling this session's functions, and none has been called (`f`).", note)
+    True
+    >>> echoes("None of the functions can give the population of a city.", note)
+    False
+    """
+    words = re.findall(r"\w+", text.lower())
+    if len(words) < 2 * n:
+        return False
+    grams = {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    source = re.findall(r"\w+", note.lower())
+    known = {tuple(source[i : i + n]) for i in range(len(source) - n + 1)}
+    return len(grams & known) >= len(grams) / 2
 
 
 def fold_failed(messages: list[dict[str, Any]], code: str, error: str, start: int = 1) -> int:
@@ -197,15 +220,16 @@ def prose_refusal(
         return prompts.PROSE_AFTER_ERROR_NOTE
     if last is not None and any(b.get("held") for b in last.meta.get("blocks", [])):
         return prompts.PROSE_AFTER_HELD_NOTE  # "The coefficient is 0.52.": the held answer, neither fixed nor confirmed
-    named = [] if traj.meta.get("named_refused") else named_uncalled(text, functions, traj)
+    asked = traj.meta.get("named_refused") or traj.meta.get("calls_asked")  # one "call it" note per run
+    named = [] if asked else named_uncalled(text, functions, traj)
     if named:  # once: a second prose reply naming them is taken (e.g. "none of these fits: `f` does X")
-        traj.meta["named_refused"] = True
+        traj.meta["named_refused"] = traj.meta["calls_asked"] = True
         names = ", ".join(f"`{n}`" for n in named[:3])
         one = len(named[:3]) == 1
         return prompts.PROSE_NAMED_CALL_NOTE.format(
             names=names, was="was" if one else "were", is_="is" if one else "are", runs="runs" if one else "run"
         )
-    if expect_calls and not traj.meta.get("calls_asked"):
+    if expect_calls and not asked:
         functions = list(functions)
         names = uncalled(functions, traj)
         if names is not None:  # once (shared with a final_answer held for it): "none of these fits" then stands

@@ -513,3 +513,16 @@ def test_expect_calls_sends_back_an_answer_worked_out_without_the_functions():
     assert agent.run("Capital of Brazil?").status == "no_code" and calls == ["Brazil"]
     agent, _ = _tool_agent(["The capital of Brazil is Brasília."])
     assert len(agent.run("What is the capital of Brazil?").trajectory.steps) == 1
+
+
+def test_a_reply_that_copies_the_refusal_note_is_sampled_again():
+    # BFCL simple_python_27: the 1.5B answered the "call it" note with the note itself, word for word
+    echo = (
+        "Not accepted yet: this task is done by calling this session's functions, and none of them has been "
+        "called (`country_capital`)."
+    )
+    replies = ["The capital of Brazil is Brasília.", echo, code("final_answer(country_capital('Brazil'))")]
+    agent, calls = _tool_agent(replies, expect_calls=True, retry_temperature=0.7)
+    result = agent.run("What is the capital of Brazil?")
+    assert result.status == "success" and calls == ["Brazil"] and len(result.trajectory.steps) == 2
+    assert result.trajectory.steps[1].meta["resampled"][0]["discarded"] == echo
