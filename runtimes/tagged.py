@@ -91,6 +91,24 @@ def to_tagged(value: Any, budget: list[int], depth: int = 0) -> Any:
         return {_TAG: "pytimedelta", "s": value.total_seconds()}
     if t is decimal.Decimal:
         return {_TAG: "decimal", "v": str(value)}
+    return _number(value)
+
+
+def _number(value: Any) -> Any:
+    """A number of a type the host may not have (sympy's Integer, an IntEnum, a Fraction) as an int or a float,
+    else NoSafeForm: ``final_answer(sp.diff(2*x**2, x).subs(x, 1))`` was refused as "sympy.core.numbers.Integer".
+
+    >>> from fractions import Fraction
+    >>> _number(Fraction(3, 4)), type(_number(Fraction(4, 2)))
+    (0.75, <class 'float'>)
+    """
+    import numbers
+
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        f = float(value)
+        return f if math.isfinite(f) else {_TAG: "float", "v": repr(f)}
     raise NoSafeForm(qualified_type(value))
 
 

@@ -56,3 +56,21 @@ def test_a_monthly_table_from_an_untrusted_kernel_keeps_its_months():
     # in a fresh host process, as `cave run` is: nothing there has written a period to Arrow before
     out = subprocess.run([sys.executable, "-c", MONTHLY], capture_output=True, text=True, timeout=100, check=True)
     assert out.stdout.strip() == "['2025-01', '2025-02', '2025-03'] [465, 1246, 59]"
+
+
+def test_numbers_of_types_the_host_may_not_have_come_back_as_int_or_float():
+    # BFCL simple_python_16: final_answer(sympy Integer 4) was refused by the sandbox as an unknown type
+    from cave.runtimes import create_runtime
+
+    rt = create_runtime("process", trust=False)
+    try:
+        ex = rt.execute(
+            "import enum, fractions\n"
+            "class Level(enum.IntEnum):\n    HIGH = 3\n"
+            "n, q, both = Level.HIGH, fractions.Fraction(3, 4), {'n': Level.HIGH, 'q': fractions.Fraction(1, 2)}"
+        )
+        assert ex.ok, ex.error
+        assert (rt.retrieve("n"), rt.retrieve("q"), rt.retrieve("both")) == (3, 0.75, {"n": 3, "q": 0.5})
+        assert type(rt.retrieve("n")) is int
+    finally:
+        rt.close()
