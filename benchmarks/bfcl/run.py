@@ -35,12 +35,17 @@ from cave.llm.base import LLM
 from cave.trajectory import Trajectory
 
 CODE_SINGLE = """\
-This task is a function-calling test. The functions listed below are the user's tools: call them in a
-```python block, with the arguments the request gives, to do what the user asks. Calls are recorded for
-grading (they return a receipt, not a real result), so call each function the request needs exactly once per
-use; if the request asks for several things, make several calls, all in the same code block. The functions
-already exist: never define or re-implement them yourself, just call them. If none of the functions fits the request,
-call none of them and reply in plain text saying so. After the calls, call final_answer("done")."""
+This task is a function-calling test: answer the user's request by calling the functions listed below in one
+```python block, with the arguments the request gives. The calls are the answer: do not work the result out
+yourself, and do not define or import the functions (they already exist). Calls are recorded for grading (they
+return a receipt, not a real result). If the request asks for several things, make several calls in the same
+block. If none of the functions fits the request, call none and reply in plain text saying so. After the calls,
+call final_answer("done"). For example, for "What is the weather in Oslo, in celsius?" and a function
+get_weather(city: str, unit: str = 'f'), the whole reply is:
+```python
+get_weather(city='Oslo', unit='c')
+final_answer("done")
+```"""
 
 CODE_MULTI = """\
 You operate the user's system through the functions listed below: they act on live state and return real
@@ -148,7 +153,6 @@ async def run_code(
             instructions=instructions,
             stream=False,
             prompt_budget=budget,
-            expect_calls=not entry.multi_turn,  # single-turn: the call is the answer (irrelevance: one reply more)
             **(agent_options or {}),
         )
 
@@ -324,7 +328,7 @@ def gold_replies(entry: Entry, agent: str) -> list[str]:
 
     gold = gold_calls(entry)
     replies = replies_for(gold if entry.multi_turn else [gold], agent)
-    if agent == "code" and not entry.multi_turn and not gold:  # expect_calls asks once whether none fits
+    if agent == "code" and not entry.multi_turn and not gold:  # --agent-option expect_calls=true asks once more
         replies.append("I checked again: none of the functions fits this request.")
     return replies
 
