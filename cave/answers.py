@@ -272,7 +272,7 @@ def _as_dates(pd: Any, column: Any) -> Any:
 
 
 # -- ids where the task asks for the things ----------------------------------------------------------------
-_ID_COLUMN = re.compile(r"(?:^|_)id$|[a-z]Id$|^ID$|_ID$", re.I)
+_ID_COLUMN = re.compile(r"(?:^|_)(?:id|Id|ID)$|[a-z](?:Id|ID)$")  # customer_id, PassengerId, CustomerID; not "paid"
 _MENTIONS_IDS = re.compile(r"\b(?:ids?|identifiers?)\b", re.I)
 
 
@@ -338,9 +338,18 @@ def ids_for_names(task: str, value: Any, given: Mapping[str, Any]) -> str | None
     True
     >>> ids_for_names("The ids of the 2 best customers", top, {"customers": customers}) is None
     True
+    >>> bool(_ID_COLUMN.search("PassengerId")), bool(_ID_COLUMN.search("paid")), bool(_ID_COLUMN.search("valid"))
+    (True, False, False)
     """
     if _MENTIONS_IDS.search(task) or not given:
         return None
+    try:
+        return _ids_for_names(task, value, given)
+    except Exception:  # unhashable cells, odd frames: a form check never fails the run
+        return None
+
+
+def _ids_for_names(task: str, value: Any, given: Mapping[str, Any]) -> str | None:
     try:
         import pandas as pd
     except ImportError:  # no pandas, no tables to look names up in
