@@ -3,9 +3,10 @@
 An answer is held (sent back with a note, the run goes on) when a declared output is still missing, when the
 task is done by calling the session's functions and none was called (``expect_calls``), when it was computed
 after a conversion dropped values, when it is not in the form the task names, or when it looks wrong enough to
-be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. An
-answer that still has the problem it was held for ends the run ``failed_checks``, not ``success``
-(``Acceptance.kept``): a small model's "confirmation" is no evidence.
+be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. When
+the task declares no checks, an answer that still has the problem it was held for ends the run
+``failed_checks``, not ``success`` (``Acceptance.kept``): a small model's "confirmation" is no evidence. A task's
+own checks, when it has them, define success.
 
 The agent builds one ``Acceptance`` from its settings whenever it needs it; the decisions themselves are pure
 functions in ``cave.recovery`` and ``cave.answers``.

@@ -526,3 +526,18 @@ def test_a_reply_that_copies_the_refusal_note_is_sampled_again():
     result = agent.run("What is the capital of Brazil?")
     assert result.status == "success" and calls == ["Brazil"] and len(result.trajectory.steps) == 2
     assert result.trajectory.steps[1].meta["resampled"][0]["discarded"] == echo
+
+
+def test_with_checks_that_pass_a_kept_problem_does_not_override_success():
+    # the task's own checks define success; the lossy-conversion hold still happens once
+    deaths = pd.DataFrame({"country": ["A", "B", "C"], "deaths": ["298[110-510]", "7", "13316[9970-16600]"]})
+    lossy = code("import pandas as pd\nd = pd.to_numeric(deaths['deaths'], errors='coerce')\nfinal_answer(d.max())")
+    agent = Agent(
+        model=Scripted([lossy, code("final_answer(_final_answer)")]),
+        runtime=InProcessRuntime(),
+        checks={"answer": {"type": "float"}},
+    )
+    agent.runtime.inject("deaths", deaths)
+    result = agent.run("the highest number of deaths")
+    assert "Not accepted yet" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.trajectory.meta["checks"] == {"passed": ["answer"]}
