@@ -218,6 +218,12 @@ def granularity_problem(task: str, value: Any) -> str | None:
     >>> days = pd.DataFrame({"date": ["2025-01-05", "2025-01-06", "2025-02-01"], "amount": [1.0, 2.0, 3.0]})
     >>> print(granularity_problem("revenue per month in 2025", days))
     the task asks for one row per month, but the 3 rows hold 3 dates in 2 months (column 'date'): group by the month, e.g. .groupby(pd.to_datetime(df['date']).dt.to_period('M'))
+    >>> by_day = days.set_index("date")  # the dates in the index: the example must run as written (no .dt there)
+    >>> note = granularity_problem("revenue per month", by_day)
+    >>> note.split("e.g. ")[1]
+    ".groupby(pd.to_datetime(df.index).to_period('M'))"
+    >>> df = by_day; eval("df" + note.split("e.g. ")[1] + "['amount'].sum()").tolist()
+    [3.0, 3.0]
     >>> months = days.assign(date=["2025-01", "2025-01", "2025-02"], product=["a", "b", "a"])  # month x product
     >>> granularity_problem("revenue per month and product", months) is None
     True
@@ -246,10 +252,11 @@ def granularity_problem(task: str, value: Any) -> str | None:
         if distinct <= periods:
             return None  # a date column at the asked granularity (rows may repeat it: month x product)
         where = f"column '{name}'" if name is not None else "the index"
-        key = f"df['{name}']" if name is not None else "df.index"
+        # a column's dates go through .dt; an index's do not (a DatetimeIndex has .to_period itself, no .dt)
+        by = f"df['{name}']).dt" if name is not None else "df.index)"
         return (
             f"the task asks for one row per {unit}, but the {len(head)} rows hold {distinct} dates in {periods} "
-            f"{unit}s ({where}): group by the {unit}, e.g. .groupby(pd.to_datetime({key}).dt.to_period('{_FREQ[unit]}'))"
+            f"{unit}s ({where}): group by the {unit}, e.g. .groupby(pd.to_datetime({by}.to_period('{_FREQ[unit]}'))"
         )
     return None
 
