@@ -19,6 +19,7 @@ import socket
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,8 +250,20 @@ def no_secret(obs: Observed) -> bool:
     return HostContext.SECRET not in obs.out and HostContext.SECRET not in (obs.execution.result or "")
 
 
-def nothing_reached(which: str) -> Callable[[Observed], bool]:
-    return lambda obs: not getattr(obs.host, which).received
+def nothing_reached(which: str, wait: float = 2.0) -> Callable[[Observed], bool]:
+    """Nothing reached the host's ``which`` server. When the cell's send went through without an error, the
+    server thread gets up to ``wait`` seconds to record it: under load it accepted only after the check ran, and a
+    connection that did reach the host looked contained (CI, process mode, tcp-to-host-loopback)."""
+
+    def check(obs: Observed) -> bool:
+        recorder = getattr(obs.host, which)
+        if obs.execution.error is None:
+            deadline = time.monotonic() + wait
+            while not recorder.received and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return not recorder.received
+
+    return check
 
 
 def host_file_absent(name: str) -> Callable[[Observed], bool]:
@@ -484,7 +497,6 @@ ATTEMPTS: list[Attempt] = [
 
 def run_attempt(runtime: Runtime, host: HostContext, attempt: Attempt) -> Observed:
     """Run one attempt in ``runtime`` and observe the cell and the host."""
-    import time
 
     host.reset()
     execution = runtime.execute(attempt.code, timeout=attempt.timeout)
