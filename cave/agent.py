@@ -497,7 +497,7 @@ class Agent:
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
             if failures:  # not accepted: the agent sees why and goes on
                 text += "\n" + failed_checks_note(failures, recovery.answer_name(code))
-                rows = answers.granularity_problem(traj.task, cell.value)
+                rows = answers.granularity_problem(traj.task, cell.value, self._given_tables())
                 if rows:  # "has 162 rows; expected exactly 12" says what, not why
                     text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures

@@ -180,7 +180,7 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
             keys = ", ".join(repr(k) for k in wanted)
             problems += [f"the answer has no {', '.join(repr(k) for k in missing)} (the task asks for the keys {keys})"]
         return Form(problems, fixed, not missing)
-    rows = granularity_problem(task, value)
+    rows = granularity_problem(task, value, given)
     if rows is not None:
         return Form([rows], value, False)
     ids = ids_for_names(task, value, given or {})
@@ -210,9 +210,11 @@ _DATE_TEXT = re.compile(r"\d{1,4}[-/.:]\d{1,2}")
 _SCAN_ROWS = 5000
 
 
-def granularity_problem(task: str, value: Any) -> str | None:
+def granularity_problem(task: str, value: Any, given: Mapping[str, Any] | None = None) -> str | None:
     """When the task asks for one row per month (hour, day, week, quarter, year) and the answer is a table
-    whose dates are finer than that (162 days for "revenue per month"), what is wrong and how to group.
+    whose dates are finer than that (162 days for "revenue per month"), what is wrong and how to group. Where
+    a ``given`` table has the date column the answer was grouped by, the example groups that table: a bare
+    ``df.index`` was applied to the given table's own index (analyst monthly_visits: one row, for 1970-01).
 
     >>> import pandas as pd
     >>> days = pd.DataFrame({"date": ["2025-01-05", "2025-01-06", "2025-02-01"], "amount": [1.0, 2.0, 3.0]})
@@ -224,6 +226,8 @@ def granularity_problem(task: str, value: Any) -> str | None:
     ".groupby(pd.to_datetime(df.index).to_period('M'))"
     >>> df = by_day; eval("df" + note.split("e.g. ")[1] + "['amount'].sum()").tolist()
     [3.0, 3.0]
+    >>> print(granularity_problem("revenue per month", by_day, {"orders": days}).split("e.g. ")[1])
+    orders.groupby(pd.to_datetime(orders['date']).dt.to_period('M'))
     >>> months = days.assign(date=["2025-01", "2025-01", "2025-02"], product=["a", "b", "a"])  # month x product
     >>> granularity_problem("revenue per month and product", months) is None
     True
@@ -252,13 +256,24 @@ def granularity_problem(task: str, value: Any) -> str | None:
         if distinct <= periods:
             return None  # a date column at the asked granularity (rows may repeat it: month x product)
         where = f"column '{name}'" if name is not None else "the index"
-        # a column's dates go through .dt; an index's do not (a DatetimeIndex has .to_period itself, no .dt)
-        by = f"df['{name}']).dt" if name is not None else "df.index)"
+        freq = _FREQ[unit]
+        date = name if name is not None else head.index.name
+        source = next((t for t, f in (given or {}).items() if date is not None and _has_column(pd, f, date)), None)
+        if source is not None:  # group the given table by its date column: right for any aggregation
+            example = f"{source}.groupby(pd.to_datetime({source}[{date!r}]).dt.to_period('{freq}'))"
+        elif name is not None:  # a column's dates go through .dt; an index's do not (a DatetimeIndex has no .dt)
+            example = f".groupby(pd.to_datetime(df[{name!r}]).dt.to_period('{freq}'))"
+        else:
+            example = f".groupby(pd.to_datetime(df.index).to_period('{freq}'))"
         return (
             f"the task asks for one row per {unit}, but the {len(head)} rows hold {distinct} dates in {periods} "
-            f"{unit}s ({where}): group by the {unit}, e.g. .groupby(pd.to_datetime({by}.to_period('{_FREQ[unit]}'))"
+            f"{unit}s ({where}): group by the {unit}, e.g. {example}"
         )
     return None
+
+
+def _has_column(pd: Any, frame: Any, column: Any) -> bool:
+    return isinstance(frame, pd.DataFrame) and column in frame.columns
 
 
 def _as_dates(pd: Any, column: Any) -> Any:
