@@ -27,7 +27,7 @@ from typing import Any
 
 from cave.benchmarks.bfcl.data import Entry
 from cave.benchmarks.bfcl.score import error_summary, score
-from cave.benchmarks.bfcl.stubs import Recorder, make_stub, py_name, tool_spec
+from cave.benchmarks.bfcl.stubs import Recorder, make_stub, param_notes, py_name, tool_spec
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
 from cave.benchmarks.runtime import code_runtime
 
@@ -140,7 +140,7 @@ async def run_code(
     runtime = code_runtime(runtime, timeout=30, memory_limit_mb=2048)
     try:
         for doc in entry.functions:
-            runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])), host=True)
+            runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])), param_notes(doc), host=True)
         instructions = "\n\n".join(
             s for s in [CODE_MULTI if entry.multi_turn else CODE_SINGLE, entry.system_text()] if s
         )
@@ -159,7 +159,7 @@ async def run_code(
         trajs, turns = [], []
         for t in range(len(entry.turns)):
             for doc in entry.holdout(t):  # miss_func: held-out functions arrive with this turn
-                runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])), host=True)
+                runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])), param_notes(doc), host=True)
             rec.steps = [[]]
             traj = None
             async for ev in agent.stream(entry.turn_text(t)):

@@ -144,6 +144,26 @@ def _docstring(doc: dict[str, Any], to_schema: dict[str, str], props: dict[str, 
     return "\n".join(lines)
 
 
+def param_notes(doc: dict[str, Any]) -> str | None:
+    """The parameters' descriptions (and allowed values) on one line, for the code agent's function list: what
+    the JSON agent reads in the tool schema (a unit "Default is 'cm'" the request overrides, an enum's values).
+
+    >>> param_notes({"name": "f", "parameters": {"properties": {"unit": {"type": "string",
+    ...     "description": "The unit. Default is 'cm'.", "enum": ["cm", "in"]}}}})
+    "Parameters: unit (string): The unit. Default is 'cm'. One of ['cm', 'in']."
+    """
+    props: dict[str, Any] = (doc.get("parameters") or {}).get("properties") or {}
+    notes = []
+    for p in param_order(doc):
+        spec = props.get(p) or {}
+        text = " ".join(str(spec.get("description") or "").split())
+        if spec.get("enum"):
+            text += f" One of {spec['enum']}."
+        if text.strip():
+            notes.append(f"{py_name(p)} ({spec.get('type', 'any')}): {text.strip()}")
+    return ("Parameters: " + "; ".join(notes)) if notes else None
+
+
 def tool_spec(doc: dict[str, Any], fn: Callable[..., Any] | None = None) -> ToolSpec:
     """The same function doc as a JSON-schema tool for the JSON agent (names made OpenAI-safe)."""
     params = dict(doc.get("parameters") or {})
