@@ -120,7 +120,9 @@ def make_stub(
             bound = sig.bind(*args, **kwargs)
         except TypeError as e:
             raise TypeError(f"{stub.__name__}{sig}: {e}") from None
-        arguments = {to_schema[k]: normalize(v) for k, v in bound.arguments.items()}
+        arguments = {
+            to_schema[k]: as_declared(normalize(v), props.get(to_schema[k]) or {}) for k, v in bound.arguments.items()
+        }
         recorder.record(fname, arguments)
         if impl is not None:
             return impl(**arguments)
@@ -203,6 +205,24 @@ def normalize(value: Any) -> Any:
     item = getattr(value, "item", None)
     if callable(item) and type(value).__module__ == "numpy":
         return item()
+    return value
+
+
+def as_declared(value: Any, spec: dict[str, Any]) -> Any:
+    """An int where the schema declares a float (also inside an array) as the float Python would take it for:
+    ``interval=[1, 3]`` for an array of floats is ``[1.0, 3.0]`` (PEP 484's numeric tower), as a JSON model
+    writes it. Nothing else changes.
+
+    >>> as_declared([1, 3], {"type": "array", "items": {"type": "float"}}), as_declared(2, {"type": "float"})
+    ([1.0, 3.0], 2.0)
+    >>> as_declared(True, {"type": "float"}), as_declared("1", {"type": "float"})
+    (True, '1')
+    """
+    kind = spec.get("type")
+    if kind == "float" and type(value) is int:
+        return float(value)
+    if kind in ("array", "tuple") and isinstance(value, list) and isinstance(spec.get("items"), dict):
+        return [as_declared(v, spec["items"]) for v in value]
     return value
 
 
