@@ -166,6 +166,9 @@ class Agent:
         skills: Agent Skills to offer (a SkillSet, or names/folders): their descriptions go in the prompt and
             ``activate_skill(name)`` loads one.
         instructions: extra text appended to the system prompt.
+        base_prompt: replaces cave's base instructions at the top of the system prompt (``prompts.INSTRUCTIONS``:
+            a data analyst in a persistent session, how to work, final_answer), e.g. a two-line one for a
+            function-calling test where the data-analysis advice is tokens the model does not need.
         prompt_budget: tokens the description of the runtime's variables may take in the prompt (default: a
             quarter of the context window, between 256 and 1500).
         observation_limit: characters of a block's output shown to the model (head and tail are kept).
@@ -219,6 +222,7 @@ class Agent:
         timeout: float | None = None,
         skills: Skills | None = None,
         instructions: str | None = None,
+        base_prompt: str | None = None,
         prompt_budget: int | None = None,
         observation_limit: int = 3000,
         max_continuations: int = 2,
@@ -250,6 +254,7 @@ class Agent:
         self.timeout = timeout
         self.skills = skills
         self.instructions = instructions
+        self.base_prompt = base_prompt
         window = getattr(self.llm, "context_window", 8192) or 8192
         self.prompt_budget = prompt_budget or max(256, min(1500, window // 4))
         self.observation_limit = observation_limit
@@ -343,6 +348,7 @@ class Agent:
             [self._with_guide(v) for v in infos],
             budget_tokens=self.prompt_budget,
             count_tokens=self._count,
+            instructions=self.base_prompt or prompts.INSTRUCTIONS,
             extra_sections=extra,
         )
 
@@ -535,6 +541,10 @@ class Agent:
             step.observation += "\n" + prompts.REPEAT_NOTE  # greedy decoding loops; break the echo
         if traj.status == "running":
             infos = await self.describe()
+            unknown = recovery.unknown_function_note(step, self._given_functions())
+            if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
+                step.observation += "\n" + unknown
+                step.meta["unknown_function"] = True
             loop = recovery.loop_note(traj, step, records, infos)
             if loop:
                 step.observation += "\n" + loop

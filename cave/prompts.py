@@ -466,6 +466,10 @@ ANSWER_WITHOUT_CALLS_NOTE = (
     "request gives, rather than working the result out yourself. If none of them fits the request, reply again "
     "saying so."
 )
+UNKNOWN_FUNCTION_NOTE = (
+    "Note: `{name}` does not exist in this session (its functions are the ones listed in the system prompt). "
+    "If none of those fits the request, do not call anything: reply in plain text saying so."
+)
 MISSING_OUTPUTS_NOTE = (
     "Not finished yet: the task asks you to store results in {names}, which {verb} not exist in the session. "
     "Assign {them} first, then call final_answer(...)."

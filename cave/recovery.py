@@ -46,6 +46,7 @@ __all__ = [
     "repeats_refused_prose",
     "retry_temperatures",
     "uncalled",
+    "unknown_function_note",
 ]
 
 PROSE_REFUSALS = 2  # after this many refusals in a run the prose is taken: a model that cannot write code
@@ -216,8 +217,9 @@ def prose_refusal(
     if not may_refuse_prose(traj, insist_on_code):
         return None
     last = last_action(traj)
-    if last is not None and (last.meta.get("cut_off") or (last.execution is not None and not last.execution.ok)):
-        return prompts.PROSE_AFTER_ERROR_NOTE
+    failed = last is not None and last.execution is not None and not last.execution.ok
+    if last is not None and (last.meta.get("cut_off") or (failed and not last.meta.get("unknown_function"))):
+        return prompts.PROSE_AFTER_ERROR_NOTE  # (after a call to a function the session lacks, "none fits" may end it)
     if last is not None and any(b.get("held") for b in last.meta.get("blocks", [])):
         return prompts.PROSE_AFTER_HELD_NOTE  # "The coefficient is 0.52.": the held answer, neither fixed nor confirmed
     asked = traj.meta.get("named_refused") or traj.meta.get("calls_asked")  # one "call it" note per run
@@ -269,6 +271,28 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
         line=f" The failing line: `{failing[:200]}`." if failing else "",
         facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
     )
+
+
+def unknown_function_note(step: Step, functions: list[str]) -> str | None:
+    """When code called a function the session does not have (``NameError: name 'derivative' is not
+    defined`` on a call) in a session that has functions: say so, and that "none fits" is an answer. A small
+    model invents the function it wishes it had and calls it again and again (BFCL irrelevance_40: four times).
+
+    >>> from cave.runtimes.base import ExecError, Execution
+    >>> step = Step(index=0, code="derivative('2x', 1)")
+    >>> step.execution = Execution(error=ExecError("NameError", "name 'derivative' is not defined"))
+    >>> print(unknown_function_note(step, ["get_weather"]))
+    Note: `derivative` does not exist in this session (its functions are the ones listed in the system prompt). If none of those fits the request, do not call anything: reply in plain text saying so.
+    """
+    error = step.execution.error if step.execution is not None else None
+    names = [f for f in functions if f != "final_answer"]
+    if error is None or error.type != "NameError" or not names:
+        return None
+    m = re.search(r"name '(\w+)' is not defined", error.message)
+    if m is None or not re.search(rf"(?<![\w.]){re.escape(m.group(1))}\s*\(", step.code or ""):
+        return None
+    # the session's functions are not listed again here: named in a note, the 1.5B called one that did not fit
+    return prompts.UNKNOWN_FUNCTION_NOTE.format(name=m.group(1))
 
 
 def missing_note(missing: list[str]) -> str:

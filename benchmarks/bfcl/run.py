@@ -47,6 +47,10 @@ get_weather(city='Oslo', unit='c')
 final_answer("done")
 ```"""
 
+CODE_SINGLE_BASE = """\
+You work in a persistent Python session: the functions listed below already exist in it. Reply with one \
+```python code block; you will see what it prints."""
+
 CODE_MULTI = """\
 You operate the user's system through the functions listed below: they act on live state and return real
 results. For each user request, call the functions it needs in ```python blocks (print results you need to see).
@@ -153,7 +157,8 @@ async def run_code(
             instructions=instructions,
             stream=False,
             prompt_budget=budget,
-            **(agent_options or {}),
+            # single-turn: a call is the whole answer; the data-analysis base prompt is tokens it does not need
+            **{"base_prompt": None if entry.multi_turn else CODE_SINGLE_BASE, **(agent_options or {})},
         )
 
         trajs, turns = [], []

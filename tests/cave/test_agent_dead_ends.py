@@ -541,3 +541,16 @@ def test_with_checks_that_pass_a_kept_problem_does_not_override_success():
     result = agent.run("the highest number of deaths")
     assert "Not accepted yet" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.trajectory.meta["checks"] == {"passed": ["answer"]}
+
+
+def test_a_call_to_a_function_the_session_does_not_have_names_the_ones_it_has():
+    # BFCL irrelevance_40: derivative('2x', 1) four times, NameError each time, until max_steps
+    replies = [code("final_answer(population('Brazil'))"), "None of the functions gives a population."]
+    agent, calls = _tool_agent(replies)
+    result = agent.run("What is the population of Brazil?")
+    note = result.trajectory.steps[0].observation
+    assert "`population` does not exist in this session" in note
+    assert result.status == "no_code" and calls == []
+    # a NameError for a variable (not a call) is left to the usual notes
+    agent, _ = _tool_agent([code("print(capital)"), code("final_answer(country_capital('Brazil'))")])
+    assert "does not exist in this session" not in agent.run("Capital?").trajectory.steps[0].observation
