@@ -85,8 +85,13 @@ def rounding_for(task: str, key: str | None = None, keys: Iterable[str] = ()) ->
 
 
 def _plain(value: Any) -> Any:
-    """numpy scalars as Python ones (so a fix can be written as a literal)."""
-    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+    """numpy scalars as Python ones (so a fix can be written as a literal); arrays stay as they are.
+
+    >>> import numpy as np
+    >>> _plain(np.float64(2.5)), _plain(np.array([1.0, 2.0])).tolist()
+    (2.5, [1.0, 2.0])
+    """
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
         return value.item()
     return value
 

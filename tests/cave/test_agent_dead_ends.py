@@ -554,3 +554,10 @@ def test_a_call_to_a_function_the_session_does_not_have_names_the_ones_it_has():
     # a NameError for a variable (not a call) is left to the usual notes
     agent, _ = _tool_agent([code("print(capital)"), code("final_answer(country_capital('Brazil'))")])
     assert "does not exist in this session" not in agent.run("Capital?").trajectory.steps[0].observation
+
+
+def test_an_array_answer_goes_through_the_form_check():
+    # BFCL irrelevance_2: final_answer(np.roots(...)) crashed the run (the form check called .item() on an array)
+    replies = [code("import numpy as np\nfinal_answer(np.roots([3, -2, -5]))")]
+    result = agent_with(replies).run("Solve for the roots of 3x^2 - 2x - 5, rounded to two decimal places.")
+    assert result.status == "success" and sorted(result.answer.round(2).tolist()) == [-1.0, 1.67]
