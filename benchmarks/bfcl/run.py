@@ -45,7 +45,9 @@ get_weather(city: str, unit: str = 'f'), the whole reply is:
 ```python
 get_weather(city='Oslo', unit='c')
 final_answer("done")
-```"""
+```
+When no function does what the request asks (for "What is the capital of France?", get_weather does not give
+capitals), call nothing; the whole reply is one sentence, e.g.: None of the functions can answer this."""
 
 CODE_SINGLE_BASE = """\
 You work in a persistent Python session: the functions listed below already exist in it. Reply with one \
