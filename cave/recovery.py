@@ -178,6 +178,11 @@ def named_uncalled(text: str, functions: Iterable[str], traj: Trajectory) -> lis
     ]
 
 
+def _calls(name: str, code: str) -> bool:
+    """Whether ``code`` calls the plain name ``name`` (``f(...)``, not a method ``x.f(...)``)."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}\s*\(", code) is not None
+
+
 def uncalled(functions: Iterable[str], traj: Trajectory, code: str = "") -> list[str] | None:
     """The session's functions, when no code of this run (nor ``code``, the cell running now) has called any of
     them; None when one was called or there are none.
@@ -191,7 +196,7 @@ def uncalled(functions: Iterable[str], traj: Trajectory, code: str = "") -> list
     if not names:
         return None
     ran = "\n".join([*(s.code for s in traj.steps if s.kind == "action" and s.code), code])
-    if any(re.search(rf"(?<![\w.]){re.escape(f)}\s*\(", ran) for f in names):
+    if any(_calls(f, ran) for f in names):
         return None
     return names
 
@@ -210,6 +215,7 @@ def prose_refusal(
     can, as far as the trajectory tells). ``given``: the runtime holds variables the task gave; ``text``: the
     reply; ``functions``: the functions the session was given; ``expect_calls``: the task is done by calling
     them, so prose before any call is sent back once."""
+    functions = list(functions)  # read twice below (named, then uncalled)
     if checks:  # the task checks objects in the runtime: prose cannot be the answer
         return prompts.NEED_OBJECTS_NOTE
     if text.lstrip().startswith(prompts.FOLDED_NOTE.split("{", 1)[0]):  # the fold's line, copied as a reply
@@ -232,7 +238,6 @@ def prose_refusal(
             names=names, was="was" if one else "were", is_="is" if one else "are", runs="runs" if one else "run"
         )
     if expect_calls and not asked:
-        functions = list(functions)
         names = uncalled(functions, traj)
         if names is not None:  # once (shared with a final_answer held for it): "none of these fits" then stands
             traj.meta["calls_asked"] = True
@@ -289,7 +294,7 @@ def unknown_function_note(step: Step, functions: list[str]) -> str | None:
     if error is None or error.type != "NameError" or not names:
         return None
     m = re.search(r"name '(\w+)' is not defined", error.message)
-    if m is None or not re.search(rf"(?<![\w.]){re.escape(m.group(1))}\s*\(", step.code or ""):
+    if m is None or not _calls(m.group(1), step.code or ""):
         return None
     # the session's functions are not listed again here: named in a note, the 1.5B called one that did not fit
     return prompts.UNKNOWN_FUNCTION_NOTE.format(name=m.group(1))
