@@ -83,6 +83,13 @@ def _bfcl_options(p: argparse.ArgumentParser) -> None:
     )
     _runtime_option(p)
     _tool_call_format(p)
+    p.add_argument(
+        "--single-turn-steps",
+        type=int,
+        default=1,
+        help="replies the code agent gets on a single-turn entry (default 1: one-shot, as BFCL scores it and as "
+        "the JSON baseline answers; more lets it go on after a reply that made no call)",
+    )
     from cave.benchmarks.analyst.suite import agent_option
 
     agent_option(p)
@@ -266,6 +273,7 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[...,
                 native=args.native,
                 runtime=args.runtime,
                 agent_options=agent_options(args),
+                single_turn_steps=args.single_turn_steps,
                 on_result=lambda r: emit(r.record(), r.trajectory),
             )
         )

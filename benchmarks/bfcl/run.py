@@ -27,7 +27,7 @@ from typing import Any
 
 from cave.benchmarks.bfcl.data import Entry
 from cave.benchmarks.bfcl.score import error_summary, score
-from cave.benchmarks.bfcl.stubs import Recorder, make_stub, param_notes, py_name, tool_spec
+from cave.benchmarks.bfcl.stubs import Recorder, make_stub, param_notes, py_name, tool_spec, written_calls
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
 from cave.benchmarks.runtime import code_runtime
 
@@ -136,9 +136,12 @@ async def run_code(
     max_steps: int = 4,
     runtime: str | None = None,
     agent_options: dict[str, Any] | None = None,
+    single_turn_steps: int = 1,
 ) -> tuple[Any, Trajectory]:
     """``runtime``: where the agent's code runs (default: ``cave.benchmarks.runtime.default_runtime()``);
-    ``agent_options``: more ``Agent`` keyword arguments (e.g. ``response_prefix``)."""
+    ``agent_options``: more ``Agent`` keyword arguments (e.g. ``response_prefix``); ``single_turn_steps``: the
+    replies a single-turn entry gets (1: one-shot, as BFCL scores it and as the JSON baseline answers; more lets
+    the agent go on after a reply that made no call, e.g. one whose code failed before its calls)."""
     from cave.agent import Agent, RunStarted, StepFinished, StepStarted
 
     rec = Recorder()
@@ -168,15 +171,19 @@ async def run_code(
             for doc in entry.holdout(t):  # miss_func: held-out functions arrive with this turn
                 runtime.inject_function(make_stub(doc, rec, impls.get(doc["name"])), param_notes(doc), host=True)
             rec.steps = [[]]
-            traj = None
+            traj, finished = None, 0
             async for ev in agent.stream(entry.turn_text(t)):
                 if isinstance(ev, RunStarted):
                     traj = ev.trajectory
                 elif isinstance(ev, StepStarted):
                     rec.new_step()
-                elif isinstance(ev, StepFinished) and not entry.multi_turn and rec.steps[-1]:
-                    break  # single-turn is one-shot in BFCL: the first step that made calls is the answer
+                elif isinstance(ev, StepFinished) and not entry.multi_turn:
+                    finished += 1
+                    if rec.steps[-1] or finished >= single_turn_steps:
+                        break  # single-turn: the first step that made calls is the answer
             assert traj is not None
+            if not entry.multi_turn:
+                _count_written_calls(traj, rec, entry.functions)
             if traj.status == "running":
                 traj.status, traj.finished_at = "success", time.time()
             trajs.append(traj)
@@ -185,6 +192,17 @@ async def run_code(
         runtime.close()
     captured = turns if entry.multi_turn else [c for turn in turns for step in turn for c in step]
     return captured, combine(trajs, entry, "code")
+
+
+def _count_written_calls(traj: Trajectory, rec: Recorder, docs: list[dict[str, Any]]) -> None:
+    """A single-turn reply whose cell failed is scored on the calls it wrote, as BFCL's AST checker reads a text
+    reply: the calls that ran, then those the code wrote after them (a call whose arguments named an undefined
+    variable never ran, yet it is a call to an unrelated function in an irrelevance entry)."""
+    last = traj.steps[-1] if traj.steps else None
+    if last is None or not last.code or last.execution is None or last.execution.error is None:
+        return
+    ran = rec.steps[-1]
+    ran.extend(written_calls(last.code, docs)[len(ran) :])
 
 
 async def run_json(entry: Entry, llm: LLM, *, max_steps: int = 4, native: bool | None = None) -> tuple[Any, Trajectory]:
@@ -269,12 +287,20 @@ async def arun_entry(
     native: bool | None = None,
     runtime: str | None = None,
     agent_options: dict[str, Any] | None = None,
+    single_turn_steps: int = 1,
 ) -> EntryResult:
     """``runtime``: where the code agent's code runs (the JSON agent's tools run here); ``agent_options``: more
     keyword arguments for the code agent."""
     t0 = time.perf_counter()
     if agent == "code":
-        captured, traj = await run_code(entry, llm, max_steps=max_steps, runtime=runtime, agent_options=agent_options)
+        captured, traj = await run_code(
+            entry,
+            llm,
+            max_steps=max_steps,
+            runtime=runtime,
+            agent_options=agent_options,
+            single_turn_steps=single_turn_steps,
+        )
     elif agent == "json":
         captured, traj = await run_json(entry, llm, max_steps=max_steps, native=native)
     else:
@@ -310,6 +336,7 @@ async def arun_bfcl(
     native: bool | None = None,
     runtime: str | None = None,
     agent_options: dict[str, Any] | None = None,
+    single_turn_steps: int = 1,
     on_result: Callable[[EntryResult], None] | None = None,
 ) -> list[EntryResult]:
     """Run ``agent`` on the first ``limit`` entries of each category. ``llm`` may be a function of the entry."""
@@ -320,7 +347,14 @@ async def arun_bfcl(
         for entry in load_category(category, limit):
             model = llm(entry) if callable(llm) and not isinstance(llm, LLM) else llm
             r = await arun_entry(
-                entry, agent, model, max_steps=max_steps, native=native, runtime=runtime, agent_options=agent_options
+                entry,
+                agent,
+                model,
+                max_steps=max_steps,
+                native=native,
+                runtime=runtime,
+                agent_options=agent_options,
+                single_turn_steps=single_turn_steps,
             )
             results.append(r)
             if on_result is not None:

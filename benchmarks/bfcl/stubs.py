@@ -241,3 +241,48 @@ def call_string(call: dict[str, Any]) -> str:
 def to_multi_turn_format(turns: list[list[list[dict[str, Any]]]]) -> list[list[list[str]]]:
     """Per turn, per step, the call strings."""
     return [[[call_string(c) for c in step] for step in turn] for turn in turns]
+
+
+def written_calls(code: str, docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls to documented functions that ``code`` writes, read from its text (not run).
+
+    What BFCL's AST checker would see in a text reply: a cell that failed before or while making a call
+    (an undefined name in its arguments, an earlier line that raised) still wrote that call. Arguments
+    that are literals keep their value; any other argument keeps its source text. Positionals are named
+    by the doc's parameter order.
+
+    >>> docs = [{"name": "geo.area", "parameters": {"properties": {"w": {}, "h": {}}}}]
+    >>> written_calls("x = 1\\ngeo_area(w, h=2)\\nprint(len('a'))", docs)
+    [{'name': 'geo.area', 'arguments': {'w': 'w', 'h': 2}}]
+    >>> written_calls("def f(:", docs)
+    []
+    """
+    import ast
+
+    by_py = {py_name(d["name"]): d for d in docs}
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in by_py):
+            continue
+        doc = by_py[node.func.id]
+        names = param_order(doc)
+        to_schema = {py_name(p): p for p in names}
+        props = (doc.get("parameters") or {}).get("properties") or {}
+        written = [(names[i] if i < len(names) else f"arg{i}", a) for i, a in enumerate(node.args)]
+        written += [(to_schema.get(kw.arg, kw.arg), kw.value) for kw in node.keywords if kw.arg is not None]
+        arguments = {k: as_declared(_literal(v), props.get(k) or {}) for k, v in written}
+        found.append((node.lineno, node.col_offset, {"name": doc["name"], "arguments": arguments}))
+    return [call for *_, call in sorted(found, key=lambda f: f[:2])]
+
+
+def _literal(node: Any) -> Any:
+    import ast
+
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return ast.unparse(node)

@@ -206,6 +206,29 @@ def test_a_model_that_describes_the_call_in_prose_is_sent_back_and_then_calls() 
     entry = load_category("simple", 1)[0]
     name = py_name(entry.functions[0]["name"])
     llm = Scripted([f"I call `{name}` with the given arguments; it returns the area.", *gold_replies(entry, "code")])
-    result = run_entry(entry, "code", llm)
+    result = run_entry(entry, "code", llm, single_turn_steps=2)
     assert result.valid and len(result.trajectory.steps) == 2
     assert "was not called" in result.trajectory.steps[0].observation
+
+
+def test_single_turn_is_one_shot_by_default() -> None:
+    # As BFCL scores it and as the JSON baseline answers: the first reply is the answer, calls or not.
+    entry = load_category("simple", 1)[0]
+    name = py_name(entry.functions[0]["name"])
+    llm = Scripted([f"I call `{name}` with the given arguments; it returns the area.", *gold_replies(entry, "code")])
+    result = run_entry(entry, "code", llm)
+    assert not result.valid and len(result.trajectory.steps) == 1 and len(llm.calls) == 1
+
+
+def test_a_failed_cell_is_scored_on_the_calls_it_wrote() -> None:
+    # irrelevance: the model calls the unrelated function with a variable it never defined. The call never ran,
+    # but the reply made it (BFCL's AST checker reads it from the text): wrong, not "no call, so right".
+    entry = load_category("irrelevance", 1)[0]
+    name = py_name(entry.functions[0]["name"])
+    result = run_entry(entry, "code", Scripted([f"```python\n{name}(undefined_value)\nfinal_answer('done')\n```"]))
+    assert not result.valid
+    assert [c["name"] for c in result.calls] == [entry.functions[0]["name"]]
+    assert list(result.calls[0]["arguments"].values()) == ["undefined_value"]
+    # ... and the same reply without the call, right
+    ok = run_entry(entry, "code", Scripted(["```python\nprint(undefined_value)\n```"]))
+    assert ok.valid and ok.calls == []
