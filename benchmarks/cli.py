@@ -209,11 +209,21 @@ def bench(args: argparse.Namespace, suite: Suite) -> int:
     if not agents or any(a not in ("code", "json") for a in agents):
         console.print(f"[red]--agent {args.agent!r}: use code, json or code,json[/red]")
         return 2
+    resume = getattr(args, "resume", False)
+    if resume and not args.out:
+        console.print("[red]--resume needs --out: the folder of the run to continue[/red]")
+        return 2
     out = Path(args.out or f"runs/bench/{args.suite}-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     args.out = str(out)  # suites write their own files (tau2's log) next to the entries
-    rows_file = (out / "entries.jsonl").open("w")
-    traj_file = (out / "trajectories.jsonl").open("w")
+    args.previous_rows = previous_rows(out / "entries.jsonl", rewrite=True) if resume else []
+    if resume:
+        previous_rows(out / "trajectories.jsonl", rewrite=True)
+    if args.previous_rows:
+        console.print(f"[dim]resuming {out}: {len(args.previous_rows)} entries already done[/dim]")
+    mode = "a" if resume else "w"  # a resumed run keeps what the earlier one wrote
+    rows_file = (out / "entries.jsonl").open(mode)
+    traj_file = (out / "trajectories.jsonl").open(mode)
 
     def emit(row: dict[str, Any], trajectory: Any = None) -> None:
         rows_file.write(json.dumps(row, default=str) + "\n")
@@ -411,6 +421,32 @@ register_suite(
         bench_dabench,
     )
 )
+
+
+def resume_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out: entries already in its entries.jsonl are not run again, and the table "
+        "covers them too (a long run can be stopped and picked up later, or split across machines' sessions)",
+    )
+
+
+def previous_rows(path: Path, *, rewrite: bool = False) -> list[dict[str, Any]]:
+    """The rows an earlier run wrote; a line cut off by a kill is dropped (that entry runs again), and with
+    ``rewrite`` dropped from the file too, so that rows appended next start on a line of their own."""
+    if not path.exists():
+        return []
+    rows, kept = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+            kept.append(line)
+        except json.JSONDecodeError:
+            continue
+    if rewrite:
+        path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+    return rows
 
 
 # -- summary ---------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 
 def dabench_options(p: Any) -> None:
     from cave.benchmarks.analyst.suite import agent_option
-    from cave.benchmarks.cli import _runtime_option, _tool_call_format
+    from cave.benchmarks.cli import _runtime_option, _tool_call_format, resume_option
 
     p.add_argument(
         "--data",
@@ -26,6 +26,7 @@ def dabench_options(p: Any) -> None:
     p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
     _runtime_option(p)
     _tool_call_format(p)
+    resume_option(p)
 
 
 def _ids(value: str) -> list[int]:
@@ -61,20 +62,25 @@ def bench_dabench(args: Any, agents: list[str], emit: Callable[..., None]) -> di
     if levels and set(levels) - set(LEVELS):
         raise SystemExit(f"--level {args.level!r}: use one or more of {', '.join(LEVELS)}")
     qs = load_questions(args.data, levels=levels, limit=args.limit, seed=args.seed, ids=args.ids)
-    rows = []
+    # --resume: the questions of this selection that the earlier run finished count, and are not run again
+    ids = {q.id for q in qs}
+    rows = [r for r in getattr(args, "previous_rows", []) if r.get("suite") == "dabench" and r.get("id") in ids]
+    done = {(r["model"], r["agent"], r["id"]) for r in rows}
+    kwargs = {
+        "max_steps": args.max_steps,
+        "runtime": args.runtime,
+        "native": args.native,
+        "agent_options": agent_options(args),
+    }
     for name, build in models(args):
+        todo = [(agent, q) for agent in agents for q in qs if (name, agent, q.id) not in done]
+        if not todo:
+            continue  # the model is not even loaded
         llm = build()
-        for agent in agents:
-            for q in qs:
-                kwargs = {
-                    "max_steps": args.max_steps,
-                    "runtime": args.runtime,
-                    "native": args.native,
-                    "agent_options": agent_options(args),
-                }
-                r = run_question(q, args.data, agent, llm, model=name, **kwargs)
-                emit(r.record(), r.trajectory)
-                rows.append(r.record())
+        for agent, q in todo:
+            r = run_question(q, args.data, agent, llm, model=name, **kwargs)
+            emit(r.record(), r.trajectory)
+            rows.append(r.record())
     groups = dabench_report(rows)
     pct = lambda key: lambda gr: f"{100 * gr[key]:.1f}%"  # noqa: E731
     print_outcomes(

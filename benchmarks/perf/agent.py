@@ -14,10 +14,11 @@ Rows:
 - the same with every step committed to the SQLite store;
 - 64 concurrent sessions on one event loop (each its own runtime and backend).
 
-Real tasks: ``python -m cave.benchmarks.perf.agent --model local [--tasks sqlite,cleaning,data:...]
+Real tasks: ``python -m cave.benchmarks.perf.agent --model local [--tasks sqlite,cleaning,data:...,session]
 [--out FILE.json] [--baseline FILE.json]``. Runs the task files examples/sqlite and examples/cleaning
 (as ``cave run`` builds their agents) and data-suite tasks (``data:TASK_ID``, the code agent on
-generated data) on one loaded model (``--model local`` is the embedded Qwen; ``local:smollm2``,
+generated data), and ``session`` (six follow-up questions in one SDK session on generated sales data: reuse
+across turns) on one loaded model (``--model local`` is the default embedded model; ``local:qwen``, ``local:smollm2``,
 ``openai:URL[@MODEL]``), one after another, and reports per task: steps, prompt tokens, the share of
 the prompt tokens of steps 2+ served from the backend's prefix cache (llama.cpp's KV cache, vLLM's
 prefix caching: what a prompt layout that only grows at the end buys), wall time, status, and the
@@ -167,7 +168,7 @@ def print_table(rows: list[Row], quick: bool) -> None:
 
 # -- real tasks on a real model ------------------------------------------------------------------------------
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-DEFAULT_TASKS = "sqlite,cleaning,data:sales_revenue_by_region"
+DEFAULT_TASKS = "sqlite,cleaning,data:sales_revenue_by_region,session"
 
 
 @dataclass
@@ -194,8 +195,8 @@ def make_model(spec: str, n_ctx: int) -> Any:
     from cave.llm import create_backend
 
     kind, _, rest = spec.partition(":")
-    if kind == "local":
-        return create_backend("local", model=rest or "qwen", n_ctx=n_ctx)
+    if kind == "local":  # the default embedded model, as `cave run` loads it; local:qwen is the 0.5B
+        return create_backend("local", n_ctx=n_ctx, **({"model": rest} if rest else {}))
     if kind == "openai":
         url, _, model = rest.rpartition("@") if "@" in rest else (rest, "", "default")
         return create_backend("openai", base_url=url, model=model, context_window=n_ctx)
@@ -241,10 +242,44 @@ class _Counting:
         self.llm.stream = self._stream
 
 
+# A notebook-style SDK session: one agent, one runtime, follow-up questions that build on earlier answers. What
+# it measures is reuse across turns: each turn's prompt holds the earlier turns and the objects they made.
+SESSION_TURNS = [
+    "How many orders are in `sales`?",
+    "Make a DataFrame `by_region` with the total revenue per region, highest first.",
+    "Which region has the highest total revenue? Answer with its name.",
+    "Add a column `share` to `by_region`: each region's fraction of all revenue.",
+    "Make `monthly`, the total revenue per month (YYYY-MM), in month order.",
+    "Which month had the lowest revenue? Answer with the month.",
+]
+
+
+async def run_session(llm: Any, max_steps: int | None, data_size: int) -> Any:
+    """The turns of SESSION_TURNS on one agent; returns a trajectory holding every turn's steps."""
+    from cave.benchmarks.data.generate import sales
+
+    runtime = InProcessRuntime()
+    runtime.inject("sales", sales(data_size, seed=0), "one row per order")
+    agent = Agent(model=llm, runtime=runtime, max_steps=max_steps or 6, stream=False)
+    try:
+        turns = [(await agent.arun(text)).trajectory for text in SESSION_TURNS]
+    finally:
+        runtime.close()
+    whole = turns[0]
+    for t in turns[1:]:
+        whole.steps += t.steps  # usage is summed over the steps
+    whole.status = "/".join(sorted({t.status for t in turns}))  # e.g. "success", or "max_steps/success"
+    whole.meta["turn_status"] = [t.status for t in turns]
+    return whole
+
+
 async def run_real_task(name: str, llm: Any, max_steps: int | None, data_size: int) -> TaskRow:
     counter = _Counting(llm)
     t0 = time.perf_counter()
     try:
+        if name == "session":
+            traj = await run_session(llm, max_steps, data_size)
+            return task_row(name, traj, time.perf_counter() - t0, traj.status == "success", counter.calls)
         if name.startswith("data:"):
             from cave.benchmarks.data.run import arun_task as data_task
 

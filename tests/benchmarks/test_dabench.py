@@ -129,6 +129,30 @@ def test_cli_runs_and_reports(tmp_path, monkeypatch, capsys) -> None:
     assert [json.loads(line)["id"] for line in (out / "entries.jsonl").read_text().splitlines()] == [1]
 
 
+def test_cli_resume_runs_only_what_is_missing(tmp_path, monkeypatch) -> None:
+    # A long run stopped halfway (or split across sessions) is picked up with --resume: finished questions are
+    # not run again (a cut-off last line runs again), and the summary covers all of them.
+    import cave.benchmarks.cli as cli
+
+    reply = "```python\nfinal_answer({'mean_price': 41.01, 'mean_qty': 3.5, 'top_city': 'Lima'})\n```"
+    llm = Scripted([reply], repeat_last=True)
+    monkeypatch.setattr(cli, "make_llm", lambda *a, **k: llm)
+    out = tmp_path / "out"
+    argv = ["dabench", "--data", str(FIXTURE), "--runtime", "inprocess", "--out", str(out), "-q"]
+    assert bench_main([*argv, "--ids", "0"]) == 0
+    with (out / "entries.jsonl").open("a") as f:
+        f.write('{"suite": "dabench", "id": 1, "mod')  # the kill came mid-line
+    calls = len(llm.calls)
+    assert bench_main([*argv, "--level", "easy,medium", "--resume"]) == 0
+    assert len(llm.calls) - calls == 1  # question 1 only
+    rows = cli.previous_rows(out / "entries.jsonl")
+    assert sorted(r["id"] for r in rows) == [0, 1]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["dabench"][0]["n"] == 2 and summary["dabench"][0]["strict"] == 1.0
+    assert bench_main([*argv, "--level", "easy,medium", "--resume"]) == 0 and len(llm.calls) - calls == 1
+    assert bench_main(["dabench", "--data", str(FIXTURE), "--resume"]) == 2  # nothing to resume without --out
+
+
 def test_cli_rejects_a_wrong_data_folder(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit) as e:
         bench_main(["dabench", "--data", str(tmp_path), "--out", str(tmp_path / "out")])

@@ -1,0 +1,38 @@
+"""perf.agent's real-task mode on a scripted model: rows per task and layout, the session task's turns."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from cave.benchmarks.perf import agent as perf_agent
+from cave.benchmarks.perf.agent import SESSION_TURNS, run_real_task
+
+from cave.llm.base import Scripted
+
+
+def _answers(messages: list[dict]) -> str:
+    # one step per turn: answer from the live objects, so every turn succeeds
+    return "```python\nfinal_answer(int(len(sales)))\n```"
+
+
+def test_session_task_runs_every_turn_in_one_session() -> None:
+    llm = Scripted(_answers)
+    row = asyncio.run(run_real_task("session", llm, max_steps=3, data_size=50))
+    assert row.task == "session" and row.status == "success" and row.ok
+    assert row.steps == len(SESSION_TURNS) == len(llm.calls)
+    # each turn's prompt holds the earlier turns: the conversation only grows
+    sizes = [len(messages) for messages in llm.calls]
+    assert sizes == sorted(sizes) and sizes[-1] > sizes[0]
+    assert row.prompt_tokens > 0
+
+
+def test_layouts_run_side_by_side(monkeypatch) -> None:
+    monkeypatch.setattr(perf_agent, "make_model", lambda spec, n_ctx: Scripted(_answers))
+    args = argparse.Namespace(
+        model="scripted", tasks="session", layouts="stable,rerender", max_steps=2, data_size=20, n_ctx=4096,
+        baseline=None,
+    )  # fmt: skip
+    rows = perf_agent.run_real(args)
+    assert [(r.task, r.layout) for r in rows] == [("session", "stable"), ("session", "rerender")]
+    assert rows[0].wall_ratio is not None and rows[0].baseline_wall_s == rows[1].wall_s
