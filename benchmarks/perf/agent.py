@@ -44,7 +44,7 @@ import pandas as pd
 from cave.runtimes.inprocess import InProcessRuntime
 
 from cave.agent import Agent
-from cave.llm.base import Scripted
+from cave.llm.base import LLM, Completion, Scripted, TextDelta, Usage
 from cave.store import Store
 
 STEPS_PER_RUN = 20
@@ -226,20 +226,51 @@ def task_row(name: str, traj: Any, wall: float, ok: bool, calls: list[Any]) -> T
 
 
 class _Counting:
-    """Counts the backend calls of a run (an agent's step may make more than one: continuations, reviews)."""
+    """Counts the backend calls of a run (an agent's step may make more than one: continuations, reviews) and
+    keeps each reply's text, for a forced replay of the same run."""
 
     def __init__(self, llm: Any) -> None:
-        self.llm, self.calls = llm, []
+        self.llm, self.calls, self.replies = llm, [], []
         self._stream = llm.stream
 
-        def stream(messages: Any, **kwargs: Any) -> Any:
+        async def stream(messages: Any, **kwargs: Any) -> Any:
             self.calls.append(len(messages))
-            return self._stream(messages, **kwargs)
+            async for item in self._stream(messages, **kwargs):
+                if isinstance(item, Completion):
+                    self.replies.append(item.text)
+                yield item
 
         llm.stream = stream
 
     def close(self) -> None:
         self.llm.stream = self._stream
+
+
+class ForcedReplies(LLM):
+    """The model reads each prompt (one generated token: the prefill a prompt layout costs) and the reply is the
+    recorded one. Two layouts replayed this way see the same replies, run the same code and end the same way:
+    they differ only in what the model must read. Decoding is left out (the same replies cost the same)."""
+
+    name = "forced"
+    supports_prefix = True
+
+    def __init__(self, llm: Any, replies: list[str]) -> None:
+        self.llm, self.replies = llm, list(replies)
+        self.context_window = llm.context_window
+
+    def count_tokens(self, text: str) -> int:
+        return self.llm.count_tokens(text)
+
+    async def _stream(self, messages: list[dict[str, Any]], request: Any) -> Any:
+        read = await self.llm.complete(messages, max_tokens=1, prefix=request.prefix or None)
+        text = self.replies.pop(0) if self.replies else ""
+        n = self.llm.count_tokens(text) if text else 0
+        p = read.usage.prompt_tokens
+        yield TextDelta(text)
+        yield Completion(text=text, usage=Usage(p, n, p + n, read.usage.cached_tokens), finish_reason="stop")
+
+    async def aclose(self) -> None:
+        """The wrapped model stays open: it belongs to the caller."""
 
 
 # A notebook-style SDK session: one agent, one runtime, follow-up questions that build on earlier answers. What
@@ -273,8 +304,14 @@ async def run_session(llm: Any, max_steps: int | None, data_size: int) -> Any:
     return whole
 
 
-async def run_real_task(name: str, llm: Any, max_steps: int | None, data_size: int) -> TaskRow:
+async def run_real_task(
+    name: str, llm: Any, max_steps: int | None, data_size: int, replies: list[str] | None = None
+) -> TaskRow:
+    """``replies``: after the run, the text of each backend call's reply (for a forced replay)."""
     counter = _Counting(llm)
+    if replies is not None:
+        replies[:] = counter.replies  # the same list object fills as the run goes
+        counter.replies = replies
     t0 = time.perf_counter()
     try:
         if name == "session":
@@ -307,34 +344,61 @@ async def run_real_task(name: str, llm: Any, max_steps: int | None, data_size: i
 
 
 def run_real(args: argparse.Namespace) -> list[TaskRow]:
+    """Each task in each layout, the model decoding freely; with --forced, then each layout again on the first
+    layout's recorded replies (the same code, the same outcome: only what the model reads differs)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     llm = make_model(args.model, args.n_ctx)
     baseline = _read_rows(args.baseline) if args.baseline else {}
+    layouts = [x.strip() for x in args.layouts.split(",") if x.strip()]
     rows: list[TaskRow] = []
     try:
-        names = [t.strip() for t in args.tasks.split(",") if t.strip()]
-        for name, layout in [(n, lay) for n in names for lay in args.layouts.split(",")]:
-            os.environ["CAVE_PROMPT_LAYOUT"] = layout  # every agent the task builds takes it
-            row = asyncio.run(run_real_task(name, llm, args.max_steps, args.data_size))
-            row.layout = layout
-            if layout != "stable" and (same := next((r for r in rows if r.task == row.task), None)):
-                # the layouts side by side, in the same process: stable's wall time as a ratio to this one
-                same.baseline_wall_s, same.baseline_cached_share = row.wall_s, row.cached_share_after_step1
-                same.wall_ratio = round(same.wall_s / row.wall_s, 3) if row.wall_s else None
-            elif base := baseline.get(row.task):
-                row.baseline_wall_s = base["wall_s"]
-                row.wall_ratio = round(row.wall_s / base["wall_s"], 3) if base["wall_s"] else None
-                row.baseline_cached_share = base.get("cached_share_after_step1")
-            rows.append(row)
-            print(
-                f"{row.task} [{layout}]: {row.status}, {row.steps} steps, {row.prompt_tokens} prompt tokens, "
-                f"{100 * row.cached_share_after_step1:.0f}% cached after step 1, {row.wall_s:.1f} s",
-                flush=True,
-            )
+        for name in [t.strip() for t in args.tasks.split(",") if t.strip()]:
+            recorded: list[str] = []
+            for layout in layouts:
+                replies = recorded if layout == layouts[0] else None
+                rows.append(_layout_run(name, layout, llm, args, rows, baseline, replies=replies))
+            if getattr(args, "forced", False) and len(layouts) > 1:
+                for layout in layouts:
+                    forced = ForcedReplies(llm, recorded)
+                    rows.append(_layout_run(name, layout, forced, args, rows, {}, kind="forced"))
     finally:
         os.environ.pop("CAVE_PROMPT_LAYOUT", None)
         asyncio.run(llm.aclose())
     return rows
+
+
+def _layout_run(
+    name: str,
+    layout: str,
+    llm: Any,
+    args: argparse.Namespace,
+    rows: list[TaskRow],
+    baseline: dict[str, Any],
+    *,
+    replies: list[str] | None = None,
+    kind: str = "",
+) -> TaskRow:
+    os.environ["CAVE_PROMPT_LAYOUT"] = layout  # every agent the task builds takes it
+    model = getattr(llm, "llm", llm)
+    if hasattr(model, "forget_prefixes"):
+        model.forget_prefixes()  # each run starts cold: the run before must not serve this one's prefix
+    row = asyncio.run(run_real_task(name, llm, args.max_steps, args.data_size, replies))
+    row.layout = f"{layout}/{kind}" if kind else layout
+    first = next((r for r in rows if r.task == row.task and r.layout.partition("/")[2] == kind), None)
+    if first is not None:
+        # the layouts side by side, in the same process: the first layout's wall time as a ratio to this one
+        first.baseline_wall_s, first.baseline_cached_share = row.wall_s, row.cached_share_after_step1
+        first.wall_ratio = round(first.wall_s / row.wall_s, 3) if row.wall_s else None
+    elif base := baseline.get(row.task):
+        row.baseline_wall_s = base["wall_s"]
+        row.wall_ratio = round(row.wall_s / base["wall_s"], 3) if base["wall_s"] else None
+        row.baseline_cached_share = base.get("cached_share_after_step1")
+    print(
+        f"{row.task} [{row.layout}]: {row.status}, {row.steps} steps, {row.prompt_tokens} prompt tokens, "
+        f"{100 * row.cached_share_after_step1:.0f}% cached after step 1, {row.wall_s:.1f} s",
+        flush=True,
+    )
+    return row
 
 
 def _read_rows(path: str) -> dict[str, dict[str, Any]]:
@@ -349,7 +413,7 @@ def _read_rows(path: str) -> dict[str, dict[str, Any]]:
 
 
 def print_real(rows: list[TaskRow], model: str) -> None:
-    head = f"{'task':<30} {'layout':<9} {'status':<14} {'steps':>5} {'calls':>5} {'prompt tok':>10} {'cached %':>8} "
+    head = f"{'task':<30} {'layout':<16} {'status':<14} {'steps':>5} {'calls':>5} {'prompt tok':>10} {'cached %':>8} "
     head += f"{'wall s':>7} {'vs base':>7}"
     print(f"\n# {model} - cached %: share of the prompt tokens of steps 2+ served from the prefix cache")
     print(head)
@@ -357,7 +421,7 @@ def print_real(rows: list[TaskRow], model: str) -> None:
     for r in rows:
         ratio = f"{r.wall_ratio:.2f}x" if r.wall_ratio is not None else "-"
         print(
-            f"{r.task:<30} {r.layout:<9} {r.status:<14} {r.steps:>5} {r.llm_calls:>5} {r.prompt_tokens:>10} "
+            f"{r.task:<30} {r.layout:<16} {r.status:<14} {r.steps:>5} {r.llm_calls:>5} {r.prompt_tokens:>10} "
             f"{100 * r.cached_share_after_step1:>7.1f}% {r.wall_s:>7.1f} {ratio:>7}"
         )
 
@@ -377,6 +441,12 @@ def main(argv: list[str] | None = None) -> int:
         default="stable",
         help="prompt layouts to run each task with, e.g. stable,rerender: the stable rows then carry the ratio "
         "of their wall time to rerender's, measured in the same process (vs base)",
+    )
+    parser.add_argument(
+        "--forced",
+        action="store_true",
+        help="with two layouts: replay each task in both on the first layout's recorded replies (same code, same "
+        "outcome; the model reads each prompt, decoding is left out): rows 'LAYOUT/forced'",
     )
     args = parser.parse_args(argv)
     if args.model:

@@ -464,6 +464,13 @@ class LocalLLM(LLM):
             return hit.shared
         return cached
 
+    def forget_prefixes(self) -> None:
+        """The next call reads its whole prompt: the KV cache and the saved states are dropped. For
+        measurements that must not inherit an earlier run's prefix (two prompt layouts of the same task)."""
+        with self._lock:
+            self._llm.reset()
+            self._states = kv_states.KVStates(self._states.slots)
+
     async def aclose(self) -> None:
         if getattr(self, "_llm", None) is not None:
             with self._lock:

@@ -31,8 +31,26 @@ def test_layouts_run_side_by_side(monkeypatch) -> None:
     monkeypatch.setattr(perf_agent, "make_model", lambda spec, n_ctx: Scripted(_answers))
     args = argparse.Namespace(
         model="scripted", tasks="session", layouts="stable,rerender", max_steps=2, data_size=20, n_ctx=4096,
-        baseline=None,
+        baseline=None, forced=True,
     )  # fmt: skip
     rows = perf_agent.run_real(args)
-    assert [(r.task, r.layout) for r in rows] == [("session", "stable"), ("session", "rerender")]
+    assert [(r.task, r.layout) for r in rows] == [
+        ("session", "stable"),
+        ("session", "rerender"),
+        ("session", "stable/forced"),
+        ("session", "rerender/forced"),
+    ]
     assert rows[0].wall_ratio is not None and rows[0].baseline_wall_s == rows[1].wall_s
+    assert rows[2].wall_ratio is not None and rows[2].baseline_wall_s == rows[3].wall_s
+    assert rows[2].status == rows[3].status == "success" and rows[2].steps == rows[3].steps == len(SESSION_TURNS)
+
+
+def test_forced_replies_replay_a_run_and_read_each_prompt() -> None:
+    # the wrapped model reads every prompt (one token), the reply is the recorded one, whatever the model says
+    model = Scripted(lambda messages: "something else")
+    replies: list[str] = []
+    first = asyncio.run(run_real_task("session", Scripted(_answers), 3, 30, replies))
+    forced = perf_agent.ForcedReplies(model, replies)
+    again = asyncio.run(run_real_task("session", forced, 3, 30))
+    assert (again.status, again.steps) == (first.status, first.steps) == ("success", len(SESSION_TURNS))
+    assert len(model.calls) == len(SESSION_TURNS) and forced.replies == []

@@ -41,6 +41,9 @@ async def test_stream_and_complete_agree_with_exact_usage(smol: LocalLLM) -> Non
     again = await smol.complete(CODE_TASK, max_tokens=48)  # greedy: the same text, same accounting
     assert (again.text, again.usage.completion_tokens) == (final.text, final.usage.completion_tokens)
     assert again.usage.cached_tokens == len(prompt_ids) - 1  # the KV cache still held this prompt
+    smol.forget_prefixes()  # a measurement's cold start: nothing of the earlier call serves the next
+    cold = await smol.complete(CODE_TASK, max_tokens=48)
+    assert cold.usage.cached_tokens == 0 and cold.text == final.text
 
 
 async def test_concurrent_requests_share_the_model_safely(smol: LocalLLM) -> None:
