@@ -1,7 +1,8 @@
 """Whether final_answer's value ends the run, and as what: the holds an answer goes through first.
 
 An answer is held (sent back with a note, the run goes on) when a declared output is still missing, when the
-task is done by calling the session's functions and none was called (``expect_calls``), when it was computed
+task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
+after a failed cell (giving up), when it was computed
 after a conversion dropped values, when it is not in the form the task names, or when it looks wrong enough to
 be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. When
 the task declares no checks, an answer that still has the problem it was held for ends the run
@@ -48,6 +49,12 @@ class Acceptance:
             if uncalled is not None:  # once: a second answer without a call stands ("none of these fits")
                 traj.meta["calls_asked"] = True
                 return prompts.answer_without_calls_note(uncalled)
+        if not traj.meta.get("gave_up_asked"):
+            gave_up = recovery.gave_up_note(traj, value)
+            if gave_up is not None:  # once: nothing, right after a failed cell, is giving up
+                traj.meta["gave_up_asked"] = traj.meta["reviewed"] = True  # the same nothing again then stands
+                await _held_for(traj, "warning", value)
+                return gave_up
         if coercion.LOSS_MARK in stderr and not traj.meta.get("held_for_loss"):
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             await _held_for(traj, "loss", value)

@@ -213,6 +213,8 @@ def extract_code(text: str) -> list[str]:
     ['x = 1', 'print(x)']
     >>> extract_code("no code here"), extract_code("final_answer(best_month)")
     ([], ['final_answer(best_month)'])
+    >>> extract_code("python\\nfinal_answer(best_month)")  # backticks forgotten, the language tag kept
+    ['final_answer(best_month)']
     >>> extract_code("```python\\nx = [1,\\n")  # cut off by the token limit
     ['x = [1,']
 
@@ -235,8 +237,12 @@ def extract_code(text: str) -> list[str]:
     if len(blocks) > 1:
         kept = [(code, labeled) for code, labeled in blocks if labeled or code.lstrip()[:1] in "%!" or _parses(code)]
         blocks = kept or blocks
-    if not blocks and "```" not in text and _bare_code(text):
-        return [text.strip()]
+    if not blocks and "```" not in text:
+        head, _, rest = text.strip().partition("\n")
+        if head.strip().lower() in _CODE_LANGS - {""} and rest.strip():
+            text = rest  # the fence's language tag without its backticks: "python\nfinal_answer(x)"
+        if _bare_code(text):
+            return [text.strip()]
     return [code for code, _ in blocks]
 
 
@@ -479,6 +485,10 @@ LOOP_NOTE = (
     "Take one small step: print what you need to know first (e.g. columns, dtypes, a few rows), then continue."
 )
 MISSING_KEY_NOTE = "The objects on the failing line really are: {facts}. Use the names they have."
+GAVE_UP_NOTE = (
+    "final_answer({value}) is not an answer: your previous code failed ({error}), so nothing computed what the task "
+    "asks. Fix that code (one small step, using the objects' real names) and call final_answer with the result."
+)
 LOSS_HELD_NOTE = (
     "Not accepted yet: this answer was computed after a conversion turned values into NaN (the Note above), so "
     "it leaves them out. If those values hold data the task needs, recover them and answer again; if they are "

@@ -101,6 +101,44 @@ def test_a_continuation_that_would_overflow_the_context_window_is_not_asked_for(
     assert "cut off at the length limit" in first.observation
 
 
+def test_nothing_right_after_a_failed_cell_is_sent_back_to_the_error(sales):
+    # The 1.5B, asked in a session for a table its code failed to build, answered final_answer(None) and confirmed
+    # it. Nothing after a failure is giving up: once, it goes back to the error; the same nothing again stands,
+    # but not as a success.
+    replies = [
+        code("by_region = sales.groupby('region').units.sum().reset_index()"),
+        code("monthly = by_region.groupby(by_region['month']).units.sum()"),
+        code("final_answer(None)"),
+        code("final_answer(sales.groupby('region').units.sum().to_dict())"),
+    ]
+    result = agent_with(replies, sales).run("units per region")
+    assert result.status == "success" and result.answer == {"E": 4, "N": 4, "S": 2}
+    held = result.trajectory.steps[2].observation
+    assert "final_answer(None) is not an answer" in held and "KeyError: 'month'" in held
+    again = agent_with([*replies[:3], code("final_answer(None)")], sales).run("units per region")
+    assert again.status == "failed_checks" and len(again.trajectory.steps) == 4  # held once, then it stands
+
+
+def test_a_missing_column_names_the_table_that_has_it(sales):
+    replies = [
+        code("by_region = sales.groupby('region').units.sum().reset_index()"),
+        code("x = by_region['units_sold'].sum()"),
+        code("y = by_region.groupby(by_region['units'] > 1).region.count()\nz = by_region['region_code']"),
+        code("final_answer(1)"),
+    ]
+    sales = sales.assign(units_sold=sales.units)
+    result = agent_with(replies, sales).run("total units")
+    first, second = result.trajectory.steps[1:3]
+    assert "`units_sold` is a column of `sales`" in first.observation
+    assert "is a column of" not in second.observation  # no table has region_code: nothing to point at
+
+
+def test_a_bare_cell_with_its_language_tag_runs_without_the_tag(sales):
+    # "python\nfinal_answer(x)": the fence's backticks forgotten, its language tag kept (NameError: python)
+    result = agent_with(["python\nfinal_answer(int(sales.units.sum()))"], sales).run("total units")
+    assert result.status == "success" and result.answer == 10
+
+
 # -- loops -----------------------------------------------------------------------------------------------
 def test_the_same_error_twice_points_at_the_line_and_the_real_columns(sales):
     replies = [
