@@ -180,7 +180,7 @@ async def run_code(
                 elif isinstance(ev, StepFinished) and not entry.multi_turn:
                     finished += 1
                     if rec.steps[-1] or finished >= single_turn_steps:
-                        break  # single-turn: the first step that made calls is the answer
+                        break  # single-turn: the first step that made calls, or the last reply allowed, is the answer
             assert traj is not None
             if not entry.multi_turn:
                 _count_written_calls(traj, rec, entry.functions)
