@@ -270,40 +270,12 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
     used = set(re.findall(r"[A-Za-z_]\w*", failing or code))
     facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
     if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
-        if not (facts and failing):
-            return None
-        owners = key_owners(error, infos, used) if error.type == "KeyError" else ""
-        return prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) + owners
+        return prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
     return prompts.LOOP_NOTE.format(
         n=n,
         line=f" The failing line: `{failing[:200]}`." if failing else "",
         facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
     )
-
-
-def key_owners(error: Any, infos: list[VariableInfo], used: set[str]) -> str:
-    """Which other tables have the column a KeyError asked for: a small model asks the frame it just made for a
-    column that only the given table has (``by_region['date']`` where ``sales`` has ``date``).
-
-    >>> from cave.runtimes.base import ExecError
-    >>> infos = [VariableInfo("sales", "pandas.DataFrame", preview="9 rows x 2 columns; date: str, revenue: float64"),
-    ...          VariableInfo("by_region", "pandas.DataFrame", preview="5 rows x 2 columns; region: str, revenue: float64")]
-    >>> key_owners(ExecError("KeyError", "'date'"), infos, {"by_region"})
-    ' `date` is a column of `sales`.'
-    >>> key_owners(ExecError("KeyError", "'nope'"), infos, {"by_region"})
-    ''
-    """
-    import ast
-
-    try:
-        key = ast.literal_eval(error.message.strip())
-    except (ValueError, SyntaxError):
-        return ""
-    if not isinstance(key, str) or not key:
-        return ""
-    column = re.compile(rf"(?:columns?; |, ){re.escape(key)}: ")
-    owners = [f"`{v.name}`" for v in infos if v.name not in used and v.kind == "variable" and column.search(v.preview)]
-    return f" `{key}` is a column of {', '.join(owners[:3])}." if owners else ""
 
 
 def gave_up_note(traj: Trajectory, value: Any) -> str | None:

@@ -65,6 +65,14 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     >>> did_you_mean(KeyError("zzz"), ns) is None
     True
 
+    A column asked of a frame that lacks it, which another frame has; a name with spaces at its ends:
+
+    >>> ns["by_hour"] = pd.DataFrame(columns=["hour", "calls"])
+    >>> did_you_mean(KeyError("timestamp"), ns)
+    "'timestamp' is a column of df."
+    >>> did_you_mean(KeyError("calls "), {"t": pd.DataFrame(columns=["calls  "])})
+    "Did you mean 'calls  ' (a column of t)? 'calls  ' has spaces at its ends: write it exactly, or strip every name first: t.columns = t.columns.str.strip()"
+
     Any other object's missing attribute: the closest ones, or what it has.
 
     >>> from collections import namedtuple
@@ -85,17 +93,28 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     if key is None or pd is None:
         return _attributes_hint(e)
     hits: dict[str, list[str]] = {}
+    owners: list[str] = []
     frames = [(n, v) for n, v in list(namespace.items()) if not n.startswith("_") and type(v) is pd.DataFrame]
     for name, frame in frames[:_MAX_FRAMES]:
         columns = [c for c in list(frame.columns[:_MAX_COLUMNS]) if isinstance(c, str)]
         if key in columns:
-            continue  # the key is there: this frame is not the one that failed
+            owners.append(name)  # the key is there: this frame is not the one that failed, but it has the column
+            continue
         for column in _close(key, columns):
             hits.setdefault(column, []).append(name)
-    if not hits:
-        return None
-    shown = [f"{c!r} (a column of {', '.join(names[:3])})" for c, names in list(hits.items())[:3]]
-    return f"Did you mean {' or '.join(shown)}?"
+    lines = []
+    if hits:
+        shown = [f"{c!r} (a column of {', '.join(names[:3])})" for c, names in list(hits.items())[:3]]
+        lines.append(f"Did you mean {' or '.join(shown)}?")
+        spaced = next(((c, names[0]) for c, names in hits.items() if c != c.strip()), None)
+        if spaced:  # a small model cannot type the space at the end of 'avg. wait time ': strip them all
+            lines.append(
+                f"{spaced[0]!r} has spaces at its ends: write it exactly, or strip every name first: "
+                f"{spaced[1]}.columns = {spaced[1]}.columns.str.strip()"
+            )
+    if owners:  # asked of a frame made from it: by_region['date'] where sales has date
+        lines.append(f"{key!r} is a column of {', '.join(owners[:3])}.")
+    return " ".join(lines) or None
 
 
 def _close(key: str, columns: list[str]) -> list[str]:

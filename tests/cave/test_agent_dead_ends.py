@@ -129,7 +129,7 @@ def test_a_missing_column_names_the_table_that_has_it(sales):
     sales = sales.assign(units_sold=sales.units)
     result = agent_with(replies, sales).run("total units")
     first, second = result.trajectory.steps[1:3]
-    assert "`units_sold` is a column of `sales`" in first.observation
+    assert "'units_sold' is a column of sales." in first.observation
     assert "is a column of" not in second.observation  # no table has region_code: nothing to point at
 
 

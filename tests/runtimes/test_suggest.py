@@ -38,3 +38,14 @@ def test_any_objects_missing_attribute_names_the_close_ones_or_what_it_has(rt):
     assert rt.execute(setup).ok
     assert "Did you mean 'pvalue'?" in rt.execute("r.p_value").error.message
     assert "A ShapiroResult has: count, index, pvalue, statistic." in rt.execute("r.skewness").error.message
+
+
+def test_a_column_of_another_frame_and_names_with_spaces_at_their_ends(rt):
+    # by_hour made from calls, then asked for calls' column; 'avg. wait time ' the model cannot type
+    assert rt.execute("by_hour = calls.groupby('timestamp').Fare.sum().reset_index()").ok
+    assert "'avg. wait time' is a column of calls." in rt.execute("by_hour['avg. wait time']").error.message
+    assert rt.execute("calls['wait '] = calls['avg. wait time']").ok
+    message = rt.execute("calls['wait'].iloc[0]").error.message
+    assert "Did you mean 'wait ' (a column of calls)?" in message
+    assert "calls.columns = calls.columns.str.strip()" in message
+    assert rt.execute("calls.columns = calls.columns.str.strip()\nassert calls['wait'].iloc[0] == '00:01:00'").ok
