@@ -59,7 +59,7 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     >>> import pandas as pd
     >>> ns = {"df": pd.DataFrame(columns=["timestamp", "avg. wait time", "avg. num. agents talking"])}
     >>> did_you_mean(KeyError("avg.wait time"), ns)
-    "Did you mean 'avg. wait time' (a column of df)?"
+    "Did you mean 'avg. wait time' (a column of df)? To keep the name your code uses: df['avg.wait time'] = df['avg. wait time']"
     >>> did_you_mean(AttributeError("'DataFrame' object has no attribute 'Timestamp'"), ns)
     "Did you mean 'timestamp' (a column of df)?"
     >>> did_you_mean(KeyError("zzz"), ns) is None
@@ -112,6 +112,10 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
                 f"{spaced[0]!r} has spaces at its ends: write it exactly, or strip every name first: "
                 f"{spaced[1]}.columns = {spaced[1]}.columns.str.strip()"
             )
+        elif isinstance(e, KeyError) and len(hits) == 1:
+            # the model writes the task's words ('avg. waiting time') again and again: let its name work
+            ((column, names),) = hits.items()
+            lines.append(f"To keep the name your code uses: {names[0]}[{key!r}] = {names[0]}[{column!r}]")
     if owners:  # asked of a frame made from it: by_region['date'] where sales has date
         lines.append(f"{key!r} is a column of {', '.join(owners[:3])}.")
     return " ".join(lines) or None
