@@ -480,10 +480,11 @@ MISSING_OUTPUTS_NOTE = (
     "Not finished yet: the task asks you to store results in {names}, which {verb} not exist in the session. "
     "Assign {them} first, then call final_answer(...)."
 )
-LOOP_NOTE = (
-    "This is the same error as in your previous {n} steps. Stop repeating that approach.{line}{facts} "
+LOOP_NOTE = "This is the same error as in your previous {n} steps. Stop repeating that approach.{line}{facts} {step}"
+LOOP_SMALL_STEP = (
     "Take one small step: print what you need to know first (e.g. columns, dtypes, a few rows), then continue."
 )
+LOOP_FIXED_LINE = "The failing line with the real column name, to use instead:\n```python\n{fixed}\n```"
 MISSING_KEY_NOTE = "The objects on the failing line really are: {facts}. Use the names they have."
 GAVE_UP_NOTE = (
     "final_answer({value}) is not an answer: your previous code failed ({error}), so nothing computed what the task "

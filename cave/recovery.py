@@ -271,11 +271,52 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
     facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
     if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
         return prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
+    fixed = _with_suggested_column(failing, error.message) if error.type == "KeyError" else None
     return prompts.LOOP_NOTE.format(
         n=n,
         line=f" The failing line: `{failing[:200]}`." if failing else "",
         facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
+        step=prompts.LOOP_FIXED_LINE.format(fixed=fixed) if fixed else prompts.LOOP_SMALL_STEP,
     )
+
+
+_SUGGESTED = re.compile(
+    r"""^('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\. Did you mean ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+)
+
+
+def _with_suggested_column(line: str, message: str) -> str | None:
+    """The failing line with the column "Did you mean" suggested in place of the missing key where the line reads it
+    (a key the line assigns keeps the model's name): what a small model that retypes the task's words needs.
+
+    >>> msg = "'avg. waiting time'. Did you mean 'avg. wait time' (a column of df)?"
+    >>> _with_suggested_column("df['avg. waiting time'] = pd.to_timedelta(df['avg. waiting time'])", msg)
+    "df['avg. waiting time'] = pd.to_timedelta(df['avg. wait time'])"
+    >>> _with_suggested_column("x = 1", msg) is None
+    True
+    """
+    import ast
+
+    m = _SUGGESTED.match(message.strip())
+    if m is None or not line:
+        return None
+    try:
+        key, column = ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))
+        tree = ast.parse(line)
+    except (ValueError, SyntaxError):
+        return None
+    reads = [
+        node.slice
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
+        and isinstance(node.slice, ast.Constant) and node.slice.value == key
+    ]  # fmt: skip
+    if not reads:
+        return None
+    out = line
+    for node in sorted(reads, key=lambda n: n.col_offset, reverse=True):  # right to left: offsets stay valid
+        out = out[: node.col_offset] + repr(column) + out[node.end_col_offset :]
+    return out
 
 
 def gave_up_note(traj: Trajectory, value: Any) -> str | None:

@@ -158,6 +158,16 @@ def test_the_same_error_twice_points_at_the_line_and_the_real_columns(sales):
     assert "region: " in note and "units: int64" in note  # the frame's real columns
 
 
+def test_a_column_name_retyped_after_did_you_mean_gets_the_failing_line_fixed(sales):
+    # DABench 587: the 1.5B wrote the task's words ('avg. waiting time') five times after "Did you mean".
+    bad = "sales['unit'] = sales['unit'] * 2"
+    replies = [code(bad), code(f"y = 0\n{bad}"), code("final_answer(1)")]
+    result = agent_with(replies, sales).run("double the units")
+    note = result.trajectory.steps[1].observation
+    assert "same error" in note
+    assert "```python\nsales['unit'] = sales['units'] * 2\n```" in note  # the read fixed, its own name kept
+
+
 def test_repeated_failing_code_is_resampled_hotter_when_the_first_resample_repeats_it(sales):
     bad = code("sales.groupby('country')")
     llm = Scripted([bad, bad, bad, code("final_answer(1)")])
