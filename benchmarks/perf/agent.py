@@ -229,8 +229,9 @@ class _Counting:
     """Counts the backend calls of a run (an agent's step may make more than one: continuations, reviews) and
     keeps each reply's text, for a forced replay of the same run."""
 
-    def __init__(self, llm: Any) -> None:
-        self.llm, self.calls, self.replies = llm, [], []
+    def __init__(self, llm: Any, replies: list[str] | None = None) -> None:
+        self.llm, self.calls = llm, []
+        self.replies = replies if replies is not None else []
         self._stream = llm.stream
 
         async def stream(messages: Any, **kwargs: Any) -> Any:
@@ -307,11 +308,8 @@ async def run_session(llm: Any, max_steps: int | None, data_size: int) -> Any:
 async def run_real_task(
     name: str, llm: Any, max_steps: int | None, data_size: int, replies: list[str] | None = None
 ) -> TaskRow:
-    """``replies``: after the run, the text of each backend call's reply (for a forced replay)."""
-    counter = _Counting(llm)
-    if replies is not None:
-        replies[:] = counter.replies  # the same list object fills as the run goes
-        counter.replies = replies
+    """``replies``: filled with the text of each backend call's reply, for a forced replay."""
+    counter = _Counting(llm, replies)
     t0 = time.perf_counter()
     try:
         if name == "session":
