@@ -16,7 +16,9 @@ from typing import Any, NamedTuple
 
 __all__ = ["Form", "asks_yes_no", "form_problems", "granularity_problem", "ids_for_names", "literal", "rounding_for"]
 
-_YES_NO = re.compile(r"""\byes\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?no\b""", re.I)
+_YES_NO = re.compile(r"""\b(yes)\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?(no)\b""", re.I)
+# 'a string that takes the value "yes" if the data follows a normal distribution, and "no" if it does not'
+_YES_NO_QUOTED = re.compile(r"""["'\u201c](yes)["'\u201d].{0,200}?["'\u201c](no)["'\u201d]""", re.I | re.S)
 
 _NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "first": 1, "second": 2, "third": 3}
 _PLACES = re.compile(
@@ -41,7 +43,22 @@ def asks_yes_no(task: str) -> bool:
     >>> asks_yes_no('Answer "Yes" or "No".'), asks_yes_no("Is it normal?")
     (True, False)
     """
-    return bool(_YES_NO.search(task))
+    return yes_no_words(task) is not None
+
+
+def yes_no_words(task: str) -> tuple[str, str] | None:
+    """The words for yes and no as the task writes them, when it asks for them (side by side, or each quoted in
+    the sentences that say when).
+
+    >>> yes_no_words('Answer "Yes" or "No".')
+    ('Yes', 'No')
+    >>> yes_no_words('a string that is "yes" if the data is normal, and "no" if it is not')
+    ('yes', 'no')
+    >>> yes_no_words("Is it normal? Say no more.") is None
+    True
+    """
+    m = _YES_NO.search(task) or _YES_NO_QUOTED.search(task)
+    return (m.group(1), m.group(2)) if m else None
 
 
 def _aliases(task: str, key: str) -> set[str]:
@@ -97,13 +114,13 @@ def _plain(value: Any) -> Any:
 
 
 def _form_fix(
-    task: str, key: str | None, value: Any, label: str, yes_no: bool, keys: list[str] | None = None
+    task: str, key: str | None, value: Any, label: str, yes_no: tuple[str, str] | None, keys: list[str] | None = None
 ) -> tuple[Any, list[str]]:
     """One value, fixed to the form the task names, and what was wrong with it."""
     value = _plain(value)
     if isinstance(value, bool):
         if yes_no:
-            word = "Yes" if value else "No"
+            word = yes_no[0] if value else yes_no[1]
             return word, [f"{label} is the bool {value}; the task asks for the word: {word!r}"]
         return value, []
     if isinstance(value, float) and value == value and abs(value) != float("inf"):
@@ -169,7 +186,7 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
     >>> form_problems("Call final_answer({'a': ..., 'b': ...})", {"a": 1})[::2]
     (["the answer has no 'b' (the task asks for the keys 'a', 'b')"], False)
     """
-    yes_no = asks_yes_no(task)
+    yes_no = yes_no_words(task)
     if isinstance(value, dict) and len(value) <= 20:
         problems, fixed, names = [], {}, [str(k) for k in value]
         for k, v in value.items():

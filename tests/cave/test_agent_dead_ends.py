@@ -325,6 +325,20 @@ def test_auto_review_holds_only_answers_that_look_wrong(sales):
     assert off.answer == {"is_normal": True} and len(off.trajectory.steps) == 1
 
 
+def test_yes_and_no_quoted_apart_are_words_asked_for_in_the_tasks_case(sales):
+    # DABench 10: '"response" is a string that takes the value "yes" if the data follows a normal distribution,
+    # and "no" if it does not'; the 1.5B sent numpy's True and it was accepted at once
+    task = (
+        'Is units normal? Answer format: @is_normal[response], where "response" is a string that takes the value '
+        '"yes" if the data follows a normal distribution, and "no" if it does not.'
+    )
+    replies = [code("import numpy as np\nfinal_answer({'is_normal': np.bool_(False)})"),
+               code("final_answer({'is_normal': 'no'})")]  # fmt: skip
+    result = agent_with(replies, sales).run(task)
+    assert "'is_normal' is the bool False; the task asks for the word: 'no'" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == {"is_normal": "no"}
+
+
 def test_an_answer_not_in_the_tasks_form_comes_back_with_the_call_that_fixes_it(sales):
     # "rounded to two decimal places" / "Yes or No" / the keys the task spells out: what a small model gets
     # wrong with the right numbers; the note names each problem and gives the fixed call to run, once
