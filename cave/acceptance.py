@@ -2,7 +2,7 @@
 
 An answer is held (sent back with a note, the run goes on) when a declared output is still missing, when the
 task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
-after a failed cell (giving up), when it was computed
+after a failed cell (giving up), when it holds numbers typed in that no output had shown, when it was computed
 after a conversion dropped values, when it is not in the form the task names, or when it looks wrong enough to
 be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. When
 the task declares no checks, an answer that still has the problem it was held for ends the run
@@ -55,6 +55,13 @@ class Acceptance:
                 traj.meta["gave_up_asked"] = traj.meta["reviewed"] = True  # the same nothing again then stands
                 await _held_for(traj, "warning", value)
                 return gave_up
+        if self.review and not traj.meta.get("typed_asked"):
+            typed = recovery.typed_numbers(code, recovery.seen_text(traj))
+            if typed:  # once: the values were guessed before the code that computes them ran
+                traj.meta["typed_asked"] = True
+                call = recovery.typed_call(code)
+                fix = prompts.TYPED_FIX.format(call=call) if call else ""
+                return prompts.TYPED_NOTE.format(numbers=", ".join(typed[:6]), fix=fix)
         if coercion.LOSS_MARK in stderr and not traj.meta.get("held_for_loss"):
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             await _held_for(traj, "loss", value)

@@ -486,6 +486,12 @@ LOOP_SMALL_STEP = (
 )
 LOOP_FIXED_LINE = "The failing line with the real column name, to use instead:\n```python\n{fixed}\n```"
 MISSING_KEY_NOTE = "The objects on the failing line really are: {facts}. Use the names they have."
+TYPED_NOTE = (
+    "Not accepted yet: final_answer got numbers typed in ({numbers}) that no output you had seen shows: they were "
+    "written before the code ran. Answer with the values the code computed (the output above), e.g. pass the "
+    "variables themselves.{fix}"
+)
+TYPED_FIX = " Run:\n```python\n{call}\n```"
 GAVE_UP_NOTE = (
     "final_answer({value}) is not an answer: your previous code failed ({error}), so nothing computed what the task "
     "asks. Fix that code (one small step, using the objects' real names) and call final_answer with the result."

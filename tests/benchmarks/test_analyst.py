@@ -81,7 +81,9 @@ def test_each_task_scores_a_right_and_a_wrong_answer(task_id) -> None:
     task = TASKS[task_id]
     right = run_task(task, "code", scripted_policy(task, "code"), runtime="inprocess")
     assert right.correct and right.trajectory.status == "success", right.reason
-    wrong = run_task(task, "code", Scripted([f"```python\n{_wrong(task)}\n```"]), runtime="inprocess", max_steps=1)
+    # a literal typed into final_answer is held once (no output showed it); sent again, it stands
+    wrong_reply = Scripted([f"```python\n{_wrong(task)}\n```"], repeat_last=True)
+    wrong = run_task(task, "code", wrong_reply, runtime="inprocess", max_steps=2)
     assert not wrong.correct and wrong.reason and wrong.reason.startswith(("wrong answer", "no answer"))
     assert wrong.false_success == (wrong.trajectory.status == "success")
     if task.checks:  # the wrong answer has the right shape: it passes the checks, a false success

@@ -325,6 +325,22 @@ def test_auto_review_holds_only_answers_that_look_wrong(sales):
     assert off.answer == {"is_normal": True} and len(off.trajectory.steps) == 1
 
 
+def test_numbers_typed_into_the_answer_before_the_code_ran_go_back_once(sales):
+    # DABench 14: the cell computed the mean (16.65) and sent final_answer({'price_range_mean': 15.45, ...}), values
+    # written before any output existed. Numbers the model had seen (printed earlier) are its to copy.
+    guess = (
+        "total = int(sales.units.sum())\nmean = float(sales.units.mean())\nfinal_answer({'total': 12, 'mean': 2.75})"
+    )
+    replies = [code(guess), code("final_answer({'total': total, 'mean': mean})")]
+    result = agent_with(replies, sales).run("Total and mean units.")
+    note = result.trajectory.steps[0].observation
+    assert "numbers typed in (2.75)" in note and "final_answer({'total': total, 'mean': mean})" in note
+    assert result.status == "success" and result.answer == {"total": 10, "mean": 2.5}
+    seen = [code("print(sales.units.sum(), sales.units.mean())"), code("final_answer({'total': 10, 'mean': 2.5})")]
+    copied = agent_with(seen, sales).run("Total and mean units.")
+    assert copied.status == "success" and len(copied.trajectory.steps) == 2  # copied from the output: accepted
+
+
 def test_yes_and_no_quoted_apart_are_words_asked_for_in_the_tasks_case(sales):
     # DABench 10: '"response" is a string that takes the value "yes" if the data follows a normal distribution,
     # and "no" if it does not'; the 1.5B sent numpy's True and it was accepted at once
