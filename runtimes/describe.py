@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import reprlib
 import sys
 import types
@@ -382,10 +383,40 @@ def _entries_summary(obj: dict | list | tuple) -> str:
             line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
         elif isinstance(obj, dict) and (rows := _table_rows(value)) > 1:  # a named answer is one value, rarely a table
             line += f" (WARNING: {key!r} is a whole table of {rows} rows, not one value)"
+        elif isinstance(plain, int | float) and not isinstance(plain, bool) and (bad := out_of_range(key, plain)):
+            line += f" (WARNING: {bad})"
         lines.append(line)
     if len(items) >= 3 and len(numbers) == len(items) and len({float(v) for v in numbers}) == 1:
         lines[0] += " (WARNING: every value is the same)"  # four different quantities, all 27.7
     return "\n".join(lines)
+
+
+# What a named statistic can be: a value outside is a wrong answer, whatever the task (DABench 34 sent a p-value
+# of -0.13; 30 sent an RMSE that was the mean squared error). Matched on the words of the answer's name.
+_RANGES: list[tuple[re.Pattern[str], float, float, str]] = [
+    (re.compile(r"(^|_)(p_?val(ue)?s?|pvalue)($|_)"), 0.0, 1.0, "a p-value is between 0 and 1"),
+    (re.compile(r"(^|_)(corr|correlation|pearson|spearman|kendall|r_value|rvalue)($|_)"), -1.0, 1.0,
+     "a correlation coefficient is between -1 and 1"),
+    (re.compile(r"(^|_)(std|sd|stdev|std_dev|standard_deviation|variance|mse|rmse|mae)($|_)"), 0.0, float("inf"),
+     "it cannot be negative"),
+]  # fmt: skip
+
+
+def out_of_range(key: Any, value: float) -> str | None:
+    """Why a named number cannot be right, or None.
+
+    >>> out_of_range("p_value", -0.13), out_of_range("correlation_coefficient", 0.97), out_of_range("mean", -5)
+    ("'p_value' is -0.13; a p-value is between 0 and 1", None, None)
+    >>> out_of_range("model_rmse", -1.0)
+    "'model_rmse' is -1.0; it cannot be negative"
+    """
+    if not isinstance(key, str) or value != value:
+        return None
+    name = re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
+    for pattern, low, high, why in _RANGES:
+        if pattern.search(name) and not low - 1e-12 <= value <= high + 1e-12:
+            return f"{key!r} is {value!r}; {why}"
+    return None
 
 
 def _table_rows(value: Any) -> int:

@@ -341,6 +341,16 @@ def test_numbers_typed_into_the_answer_before_the_code_ran_go_back_once(sales):
     assert copied.status == "success" and len(copied.trajectory.steps) == 2  # copied from the output: accepted
 
 
+def test_a_named_statistic_out_of_its_range_is_reviewed_and_cannot_stand_as_success(sales):
+    # DABench 34: a p-value of -0.1318 ended `success`
+    replies = [code("final_answer({'r': 0.2, 'p_value': -0.1318})")] * 2
+    result = agent_with(replies, sales).run("Correlation of units and its p-value.")
+    assert "WARNING: 'p_value' is -0.1318; a p-value is between 0 and 1" in result.trajectory.steps[0].observation
+    assert result.status == "failed_checks" and result.answer == {"r": 0.2, "p_value": -0.1318}
+    fixed = agent_with([replies[0], code("final_answer({'r': 0.2, 'p_value': 0.41})")], sales).run("Correlation?")
+    assert fixed.status == "success"
+
+
 def test_yes_and_no_quoted_apart_are_words_asked_for_in_the_tasks_case(sales):
     # DABench 10: '"response" is a string that takes the value "yes" if the data follows a normal distribution,
     # and "no" if it does not'; the 1.5B sent numpy's True and it was accepted at once
