@@ -388,6 +388,26 @@ _ENGINE_ATTR = re.compile(
     r"'(Engine|OptionEngine|Connection)' object has no attribute '(execute|cursor|fetchall|query)'"
 )
 _NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
+# APIs that changed under the code small models learned from: the error says what is gone, the hint what replaced it.
+_API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
+    (("TypeError",), re.compile(r"unexpected keyword argument 'squared'"),
+     "scikit-learn 1.6 removed squared=: the RMSE is sklearn.metrics.root_mean_squared_error(y_true, y_pred) "
+     "(without squared=False, mean_squared_error is the MSE, not the RMSE)"),
+    (("AttributeError",), re.compile(r"'DataFrame' object has no attribute 'append'"),
+     "DataFrame.append was removed in pandas 2: pd.concat([df, other], ignore_index=True)"),
+    (("AttributeError",), re.compile(r"object has no attribute 'iteritems'"), "iteritems was removed in pandas 2: .items()"),
+    (("AttributeError",), re.compile(r"'DataFrame' object has no attribute 'applymap'"),
+     "DataFrame.applymap is DataFrame.map in pandas 3: df.map(func)"),
+    (("AttributeError",), re.compile(r"'(Series|DataFrame)' object has no attribute 'mad'"),
+     ".mad() was removed in pandas 2: (s - s.mean()).abs().mean()"),
+    (("TypeError",), re.compile(r"fillna\(\) got an unexpected keyword argument 'method'"),
+     "fillna(method=...) was removed in pandas 3: .ffill() or .bfill()"),
+    (("TypeError",), re.compile(r"dtype '(str|object|string)' does not support operation|reduction '\w+' with string dtype"),
+     "a column holds text: use only the numeric columns (df.select_dtypes('number'), or numeric_only=True), or "
+     "convert it first with pd.to_numeric(df[col], errors='coerce')"),
+    (("AttributeError", "ImportError"), re.compile(r"binom_test"),
+     "scipy.stats.binom_test was removed: scipy.stats.binomtest(k, n, p).pvalue"),
+]  # fmt: skip
 _USUAL_IMPORTS = {"pd": "import pandas as pd", "np": "import numpy as np", "plt": "import matplotlib.pyplot as plt"}
 
 
@@ -400,6 +420,8 @@ def error_hint(etype: str, message: str) -> str | None:
     'add `import pandas as pd` at the top of the code'
     >>> error_hint("AttributeError", "'Engine' object has no attribute 'cursor'").startswith("a SQLAlchemy 2 engine")
     True
+    >>> error_hint("TypeError", "got an unexpected keyword argument 'squared'")[:43]
+    'scikit-learn 1.6 removed squared=: the RMSE'
     >>> error_hint("ValueError", "bad") is None
     True
     """
@@ -414,7 +436,7 @@ def error_hint(etype: str, message: str) -> str | None:
         return 'pass SQL text to pandas instead: pd.read_sql("SELECT ...", db)'
     if etype == "NameError" and (m := _NOT_DEFINED.search(message)) and m.group(1) in _USUAL_IMPORTS:
         return f"add `{_USUAL_IMPORTS[m.group(1)]}` at the top of the code"
-    return None
+    return next((hint for types, pattern, hint in _API_CHANGES if etype in types and pattern.search(message)), None)
 
 
 def observation_message(formatted_blocks: list[str], skipped: int = 0) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 
+import pandas as pd
 import pytest
 from cave.runtimes.base import ExecError, Execution, VariableInfo
 
@@ -163,3 +164,35 @@ def test_a_long_function_signature_is_never_cut_in_the_prompt():
     for budget in (4000, 300):  # whole previews, and the one-line fallback of a tight budget
         prompt = prompts.render_system_prompt(infos, budget_tokens=budget, instructions="Solve it.")
         assert "insurance: str) -> str" in prompt, prompt
+
+
+@pytest.mark.parametrize(
+    "code, says",
+    [
+        ("from sklearn.metrics import mean_squared_error\nmean_squared_error([1, 2], [1, 3], squared=False)",
+         "root_mean_squared_error"),
+        ("df.append(df)", "pd.concat"),
+        ("list(df.a.iteritems())", ".items()"),
+        ("df.applymap(str)", "df.map(func)"),
+        ("df.a.mad()", "(s - s.mean()).abs().mean()"),
+        ("df.fillna(method='ffill')", ".ffill()"),
+        ("df.groupby('a').mean()", "numeric_only=True"),
+        ("df.b.mean()", "pd.to_numeric"),
+        ("from scipy.stats import binom_test", "binomtest"),
+    ],
+)  # fmt: skip
+def test_removed_apis_get_what_replaced_them(code, says):
+    # the errors of the installed pandas / scikit-learn / scipy, not strings copied from them: a change in the
+    # libraries' messages shows up here
+    pytest.importorskip("sklearn")
+    pytest.importorskip("scipy")
+    from cave.runtimes.inprocess import InProcessRuntime
+
+    from cave.prompts import format_execution
+
+    rt = InProcessRuntime()
+    rt.inject("df", pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}))
+    ex = rt.execute(code)
+    rt.close()
+    assert ex.error is not None, code
+    assert says in format_execution(ex), (code, ex.error.message)
