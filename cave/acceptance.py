@@ -38,8 +38,8 @@ class Acceptance:
     missing_outputs: Callable[[], Awaitable[list[str]]]
 
     async def hold(self, traj: Trajectory, value: Any, code: str, stderr: str) -> str | None:
-        """Why final_answer's ``value`` (sent by ``code``, which wrote ``stderr``) is not accepted yet; None:
-        accept it."""
+        """Why final_answer's ``value`` is not accepted yet (None: accept it). ``code``: the whole reply's code, all
+        its blocks (written together, before any ran); ``stderr``: what the answer's cell wrote."""
         missing = await self.missing_outputs() if traj.meta.get("held_for_outputs", 0) < 2 else []
         if missing:  # twice at most: then the answer stands and the run reports the missing output
             traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1

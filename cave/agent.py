@@ -509,7 +509,8 @@ class Agent:
                 record["checks"] = traj.meta["failed_checks"] = failures
             held = None
             if cell.final and not failures:
-                held = await self.acceptance.hold(traj, cell.value, cell.code, ex.stderr)
+                # the whole reply: its blocks were written together, before any of them ran
+                held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), ex.stderr)
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
                 text += "\n" + held
                 record["held"] = held.split(":", 1)[0]

@@ -336,6 +336,12 @@ def test_numbers_typed_into_the_answer_before_the_code_ran_go_back_once(sales):
     note = result.trajectory.steps[0].observation
     assert "numbers typed in (2.75)" in note and "final_answer({'total': total, 'mean': mean})" in note
     assert result.status == "success" and result.answer == {"total": 10, "mean": 2.5}
+    # DABench 14 again: the prints in one block, the typed answer in the next block of the same reply
+    split = (
+        "```python\nmean = float(sales.units.mean())\nprint(mean)\n```\n```python\nfinal_answer({'mean': 2.75})\n```"
+    )
+    two = agent_with([split, code("final_answer({'mean': mean})")], sales).run("Mean units.")
+    assert "numbers typed in (2.75)" in two.trajectory.steps[0].observation and two.answer == {"mean": 2.5}
     seen = [code("print(sales.units.sum(), sales.units.mean())"), code("final_answer({'total': 10, 'mean': 2.5})")]
     copied = agent_with(seen, sales).run("Total and mean units.")
     assert copied.status == "success" and len(copied.trajectory.steps) == 2  # copied from the output: accepted
