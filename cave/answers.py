@@ -208,6 +208,9 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
     ids = ids_for_names(task, value, given or {})
     if ids is not None:
         return Form([ids], value, False)
+    number = number_for_a_name(task, value, given or {})
+    if number is not None:
+        return Form([number], value, False)
     fixed, problems = _form_fix(task, None, value, "the answer", yes_no)
     return Form(problems, fixed, True)
 
@@ -365,6 +368,45 @@ def _answer_ids(pd: Any, value: Any) -> tuple[str | None, list[Any]] | None:
         and all(type(v).__name__.startswith("int") for v in value)
     ):
         return None, list(value)
+    return None
+
+
+def number_for_a_name(task: str, value: Any, given: Mapping[str, Any]) -> str | None:
+    """When the task asks which product (city, region, ...) and the answer is a number where a given table holds
+    them as text: a row label or a count came back instead of the thing (analyst product_rise: 0).
+
+    >>> import pandas as pd
+    >>> sales = pd.DataFrame({"product": ["phone", "monitor"], "units": [3, 5]})
+    >>> print(number_for_a_name("Which product rose most from Q1 to Q2?", 0, {"sales": sales}))
+    the task asks which product; the answer is the number 0, but `sales['product']` holds the products as text: answer with the product itself
+    >>> number_for_a_name("How many units per product?", 0, {"sales": sales}) is None
+    True
+    >>> number_for_a_name("Which product rose most?", "monitor", {"sales": sales}) is None
+    True
+    """
+    plain = _plain(value)
+    if isinstance(plain, bool) or not isinstance(plain, int | float):
+        return None
+    try:
+        import pandas as pd
+    except ImportError:
+        return None
+    for name, frame in given.items():
+        if not isinstance(frame, pd.DataFrame):
+            continue
+        for column in frame.columns[:200]:
+            if (
+                not isinstance(column, str)
+                or frame[column].dtype.kind not in "OTU"
+                and str(frame[column].dtype) != "str"
+            ):
+                continue
+            stem = re.sub(r"[_ ]?name$", "", column.lower()) or column.lower()
+            if len(stem) > 2 and re.search(rf"\b(?:which|what)\s+{re.escape(stem)}\b", task, re.I):
+                return (
+                    f"the task asks which {stem}; the answer is the number {plain!r}, but `{name}[{column!r}]` holds "
+                    f"the {stem}s as text: answer with the {stem} itself"
+                )
     return None
 
 

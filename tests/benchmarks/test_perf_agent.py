@@ -12,7 +12,10 @@ from cave.llm.base import Scripted
 
 
 def _answers(messages: list[dict]) -> str:
-    # one step per turn: answer from the live objects, so every turn succeeds
+    # one step per turn: answer from the live objects, so every turn succeeds (a name where a name is asked)
+    asked = [m["content"] for m in messages if m["role"] == "user"][-1]
+    if "Which region" in asked:
+        return "```python\nfinal_answer(str(sales.region.iloc[0]))\n```"
     return "```python\nfinal_answer(int(len(sales)))\n```"
 
 

@@ -357,6 +357,16 @@ def test_a_named_statistic_out_of_its_range_is_reviewed_and_cannot_stand_as_succ
     assert fixed.status == "success"
 
 
+def test_a_number_for_which_product_goes_back_once(sales):
+    # analyst product_rise: idxmax over a frame without the product as its index gave 0, accepted as the product
+    sales = sales.assign(product=["phone", "tv", "phone", "radio"])
+    replies = [code("final_answer(int(sales.units.idxmax()))"),
+               code("final_answer(sales.loc[sales.units.idxmax(), 'product'])")]  # fmt: skip
+    result = agent_with(replies, sales).run("Which product sold the most units in one order?")
+    assert "the task asks which product; the answer is the number 3" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == "radio"
+
+
 def test_yes_and_no_quoted_apart_are_words_asked_for_in_the_tasks_case(sales):
     # DABench 10: '"response" is a string that takes the value "yes" if the data follows a normal distribution,
     # and "no" if it does not'; the 1.5B sent numpy's True and it was accepted at once
