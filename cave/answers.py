@@ -395,11 +395,7 @@ def number_for_a_name(task: str, value: Any, given: Mapping[str, Any]) -> str | 
         if not isinstance(frame, pd.DataFrame):
             continue
         for column in frame.columns[:200]:
-            if (
-                not isinstance(column, str)
-                or frame[column].dtype.kind not in "OTU"
-                and str(frame[column].dtype) != "str"
-            ):
+            if not isinstance(column, str) or frame[column].dtype.kind not in "OTU":  # text: pandas' str is "O"
                 continue
             stem = re.sub(r"[_ ]?name$", "", column.lower()) or column.lower()
             if len(stem) > 2 and re.search(rf"\b(?:which|what)\s+{re.escape(stem)}\b", task, re.I):

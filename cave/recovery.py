@@ -20,6 +20,7 @@ Whether an answer has the form the task names (decimal places, "Yes"/"No", its k
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -295,8 +296,6 @@ def _with_suggested_column(line: str, message: str) -> str | None:
     >>> _with_suggested_column("x = 1", msg) is None
     True
     """
-    import ast
-
     m = _SUGGESTED.match(message.strip())
     if m is None or not line:
         return None
@@ -334,16 +333,10 @@ def typed_numbers(code: str, seen: str) -> list[str]:
     >>> typed_numbers("final_answer(s.quantile(0.95))", ""), typed_numbers("final_answer({'m': 40.82})", "40.8234")
     ([], [])
     """
-    import ast
-
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    found = _answer_call(code)
+    if found is None or len(found[0].body) < 2:  # an answer cell of its own is written after the output it copies
         return []
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "final_answer"]
-    if not calls or len(tree.body) < 2:  # an answer cell of its own is written after the output it copies
-        return []
-    call = max(calls, key=lambda n: (n.lineno, n.col_offset))
+    call = found[1]
     literals = [
         n for n in _answer_values([*call.args, *(k.value for k in call.keywords)])
         if type(n.value) is float and not n.value.is_integer()
@@ -361,11 +354,19 @@ def typed_numbers(code: str, seen: str) -> list[str]:
     return out
 
 
+def _answer_call(code: str) -> tuple[ast.Module, ast.Call] | None:
+    """The parsed code and its last ``final_answer(...)`` call in source order, or None."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "final_answer"]
+    return (tree, max(calls, key=lambda n: (n.lineno, n.col_offset))) if calls else None
+
+
 def _answer_values(nodes: list[Any]) -> list[Any]:
     """The constants that are the answer's values: the arguments themselves and what dicts, lists and tuples hold,
     not a parameter inside a computation (``quantile(0.95)``, ``round(x, 2)``)."""
-    import ast
-
     out = []
     for node in nodes:
         if isinstance(node, ast.Constant):
@@ -399,17 +400,12 @@ def typed_call(code: str) -> str | None:
     >>> typed_call("m = 1\\nfinal_answer({'mean': 15.45})") is None
     True
     """
-    import ast
-
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
+    found = _answer_call(code)
+    if found is None or not found[1].args or not isinstance(found[1].args[0], ast.Dict):
         return None
+    tree, call = found
     assigned = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "final_answer"]
-    if not calls or not calls[-1].args or not isinstance(calls[-1].args[0], ast.Dict):
-        return None
-    keys = [k.value if isinstance(k, ast.Constant) else None for k in calls[-1].args[0].keys]
+    keys = [k.value if isinstance(k, ast.Constant) else None for k in call.args[0].keys]
     if not keys or not all(isinstance(k, str) and k.isidentifier() and k in assigned for k in keys):
         return None
     return "final_answer({" + ", ".join(f"{k!r}: {k}" for k in keys) + "})"

@@ -375,7 +375,8 @@ def _entries_summary(obj: dict | list | tuple) -> str:
     numbers = []  # the plain numeric values, for "every value is the same"
     for key, value in items:
         plain = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value
-        if isinstance(plain, int | float) and not isinstance(plain, bool):
+        number = isinstance(plain, int | float) and not isinstance(plain, bool)
+        if number:
             numbers.append(plain)
         shown = repr(plain) if isinstance(plain, str | int | float | bool) else preview(value)
         line = f"  {key!r}: {type_name(value)} {shown[:160]}"
@@ -383,7 +384,7 @@ def _entries_summary(obj: dict | list | tuple) -> str:
             line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
         elif isinstance(obj, dict) and (rows := _table_rows(value)) > 1:  # a named answer is one value, rarely a table
             line += f" (WARNING: {key!r} is a whole table of {rows} rows, not one value)"
-        elif isinstance(plain, int | float) and not isinstance(plain, bool) and (bad := out_of_range(key, plain)):
+        elif number and (bad := out_of_range(key, plain)):
             line += f" (WARNING: {bad})"
         lines.append(line)
     if len(items) >= 3 and len(numbers) == len(items) and len({float(v) for v in numbers}) == 1:
