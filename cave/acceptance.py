@@ -97,6 +97,7 @@ class Acceptance:
             summary=summary,
             held_summary=traj.meta.get("held_summary", ""),
             lossy=coercion.LOSS_MARK in stderr,
+            given=self.given_tables(),
         )
 
 

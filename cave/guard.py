@@ -3,8 +3,9 @@
 ``final_answer = value`` is taken as the call it meant; a ``def`` of ``final_answer`` or of a function the
 session was given is dropped, and so is an import of one (``from tools import get_weather``: the model assumed
 a module); a given input that the code re-reads from disk, rebuilds or replaces with literal data keeps being
-the live object (the line runs as an alias, or is skipped), each with a note the model reads. Everything else
-runs as written.
+the live object (the line runs as an alias, or is skipped); ``.loc[0]`` on a frame just sorted (which picks the
+row labelled 0, not the top row) runs as ``.iloc[0]``. Each change comes with a note the model reads. Everything
+else runs as written.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["guard_code"]
+__all__ = ["guard_code", "positional_picks"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -44,6 +45,8 @@ def guard_code(
        database; ``items = pd.read_csv("items.csv")`` reads a file that is not there): the line becomes an alias
        of the live object. ``protected`` maps given names to their type names for this rule.
 
+    5. ``.loc[0]`` on a frame just reordered (``positional_picks``): runs as ``.iloc[0]``.
+
     Dropped lines become blank lines (tracebacks keep the model's line numbers); the notes say what changed.
 
     >>> code, notes = guard_code("def final_answer(x):\n    print(x)\nfinal_answer(1)")
@@ -71,6 +74,15 @@ def guard_code(
     >>> notes[0].startswith("`final_answer = ...` was taken as your answer")
     True
     """
+    code, picks = positional_picks(code)
+    code, notes = _guard_statements(code, protected, functions)
+    return code, notes + picks
+
+
+def _guard_statements(
+    code: str, protected: Iterable[str] | Mapping[str, str], functions: Iterable[str]
+) -> tuple[str, list[str]]:
+    """guard_code's rules 1-4 (the top-level statements)."""
     types = dict(protected) if isinstance(protected, Mapping) else {}
     protected = frozenset(protected)
     given = frozenset(functions) - {"final_answer"}
@@ -227,3 +239,97 @@ def _literal_data_call(value: object) -> bool:
         and isinstance(value.args[0], ast.Dict | ast.List)
         and len(getattr(value.args[0], "keys", None) or getattr(value.args[0], "elts", None) or []) > 0
     )
+
+
+_REORDERS = frozenset({"sort_values", "nlargest", "nsmallest"})
+_PICK_HINT = re.compile(r"\.loc\[\s*\d")
+
+
+def positional_picks(code: str) -> tuple[str, list[str]]:
+    """``.loc[0]`` (any integer label) on a frame or series that was just sorted runs as ``.iloc[0]``.
+
+    After ``sort_values`` (``nlargest``, ``nsmallest``) the index keeps the original labels, so ``.loc[0]`` picks
+    the row that came first before sorting: the top of the sorted result is ``.iloc[0]``. Small models write the
+    first and read a plausible wrong row. ``.loc[0, col]`` becomes ``.iloc[0][col]``. The frame counts as just
+    sorted when the chain under ``.loc`` reaches a sort before any ``reset_index``, or names a variable this
+    cell last assigned from such a chain. Assignments through ``.loc`` are left alone.
+
+    >>> positional_picks("top = df.sort_values('sales', ascending=False).loc[0, 'region']")[0]
+    "top = df.sort_values('sales', ascending=False).iloc[0]['region']"
+    >>> positional_picks("s = df.nlargest(3, 'x')\\nprint(s.loc[0])")[0]
+    "s = df.nlargest(3, 'x')\\nprint(s.iloc[0])"
+    >>> positional_picks("df.sort_values('x').reset_index(drop=True).loc[0]")[1]
+    []
+    >>> positional_picks("df.loc[0, 'x']")[1]
+    []
+    """
+    if not _PICK_HINT.search(code) or not any(r in code for r in _REORDERS):
+        return code, []
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code, []
+    assigned: dict[str, list[tuple[int, bool]]] = {}  # name -> (line, from a sort chain), for each assignment
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    assigned.setdefault(t.id, []).append((node.lineno, _sorted_chain(node.value, None)))
+
+    def sorted_name(name: str, line: int) -> bool:
+        before = [s for ln, s in sorted(assigned.get(name, [])) if ln < line]
+        return bool(before) and before[-1]
+
+    edits: list[tuple[int, int, int, str]] = []  # (line, start col, end col, new text), all on one line
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "loc"
+            and node.lineno == node.end_lineno
+            and _sorted_chain(node.value.value, lambda n, line=node.lineno: sorted_name(n, line))
+        ):
+            continue
+        index = node.slice
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        first = parts[0]
+        if not (isinstance(first, ast.Constant) and type(first.value) is int) or len(parts) > 2:
+            continue
+        attr = node.value
+        edits.append((attr.end_lineno or attr.lineno, attr.end_col_offset - 3, attr.end_col_offset, "iloc"))  # type: ignore[operator]
+        if len(parts) == 2 and first.end_lineno == parts[1].lineno:
+            edits.append((first.lineno, first.end_col_offset, parts[1].col_offset, "]["))  # type: ignore[arg-type]
+    if not edits:
+        return code, []
+    lines = code.splitlines()
+    for line, start, end, text in sorted(edits, reverse=True):
+        row = lines[line - 1].encode()  # ast columns are UTF-8 byte offsets
+        lines[line - 1] = (row[:start] + text.encode() + row[end:]).decode()
+    note = (
+        "`.loc[0]` on a sorted frame picks the row labelled 0 (the first row before sorting), not the top of the "
+        "sorted result: it ran as `.iloc[0]`."
+    )
+    return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), [note]
+
+
+def _sorted_chain(node: object, sorted_name: object) -> bool:
+    """Whether a method chain (``x.a(...)[k].b(...)``) sorts before any ``reset_index``, reading from its end;
+    a name at its root counts when ``sorted_name(name)`` says it holds a sorted result."""
+    import ast
+
+    while True:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr == "reset_index":
+                return False
+            if node.func.attr in _REORDERS:
+                return True
+            node = node.func.value
+        elif isinstance(node, ast.Attribute | ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Name):
+            return bool(sorted_name(node.id)) if callable(sorted_name) else False
+        else:
+            return False

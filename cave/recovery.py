@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from cave import prompts
-from cave.answers import asks_yes_no, form_problems
+from cave.answers import asks_yes_no, form_problems, number_for_a_name
 from cave.runtimes.base import VariableInfo
 from cave.trajectory import Step, Trajectory
 
@@ -514,7 +514,14 @@ def summary_warnings(summary: str) -> list[str]:
 
 
 def kept_problems(
-    held: Iterable[HeldFor], *, task: str, value: Any, summary: str, held_summary: str, lossy: bool
+    held: Iterable[HeldFor],
+    *,
+    task: str,
+    value: Any,
+    summary: str,
+    held_summary: str,
+    lossy: bool,
+    given: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """What is still wrong with an answer that was held once for each of ``held`` and then sent again.
 
@@ -522,7 +529,8 @@ def kept_problems(
     ``to_numeric`` and the same wrong 0.52) or by sending the same literal (453: four means, all 27.7). Its
     confirmation is no evidence, and the problems are facts about the answer, so they are re-checked on the answer
     itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``lossy`` whether
-    the cell that sent it dropped values in a coercion again.
+    the cell that sent it dropped values in a coercion again. ``given``: the session's tables, for the one
+    table-based form problem that stands re-checking (a number where the task asks which product).
 
     >>> kept_problems(["warning"], task="Mean of each", value={"a": 1.0, "b": 1.0, "c": 1.0},
     ...               summary="dict of 3: (WARNING: every value is the same)", held_summary="", lossy=False)
@@ -542,6 +550,9 @@ def kept_problems(
             )
         elif kind == "form":  # without the given tables: ids kept for names stand (the task may mean the ids)
             problems += form_problems(task, value).problems
+            number = number_for_a_name(task, value, given) if given else None
+            if number:  # a number is never the name of a product that the table holds as text
+                problems.append(number)
         elif kind == "warning":
             problems += [f"the answer still has a warning: {w}" for w in summary_warnings(summary)]
     return problems

@@ -238,6 +238,16 @@ def test_guard_notes_are_shown_after_the_output():
     assert obs.startswith("Observation:\nok\nNote: `df` was given to you")
 
 
+def test_loc_zero_on_a_sorted_frame_picks_the_top_row():
+    sales = pd.DataFrame({"region": ["north", "south", "east"], "total": [5, 9, 7]})
+    src = "top = sales.sort_values('total', ascending=False)\nfinal_answer(top.loc[0, 'region'])"
+    agent = make_agent([code(src)])
+    agent.runtime.inject("sales", sales)
+    result = agent.run("Which region sold most?")
+    assert result.answer == "south"  # .loc[0] would have been "north", the first row before sorting
+    assert "it ran as `.iloc[0]`" in result.trajectory.steps[0].observation
+
+
 class RecordingScripted(Scripted):
     """Scripted that also records the sampling arguments of each call."""
 

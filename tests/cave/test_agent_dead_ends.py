@@ -365,6 +365,9 @@ def test_a_number_for_which_product_goes_back_once(sales):
     result = agent_with(replies, sales).run("Which product sold the most units in one order?")
     assert "the task asks which product; the answer is the number 3" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer == "radio"
+    again = agent_with([replies[0]] * 2, sales).run("Which product sold the most units in one order?")
+    assert again.status == "failed_checks" and again.answer == 3  # the number sent again is still not a product
+    assert "the answer is the number 3" in again.trajectory.error
 
 
 def test_yes_and_no_quoted_apart_are_words_asked_for_in_the_tasks_case(sales):
