@@ -519,7 +519,7 @@ GAVE_UP_NOTE = (
     "asks. Fix that code (one small step, using the objects' real names) and call final_answer with the result."
 )
 LOSS_HELD_NOTE = (
-    "Not accepted yet: this answer was computed after a conversion turned values into NaN (the Note above), so "
+    "Not accepted yet: this answer was computed after a conversion (or pd.cut's bins) turned values into NaN (the Note above), so "
     "it leaves them out. If those values hold data the task needs, recover them and answer again; if they are "
     "truly missing, confirm with ```python\nfinal_answer(_final_answer)\n```."
 )

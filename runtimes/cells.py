@@ -278,8 +278,8 @@ class CellRunner:
                 if rewritten == code:
                     raise
                 tree = ast.parse(rewritten, filename)
-            if "coerce" in code and self._audits_coercion():
-                coercion.rewrite(tree)  # errors="coerce" calls say what they turned into NaN
+            if ("coerce" in code or "cut(" in code) and self._audits_coercion():
+                coercion.rewrite(tree)  # errors="coerce" and pd.cut calls say what they turned into NaN
             expr = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 node = tree.body.pop().value

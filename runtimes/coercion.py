@@ -3,6 +3,9 @@
 runs on what is left. A column of estimates written ``"298[110-510]"`` becomes 61% NaN, its max and its
 correlation come out wrong, and the run looks done.
 
+``pd.cut`` does the same to every value outside its bins: bins are closed on the right, so with
+``bins=[0, 12, 19, ...]`` an age of 0 falls in none and the "Child" mean leaves it out (DABench 6).
+
 The cell engine rewrites each such call to go through ``audited`` (found by name in the cell's builtins), which
 makes the call unchanged and, when non-empty values were lost, writes one note to the cell's stderr (the model
 reads it) with the count and examples. Nothing else changes: the result, errors and side effects are the call's.
@@ -13,6 +16,9 @@ reads it) with the count and examples. Nothing else changes: the result, errors 
 (True, "x = __cave_coerce__(pd.to_numeric, 1, df['a'], errors='coerce')")
 >>> rewrite(ast.parse("x = pd.to_numeric(df['a'])"))  # raising on bad values loses nothing silently
 False
+>>> tree = ast.parse("g = pd.cut(df.age, bins=[0, 12, 99])")
+>>> rewrite(tree), ast.unparse(tree)
+(True, 'g = __cave_coerce__(pd.cut, 1, df.age, bins=[0, 12, 99])')
 """
 
 from __future__ import annotations
@@ -23,15 +29,17 @@ from typing import Any
 
 __all__ = ["HELPER", "LOSS_MARK", "audited", "loss_note", "rewrite"]
 
-LOSS_MARK = 'errors="coerce") turned'  # in every note: how the agent knows an answer came from lossy data
+LOSS_MARK = "so they now count as missing"  # in every note: how the agent knows an answer came from lossy data
 HELPER = "__cave_coerce__"  # the name the rewritten calls use, from the cell's builtins
-FUNCTIONS = frozenset({"to_numeric", "to_datetime", "to_timedelta"})
+FUNCTIONS = frozenset({"to_numeric", "to_datetime", "to_timedelta"})  # lossy with errors="coerce"
+BINNING = frozenset({"cut"})  # lossy always: as pd.cut / pandas.cut
+_PANDAS = frozenset({"pd", "pandas"})
 EXAMPLES = 3
 
 
 def rewrite(tree: ast.Module) -> bool:
-    """Route every ``to_numeric/to_datetime/to_timedelta(..., errors="coerce")`` call in ``tree`` through the
-    helper, in place; True when something was rewritten."""
+    """Route every ``to_numeric/to_datetime/to_timedelta(..., errors="coerce")`` call and every ``pd.cut(...)``
+    in ``tree`` through the helper, in place; True when something was rewritten."""
     rewriter = _Rewriter()
     rewriter.visit(tree)
     if rewriter.changed:
@@ -49,7 +57,13 @@ class _Rewriter(ast.NodeTransformer):
         coerces = any(
             k.arg == "errors" and isinstance(k.value, ast.Constant) and k.value.value == "coerce" for k in node.keywords
         )
-        if name not in FUNCTIONS or not coerces:
+        binning = (
+            name in BINNING
+            and isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in _PANDAS
+        )
+        if not binning and (name not in FUNCTIONS or not coerces):
             return node
         self.changed = True
         helper = ast.Name(HELPER, ast.Load())
@@ -60,8 +74,9 @@ def audited(func: Any, line: int, *args: Any, **kwargs: Any) -> Any:
     """``func(*args, **kwargs)``, then a note on the cell's stderr if it turned non-empty values into NaN/NaT."""
     result = func(*args, **kwargs)
     try:
-        source = args[0] if args else kwargs.get("arg")
-        note = loss_note(getattr(func, "__name__", "to_numeric"), line, source, result)
+        source = args[0] if args else kwargs.get("arg", kwargs.get("x"))
+        binned = result[0] if isinstance(result, tuple) else result  # cut(..., retbins=True): (bins, edges)
+        note = loss_note(getattr(func, "__name__", "to_numeric"), line, source, binned)
         if note and _first_time(line, getattr(source, "name", None)):
             sys.stderr.write(note + "\n")
     except Exception:  # a note must never break the user's code
@@ -93,19 +108,27 @@ def loss_note(name: str, line: int, source: Any, result: Any) -> str | None:
     lost = ~empty & pd.isna(out)
     if not lost.any():
         return None
-    examples = list(dict.fromkeys(repr(v)[:40] for v in values[lost]))[:EXAMPLES]
-    missing, kind, fix = _WORDS.get(name, _WORDS["to_numeric"])
+    plain = (v.item() if isinstance(v, np.generic) else v for v in values[lost])  # 0.0, not np.float64(0.0)
+    examples = list(dict.fromkeys(repr(v)[:40] for v in plain))[:EXAMPLES]
     label = getattr(source, "name", None)
     of = f" of {label!r}" if isinstance(label, str) else ""
     counts = f"{int(lost.sum())} of {int((~empty).sum())} non-empty values{of}"
     if scalar:
         counts = f"the value {examples[0]} (and maybe more in a loop)"
         examples = []
+    eg = f", e.g. {', '.join(examples)}" if examples else ""
+    if name in BINNING:
+        return (
+            f"Note (line {line}): pd.cut turned {counts} into NaN{eg}: they fall in no bin (bins are closed on the "
+            f"right: a value equal to the lowest edge, or past the last, is in none), {LOSS_MARK} and every group leaves them out. If "
+            "they belong to a group, pass include_lowest=True or widen the bins; if leaving them out is meant, "
+            "keep going."
+        )
+    missing, kind, fix = _WORDS.get(name, _WORDS["to_numeric"])
     return (
-        f'Note (line {line}): {name}(errors="coerce") turned {counts} into {missing}'
-        + (f", e.g. {', '.join(examples)}" if examples else "")
-        + f". They are not {kind} as written, so they now count as missing and every result from them leaves "
-        f"them out. If they hold one, {fix}; if they are truly missing, keep going."
+        f'Note (line {line}): {name}(errors="coerce") turned {counts} into {missing}{eg}. They are not {kind} as '
+        f"written, {LOSS_MARK} and every result from them leaves them out. If they hold one, {fix}; if they are "
+        "truly missing, keep going."
     )
 
 

@@ -548,6 +548,21 @@ def test_an_answer_computed_after_a_lossy_coercion_is_held_once():
         assert result.trajectory.called_final_answer and not result.ok
 
 
+def test_a_mean_per_group_that_pd_cut_left_values_out_of_is_held_once():
+    # DABench 6: bins=[0, 12, ...] put no group on age 0 and the Child mean came out 31.54 for 31.09
+    people = pd.DataFrame({"age": [0.0, 8, 40, 70], "fare": [5.0, 15.0, 30.0, 50.0]})
+    binned = "import pandas as pd\ng = pd.cut(people.age, bins=[0, 12, 59, 200], labels=['child', 'adult', 'old'])\n"
+    lossy = code(binned + "final_answer(people.groupby(g, observed=True).fare.mean().round(2).to_dict())")
+    binned_all = binned.replace("200]", "200], include_lowest=True")
+    fixed = code(binned_all + "final_answer(people.groupby(g, observed=True).fare.mean().round(2).to_dict())")
+    agent = agent_with([lossy, fixed])
+    agent.runtime.inject("people", people)
+    result = agent.run("Mean fare of children (0-12), adults (13-59) and the old (60+)?")
+    first = result.trajectory.steps[0].observation
+    assert "pd.cut turned 1 of 4 non-empty values of 'age' into NaN, e.g. 0.0" in first and "Not accepted yet" in first
+    assert result.status == "success" and result.answer == {"child": 10.0, "adult": 30.0, "old": 50.0}
+
+
 # -- given functions: called, not described, redefined or imported -----------------------------------
 def _tool_agent(replies: list, **kw) -> tuple[Agent, list]:
     calls: list = []

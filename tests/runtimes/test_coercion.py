@@ -63,3 +63,21 @@ def test_nothing_is_said_when_nothing_is_lost_or_nothing_is_coerced(rt):
     assert rt.retrieve("c") == "zz" and rt.retrieve("a").tolist()[:3] == [298.0, 0.0, 13316.0]
     ex = rt.execute("pd.to_numeric(df, errors='coerce')")  # the call's own error, as without the audit
     assert ex.error is not None and ex.error.type == "TypeError" and "1-d array" in ex.error.message
+
+
+def test_values_outside_pd_cuts_bins_are_reported(rt):
+    # DABench 6: bins=[0, 12, 19, 59, inf] leave an age of 0 in no group (bins are closed on the right)
+    rt.inject("people", pd.DataFrame({"age": [0.0, 5, 15, 30, 70, None], "fare": [10, 20, 30, 40, 50, 60]}))
+    ex = rt.execute(
+        "import pandas as pd\n"
+        "people['group'] = pd.cut(people['age'], bins=[0, 12, 19, 59, float('inf')], labels=list('CTAE'))\n"
+        "people.groupby('group', observed=True).fare.mean().to_dict()"
+    )
+    assert ex.error is None and "'C': 20.0" in ex.result  # the call's result is untouched
+    assert "Note (line 2): pd.cut turned 1 of 5 non-empty values of 'age' into NaN, e.g. 0.0" in ex.stderr
+    assert "include_lowest=True" in ex.stderr
+    ex = rt.execute(
+        "a = pd.cut(people['age'], bins=[0, 12, 19, 59, float('inf')], include_lowest=True)\n"
+        "b, edges = pd.cut(people['age'], 3, retbins=True)"
+    )
+    assert ex.error is None and ex.stderr == "", ex.stderr
