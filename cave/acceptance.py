@@ -2,7 +2,8 @@
 
 An answer is held (sent back with a note, the run goes on) when a declared output is still missing, when the
 task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
-after a failed cell (giving up), when it holds numbers typed in that no output had shown, when it was computed
+after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code reads a
+hypothesis test backwards (``is_normal = p < 0.05``), when it was computed
 after a conversion dropped values, when it is not in the form the task names, or when it looks wrong enough to
 be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. When
 the task declares no checks, an answer that still has the problem it was held for ends the run
@@ -20,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cave import answers, prompts, recovery
+from cave import answers, hypothesis, prompts, recovery
 from cave.runtimes import coercion
 from cave.runtimes.describe import answer_summary
 from cave.trajectory import Trajectory
@@ -62,6 +63,12 @@ class Acceptance:
                 call = recovery.typed_call(code)
                 fix = prompts.TYPED_FIX.format(call=call) if call else ""
                 return prompts.TYPED_NOTE.format(numbers=", ".join(typed[:6]), fix=fix)
+        if self.review and not traj.meta.get("test_asked"):
+            backwards = hypothesis.backwards_note(code)
+            if backwards is not None:  # once: is_normal = p < 0.05 says the opposite of what the test found
+                traj.meta["test_asked"] = True
+                traj.meta["held_verdicts"] = hypothesis.verdicts(value)
+                return backwards
         if coercion.LOSS_MARK in stderr and not traj.meta.get("held_for_loss"):
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             await _held_for(traj, "loss", value)
@@ -83,13 +90,19 @@ class Acceptance:
             return prompts.review_note(traj.task, what)
         return None
 
-    async def kept(self, traj: Trajectory, value: Any, stderr: str) -> list[str]:
-        """The problems an answer was held for that the answer sent again still has (``recovery.kept_problems``)."""
+    async def kept(self, traj: Trajectory, value: Any, stderr: str, code: str = "") -> list[str]:
+        """The problems an answer was held for that the answer sent again still has (``recovery.kept_problems``);
+        ``code``: the code of the reply that sent it."""
+        problems = []
+        if traj.meta.get("test_asked"):  # the same verdict again, or code that still reads the test backwards
+            held = traj.meta.get("held_verdicts")
+            if hypothesis.backwards(code) or (held and hypothesis.verdicts(value) == held):
+                problems.append("the answer still reads the hypothesis test backwards (p < alpha rejects the null)")
         held = traj.meta.get("held_for")
         if not held:
-            return []
+            return problems
         summary = await asyncio.to_thread(answer_summary, value)
-        return await asyncio.to_thread(
+        return problems + await asyncio.to_thread(
             recovery.kept_problems,
             held,
             task=traj.task,

@@ -523,7 +523,7 @@ class Agent:
                 if self.checks:  # the task's own checks passed: they define success
                     traj.meta.pop("failed_checks", None)
                     traj.meta["checks"] = {"passed": sorted(self.checks)}
-                kept = [] if self.checks else await self.acceptance.kept(traj, cell.value, ex.stderr)
+                kept = [] if self.checks else await self.acceptance.kept(traj, cell.value, ex.stderr, code)
                 if kept:  # the answer stands, but not as a success: it still has what it was held for
                     traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
                     traj.error = "the answer kept problems it was held for: " + "; ".join(kept)

@@ -1,0 +1,194 @@
+"""A hypothesis test read backwards: ``is_normal = p < 0.05``.
+
+A p-value below alpha rejects the null hypothesis, so a name that states the null (normal, independent, equal,
+same, uniform) holds when the p-value is *at or above* alpha. Small models flip it: DABench 10 computed Shapiro's
+p, wrote ``is_normal = shapiro_result.pvalue < 0.05``, then answered "yes" for data that is not normal, and the run
+said ``success``. An eighth of DABench's dev questions are normality tests.
+
+``backwards(code)`` finds such lines in the code that sent an answer; the agent holds the answer once with a note
+that quotes them (``cave.acceptance``). It reads only the code: a comparison of a p-value with alpha (a constant
+up to 0.1, or a name like ``alpha``), through ``not``, ``bool()``, ``x if cond else y`` and ``if``/``else`` blocks,
+flowing into a variable or answer key whose name states the null hypothesis.
+
+>>> backwards("stat, p = shapiro(df.x)\\nis_normal = p < 0.05\\nfinal_answer({'is_normal': is_normal})")
+['line 2: `is_normal = p < 0.05`']
+>>> backwards("p = shapiro(df.x).pvalue\\nfinal_answer({'is_normal': 'yes' if p > 0.05 else 'no'})")
+[]
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+__all__ = ["BACKWARDS_NOTE", "backwards", "backwards_note", "null_word", "verdicts"]
+
+BACKWARDS_NOTE = (
+    "Not accepted yet: the code reads the hypothesis test backwards:\n{lines}\nA p-value below alpha rejects the "
+    "null hypothesis ({null}), so '{word}' holds when p >= alpha and does not hold when p < alpha. Fix the "
+    "comparison and call final_answer again."
+)
+
+_NULL = ("normal", "independen", "equal", "same", "uniform")  # token prefixes of what a null hypothesis states
+_NOT = ("not", "non", "reject", "signific", "differ", "abnormal", "unequal", "dependen")
+_P = re.compile(r"^(p|pv|pval|pvalue|pvals?|pvalues)$|p_?val", re.I)
+_ALPHA = re.compile(r"alpha|signific|^sig$|^level$", re.I)
+_YES = {"yes", "true", "normal", "y"}
+_NO = {"no", "false", "not normal", "n"}
+
+
+def _tokens(name: str) -> list[str]:
+    return [t.lower() for t in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if t]
+
+
+def null_word(name: str) -> str | None:
+    """The null hypothesis a name states ("normal" for ``is_normal``), or None (also for ``not_normal``).
+
+    >>> null_word("is_normal"), null_word("isNormal"), null_word("not_normal"), null_word("significant")
+    ('normal', 'normal', None, None)
+    """
+    tokens = _tokens(name)
+    if any(t.startswith(_NOT) for t in tokens):
+        return None
+    for t in tokens:
+        for word in _NULL:
+            if t.startswith(word):
+                return "independent" if word == "independen" else word
+    return None
+
+
+def _name(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _is_p(node: ast.AST) -> bool:
+    if isinstance(node, ast.Subscript):  # shapiro(x)[1], result[1]: a test's (statistic, p-value) pair
+        index = node.slice
+        return isinstance(index, ast.Constant) and index.value == 1
+    return bool(_P.search(_name(node))) and not _ALPHA.search(_name(node))
+
+
+def _is_alpha(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return type(node.value) is float and 0 < node.value <= 0.1
+    return bool(_ALPHA.search(_name(node)))
+
+
+def _when_below(node: ast.AST) -> bool | None:
+    """The truth of ``node`` when the p-value is below alpha (None: it does not depend on that, or unknown)."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        left, op, right = node.left, node.ops[0], node.comparators[0]
+        if _is_p(left) and _is_alpha(right):
+            return isinstance(op, ast.Lt | ast.LtE) if isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) else None
+        if _is_alpha(left) and _is_p(right):
+            return isinstance(op, ast.Gt | ast.GtE) if isinstance(op, ast.Lt | ast.LtE | ast.Gt | ast.GtE) else None
+        return None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = _when_below(node.operand)
+        return None if inner is None else not inner
+    if isinstance(node, ast.Call) and _name(node.func) == "bool" and len(node.args) == 1:
+        return _when_below(node.args[0])
+    if isinstance(node, ast.IfExp):
+        test = _when_below(node.test)
+        return None if test is None else _truth(node.body if test else node.orelse)
+    return None
+
+
+def _truth(node: ast.AST) -> bool | None:
+    """True for a constant that says yes (True, "yes", "normal"), False for one that says no, else None."""
+    if not isinstance(node, ast.Constant):
+        return None
+    if isinstance(node.value, bool):
+        return node.value
+    if isinstance(node.value, str):
+        word = node.value.strip().lower()
+        return True if word in _YES else False if word in _NO else None
+    return None
+
+
+def backwards_note(code: str) -> str | None:
+    """The note that holds an answer whose code reads a test backwards (None when it does not).
+
+    >>> print(backwards_note("is_normal = p < 0.05"))
+    Not accepted yet: the code reads the hypothesis test backwards:
+    - line 1: `is_normal = p < 0.05`
+    A p-value below alpha rejects the null hypothesis (the data is normal), so 'normal' holds when p >= alpha and does not hold when p < alpha. Fix the comparison and call final_answer again.
+    """
+    lines = backwards(code)
+    if not lines:
+        return None
+    word = next((w for w in map(null_word, re.findall(r"\w+", " ".join(lines))) if w), "normal")
+    null = {"normal": "the data is normal", "uniform": "the data is uniform"}.get(word, f"the groups are {word}")
+    return BACKWARDS_NOTE.format(lines="\n".join(f"- {x}" for x in lines), null=null, word=word)
+
+
+def backwards(code: str) -> list[str]:
+    """The lines of ``code`` where a name that states a null hypothesis is true exactly when p < alpha, each as
+    ``line N: `source```. Empty when there are none (or the code does not parse)."""
+    if "<" not in code and ">" not in code:
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found: dict[int, str] = {}
+
+    def flag(node: ast.AST) -> None:
+        text = ast.get_source_segment(code, node) or ast.unparse(node)
+        found.setdefault(node.lineno, f"line {node.lineno}: `{text.splitlines()[0][:120]}`")
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            named = any(isinstance(t, ast.Name) and null_word(t.id) for t in node.targets)
+            if named and _when_below(node.value):
+                flag(node)
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and null_word(key.value):
+                    if value is not None and _when_below(value):
+                        flag(value)
+        elif isinstance(node, ast.If):
+            below = _when_below(node.test)
+            if below is None:
+                continue
+            for branch, runs_below in ((node.body, below), (node.orelse, not below)):
+                for stmt in branch:  # a branch that runs when p < alpha must not say the null holds, and v.v.
+                    if (
+                        isinstance(stmt, ast.Assign)
+                        and any(isinstance(t, ast.Name) and null_word(t.id) for t in stmt.targets)
+                        and _truth(stmt.value) is runs_below
+                    ):
+                        test = ast.get_source_segment(code, node.test) or ast.unparse(node.test)
+                        found.setdefault(
+                            stmt.lineno,
+                            f"line {stmt.lineno}: `{ast.unparse(stmt)[:80]}` when `{test[:60]}` is {runs_below}",
+                        )
+    return [found[k] for k in sorted(found)]
+
+
+def verdicts(value: object) -> dict[str, bool] | None:
+    """What an answer says about null hypotheses: each key that states one (or ``""`` for a bare answer) mapped to
+    yes or no; None when it says nothing. A held answer sent again with the same verdicts kept its reading.
+
+    >>> verdicts({"is_normal": "Yes", "mean": 3.2}), verdicts(False), verdicts({"mean": 3.2})
+    ({'is_normal': True}, {'': False}, None)
+    """
+
+    def truth(v: object) -> bool | None:
+        v = v.item() if hasattr(v, "item") and not isinstance(v, str | bytes) else v  # numpy's bool_
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, str):
+            word = v.strip().lower()
+            return True if word in _YES else False if word in _NO else None
+        return None  # 1 and 0 are counts, not verdicts
+
+    if isinstance(value, dict):
+        out = {str(k): t for k, v in value.items() if null_word(str(k)) and (t := truth(v)) is not None}
+        return out or None
+    t = truth(value)
+    return None if t is None else {"": t}
