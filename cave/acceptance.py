@@ -2,8 +2,8 @@
 
 An answer is held (sent back with a note, the run goes on) when a declared output is still missing, when the
 task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
-after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code reads a
-hypothesis test backwards (``is_normal = p < 0.05``), when it was computed
+after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code misreads
+a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.misreadings``), when it was computed
 after a conversion dropped values, when it is not in the form the task names, or when it looks wrong enough to
 be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. When
 the task declares no checks, an answer that still has the problem it was held for ends the run
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cave import answers, hypothesis, prompts, recovery
+from cave import answers, misreadings, prompts, recovery
 from cave.runtimes import coercion
 from cave.runtimes.describe import answer_summary
 from cave.trajectory import Trajectory
@@ -63,12 +63,12 @@ class Acceptance:
                 call = recovery.typed_call(code)
                 fix = prompts.TYPED_FIX.format(call=call) if call else ""
                 return prompts.TYPED_NOTE.format(numbers=", ".join(typed[:6]), fix=fix)
-        if self.review and not traj.meta.get("test_asked"):
-            backwards = hypothesis.backwards_note(code)
-            if backwards is not None:  # once: is_normal = p < 0.05 says the opposite of what the test found
-                traj.meta["test_asked"] = True
-                traj.meta["held_verdicts"] = hypothesis.verdicts(value)
-                return backwards
+        if self.review and not traj.meta.get("misread_asked"):
+            misread = misreadings.note(code)
+            if misread is not None:  # once: is_normal = p < 0.05, or an MSE sent as the RMSE
+                traj.meta["misread_asked"] = True
+                traj.meta["held_misread"] = {"verdicts": misreadings.verdicts(value), "answer": repr(value)[:2000]}
+                return misread
         if coercion.LOSS_MARK in stderr and not traj.meta.get("held_for_loss"):
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             await _held_for(traj, "loss", value)
@@ -94,10 +94,12 @@ class Acceptance:
         """The problems an answer was held for that the answer sent again still has (``recovery.kept_problems``);
         ``code``: the code of the reply that sent it."""
         problems = []
-        if traj.meta.get("test_asked"):  # the same verdict again, or code that still reads the test backwards
-            held = traj.meta.get("held_verdicts")
-            if hypothesis.backwards(code) or (held and hypothesis.verdicts(value) == held):
-                problems.append("the answer still reads the hypothesis test backwards (p < alpha rejects the null)")
+        misread = traj.meta.get("held_misread")
+        if misread is not None:  # the same answer or verdict again, or code that still misreads the result
+            verdicts = misread["verdicts"]
+            same = repr(value)[:2000] == misread["answer"] or (verdicts and misreadings.verdicts(value) == verdicts)
+            if same or misreadings.found(code):
+                problems.append("the answer still misreads the result it was held for (see the note above)")
         held = traj.meta.get("held_for")
         if not held:
             return problems

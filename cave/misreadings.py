@@ -1,19 +1,26 @@
-"""A hypothesis test read backwards: ``is_normal = p < 0.05``.
+"""Code whose result means something other than the name it is given: a hypothesis test read backwards
+(``is_normal = p < 0.05``) and a mean squared error named RMSE.
 
 A p-value below alpha rejects the null hypothesis, so a name that states the null (normal, independent, equal,
 same, uniform) holds when the p-value is *at or above* alpha. Small models flip it: DABench 10 computed Shapiro's
 p, wrote ``is_normal = shapiro_result.pvalue < 0.05``, then answered "yes" for data that is not normal, and the run
-said ``success``. An eighth of DABench's dev questions are normality tests.
+said ``success``. An eighth of DABench's dev questions are normality tests. And RMSE is the square root of
+``mean_squared_error``: DABench 30 sent the MSE (131440262.76) as ``model_rmse`` after scikit-learn dropped
+``squared=False``.
 
-``backwards(code)`` finds such lines in the code that sent an answer; the agent holds the answer once with a note
-that quotes them (``cave.acceptance``). It reads only the code: a comparison of a p-value with alpha (a constant
-up to 0.1, or a name like ``alpha``), through ``not``, ``bool()``, ``x if cond else y`` and ``if``/``else`` blocks,
-flowing into a variable or answer key whose name states the null hypothesis.
+``found(code)`` lists such lines in the code that sent an answer; the agent holds the answer once with ``note``,
+which quotes them (``cave.acceptance``), and the same answer sent again ends ``failed_checks``. Only the code is
+read: for tests, a comparison of a p-value with alpha (a constant up to 0.1, or a name like ``alpha``), through
+``not``, ``bool()``, ``x if cond else y`` and ``if``/``else`` blocks, flowing into a variable or answer key whose
+name states the null hypothesis; for RMSE, a variable or answer key named rmse whose value is a
+``mean_squared_error(...)`` (directly, rounded, or through a variable) with no root taken.
 
 >>> backwards("stat, p = shapiro(df.x)\\nis_normal = p < 0.05\\nfinal_answer({'is_normal': is_normal})")
 ['line 2: `is_normal = p < 0.05`']
 >>> backwards("p = shapiro(df.x).pvalue\\nfinal_answer({'is_normal': 'yes' if p > 0.05 else 'no'})")
 []
+>>> unrooted("mse = mean_squared_error(y, p)\\nfinal_answer({'model_rmse': round(mse, 2)})")
+["line 2: `round(mse, 2)` is mean_squared_error's value"]
 """
 
 from __future__ import annotations
@@ -21,12 +28,17 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ["BACKWARDS_NOTE", "backwards", "backwards_note", "null_word", "verdicts"]
+__all__ = ["BACKWARDS_NOTE", "UNROOTED_NOTE", "backwards", "found", "note", "null_word", "unrooted", "verdicts"]
 
 BACKWARDS_NOTE = (
     "Not accepted yet: the code reads the hypothesis test backwards:\n{lines}\nA p-value below alpha rejects the "
     "null hypothesis ({null}), so '{word}' holds when p >= alpha and does not hold when p < alpha. Fix the "
     "comparison and call final_answer again."
+)
+UNROOTED_NOTE = (
+    "Not accepted yet: an RMSE that is not rooted:\n{lines}\nRMSE is the square root of the mean squared error: "
+    "use np.sqrt(mean_squared_error(y_true, y_pred)) (or sklearn.metrics.root_mean_squared_error) and call "
+    "final_answer again."
 )
 
 _NULL = ("normal", "independen", "equal", "same", "uniform")  # token prefixes of what a null hypothesis states
@@ -110,20 +122,94 @@ def _truth(node: ast.AST) -> bool | None:
     return None
 
 
-def backwards_note(code: str) -> str | None:
-    """The note that holds an answer whose code reads a test backwards (None when it does not).
+def found(code: str) -> list[str]:
+    """Every misreading in ``code``: tests read backwards, then RMSEs without the root."""
+    return backwards(code) + unrooted(code)
 
-    >>> print(backwards_note("is_normal = p < 0.05"))
+
+def note(code: str) -> str | None:
+    """The note that holds an answer whose code misreads a result (None when it does not).
+
+    >>> print(note("rmse = mean_squared_error(y, p)"))  # doctest: +ELLIPSIS
+    Not accepted yet: an RMSE that is not rooted:
+    - line 1: `rmse = mean_squared_error(y, p)` is mean_squared_error's value
+    RMSE is the square root ...
+    >>> print(note("is_normal = p < 0.05"))
     Not accepted yet: the code reads the hypothesis test backwards:
     - line 1: `is_normal = p < 0.05`
     A p-value below alpha rejects the null hypothesis (the data is normal), so 'normal' holds when p >= alpha and does not hold when p < alpha. Fix the comparison and call final_answer again.
     """
+    notes = []
+    rmse = unrooted(code)
+    if rmse:
+        notes.append(UNROOTED_NOTE.format(lines="\n".join(f"- {x}" for x in rmse)))
     lines = backwards(code)
-    if not lines:
-        return None
+    if lines:
+        notes.append(_backwards_note(lines))
+    return "\n".join(notes) or None
+
+
+def _backwards_note(lines: list[str]) -> str:
     word = next((w for w in map(null_word, re.findall(r"\w+", " ".join(lines))) if w), "normal")
     null = {"normal": "the data is normal", "uniform": "the data is uniform"}.get(word, f"the groups are {word}")
     return BACKWARDS_NOTE.format(lines="\n".join(f"- {x}" for x in lines), null=null, word=word)
+
+
+_RMSE = re.compile(r"rmse|root_?mean_?sq", re.I)
+_WRAPPERS = frozenset({"round", "float", "abs"})  # keep the value what it was
+
+
+def _mse_call(node: ast.AST) -> bool:
+    """``mean_squared_error(...)`` (any module path) without ``squared=False``."""
+    if not (isinstance(node, ast.Call) and _name(node.func) == "mean_squared_error"):
+        return False
+    return not any(k.arg == "squared" and isinstance(k.value, ast.Constant) and k.value.value is False
+                   for k in node.keywords)  # fmt: skip
+
+
+def _is_mse(node: ast.AST, names: set[str]) -> bool:
+    """Whether ``node`` is an MSE with no root: the call, a name assigned one, either rounded or cast."""
+    while isinstance(node, ast.Call) and _name(node.func) in _WRAPPERS and node.args:
+        node = node.args[0]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("round", "item"):
+        node = node.func.value  # mse.round(2), np.float64's .item()
+    return _mse_call(node) or (isinstance(node, ast.Name) and node.id in names)
+
+
+def unrooted(code: str) -> list[str]:
+    """The lines of ``code`` where a variable or answer key named rmse gets a mean squared error with no root
+    taken, each as ``line N: `source` is mean_squared_error's value``."""
+    if "mean_squared_error" not in code:
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    mse: set[str] = set()  # names assigned an MSE, in source order
+    out: dict[int, str] = {}
+    nodes = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Assign | ast.Dict)), key=lambda n: (n.lineno, n.col_offset)
+    )
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if not _is_mse(node.value, mse):
+                mse.difference_update(names)
+                continue
+            mse.update(names)
+            pairs = [(n, node) for n in names if _RMSE.search(n)]
+        else:
+            pairs = [
+                (k.value, v) for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and _RMSE.search(k.value)
+                and v is not None and _is_mse(v, mse)
+            ]  # fmt: skip
+        for _, where in pairs:
+            text = ast.get_source_segment(code, where) or ast.unparse(where)
+            out.setdefault(
+                where.lineno, f"line {where.lineno}: `{text.splitlines()[0][:120]}` is mean_squared_error's value"
+            )
+    return [out[k] for k in sorted(out)]
 
 
 def backwards(code: str) -> list[str]:

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 from cave.runtimes.inprocess import InProcessRuntime
 
-import cave.hypothesis
+import cave.misreadings
 from cave.agent import Agent
-from cave.hypothesis import backwards
+from cave.misreadings import backwards, unrooted
 from cave.llm.base import Scripted
 
 
 def test_doctests():
-    result = doctest.testmod(cave.hypothesis)
+    result = doctest.testmod(cave.misreadings)
     assert result.attempted > 0 and result.failed == 0
 
 
@@ -81,4 +81,52 @@ def test_an_answer_from_a_backwards_reading_is_held_once_and_the_fix_succeeds():
 def test_the_same_verdict_sent_again_is_not_a_success(again):
     result = _run([TEST + "final_answer({'is_normal': 'yes' if p < 0.05 else 'no'})", again])
     assert result.status == "failed_checks" and result.answer == {"is_normal": "yes"}
-    assert "reads the hypothesis test backwards" in result.trajectory.error
+    assert "misreads the result" in result.trajectory.error
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "rmse = mean_squared_error(y_test, y_pred)",
+        "from sklearn import metrics\nmodel_rmse = round(metrics.mean_squared_error(y, p), 2)",
+        "mse = mean_squared_error(y, p)\nfinal_answer({'model_rmse': round(mse, 2)})",
+        "final_answer({'RMSE': float(mean_squared_error(y, p))})",
+    ],
+)
+def test_an_mse_named_rmse_is_found(code):
+    assert unrooted(code)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "rmse = np.sqrt(mean_squared_error(y, p))",
+        "mse = mean_squared_error(y, p)\nrmse = mse ** 0.5\nfinal_answer({'rmse': rmse})",
+        "mse = mean_squared_error(y, p)\nfinal_answer({'mse': mse})",
+        "rmse = root_mean_squared_error(y, p)",
+        "mse = mean_squared_error(y, p)\nmse = np.sqrt(mse)\nfinal_answer({'rmse': mse})",
+    ],
+)
+def test_a_rooted_rmse_or_an_mse_named_mse_is_left_alone(code):
+    assert unrooted(code) == []
+
+
+def test_an_mse_sent_as_the_rmse_is_held_once_then_the_rooted_value_succeeds():
+    # DABench 30: `rmse = mean_squared_error(y_test, y_pred)` sent as model_rmse (131440262.76), `success`
+    fit = (
+        "from sklearn.linear_model import LinearRegression\nfrom sklearn.metrics import mean_squared_error\n"
+        "import numpy as np\nm = LinearRegression().fit(df[['x']], df['y'])\n"
+    )
+    df = pd.DataFrame({"x": [1.0, 2, 3, 4, 5], "y": [1.0, 3, 2, 5, 4]})
+    for second, status in (
+        ("final_answer({'rmse': round(float(np.sqrt(mean_squared_error(df.y, m.predict(df[['x']])))), 2)})", "success"),
+        ("final_answer(_final_answer)", "failed_checks"),
+    ):
+        first = fit + "final_answer({'rmse': round(mean_squared_error(df.y, m.predict(df[['x']])), 2)})"
+        agent = Agent(model=Scripted([f"```python\n{first}\n```", f"```python\n{fit}{second}\n```"]),
+                      runtime=InProcessRuntime())  # fmt: skip
+        agent.runtime.inject("df", df)
+        result = agent.run("Fit y on x with linear regression; report the RMSE rounded to 2 decimals.")
+        assert "an RMSE that is not rooted" in result.trajectory.steps[0].observation
+        assert result.status == status, result.trajectory.error
+        assert result.answer == ({"rmse": 0.85} if status == "success" else {"rmse": 0.72})  # MSE 0.72
