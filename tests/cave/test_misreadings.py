@@ -1,4 +1,5 @@
-"""A hypothesis test read backwards (``is_normal = p < 0.05``) is held once and cannot stand as a success."""
+"""Results misread by their code (a hypothesis test read backwards, an MSE named RMSE) are held once and cannot stand
+as a success."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from cave.runtimes.inprocess import InProcessRuntime
 
 import cave.misreadings
 from cave.agent import Agent
-from cave.misreadings import backwards, unrooted
 from cave.llm.base import Scripted
+from cave.misreadings import backwards, unrooted
 
 
 def test_doctests():
