@@ -392,7 +392,8 @@ def _entries_summary(obj: dict | list | tuple) -> str:
     return "\n".join(lines)
 
 
-# What a named statistic can be: a value outside is a wrong answer, whatever the task (DABench 34 sent a p-value
+# What a named statistic can be (no parentheses in the reasons: recovery.summary_warnings reads them back): a value
+# outside is a wrong answer, whatever the task (DABench 34 sent a p-value
 # of -0.13; 30 sent an RMSE that was the mean squared error). Matched on the words of the answer's name.
 _RANGES: list[tuple[re.Pattern[str], float, float, str]] = [
     (re.compile(r"(^|_)(p_?val(ue)?s?|pvalue)($|_)"), 0.0, 1.0, "a p-value is between 0 and 1"),
@@ -400,6 +401,9 @@ _RANGES: list[tuple[re.Pattern[str], float, float, str]] = [
      "a correlation coefficient is between -1 and 1"),
     (re.compile(r"(^|_)(std|sd|stdev|std_dev|standard_deviation|variance|mse|rmse|mae)($|_)"), 0.0, float("inf"),
      "it cannot be negative"),
+    (re.compile(r"(^|_)(accuracy|precision|recall|f1|f1_score|auc|roc_auc)($|_)"), 1e-9, 100.0,
+     "a score of 0 means no prediction was right: check the target column and the labels"),
+    (re.compile(r"(^|_)(r2|r_squared|r2_score|rsquared)($|_)"), float("-inf"), 1.0, "R-squared is at most 1"),
 ]  # fmt: skip
 
 
@@ -410,6 +414,8 @@ def out_of_range(key: Any, value: float) -> str | None:
     ("'p_value' is -0.13; a p-value is between 0 and 1", None, None)
     >>> out_of_range("model_rmse", -1.0)
     "'model_rmse' is -1.0; it cannot be negative"
+    >>> out_of_range("accuracy_score", 0.0)[:61], out_of_range("accuracy", 0.98), out_of_range("r2", -0.2)
+    ("'accuracy_score' is 0.0; a score of 0 means no prediction was", None, None)
     """
     if not isinstance(key, str) or value != value:
         return None

@@ -357,6 +357,14 @@ def test_a_named_statistic_out_of_its_range_is_reviewed_and_cannot_stand_as_succ
     assert fixed.status == "success"
 
 
+def test_an_accuracy_of_zero_is_reviewed_and_cannot_stand_as_success(sales):
+    # DABench 224: an accuracy of 0.0 from a wrong target column ended `success`
+    replies = [code("final_answer({'accuracy_score': 0.0})")] * 2
+    result = agent_with(replies, sales).run("Train a classifier on units; report its accuracy.")
+    assert "WARNING: 'accuracy_score' is 0.0; a score of 0 means no prediction" in result.trajectory.steps[0].observation
+    assert result.status == "failed_checks"
+
+
 def test_a_number_for_which_product_goes_back_once(sales):
     # analyst product_rise: idxmax over a frame without the product as its index gave 0, accepted as the product
     sales = sales.assign(product=["phone", "tv", "phone", "radio"])
