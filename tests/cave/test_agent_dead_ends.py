@@ -361,7 +361,9 @@ def test_an_accuracy_of_zero_is_reviewed_and_cannot_stand_as_success(sales):
     # DABench 224: an accuracy of 0.0 from a wrong target column ended `success`
     replies = [code("final_answer({'accuracy_score': 0.0})")] * 2
     result = agent_with(replies, sales).run("Train a classifier on units; report its accuracy.")
-    assert "WARNING: 'accuracy_score' is 0.0; a score of 0 means no prediction" in result.trajectory.steps[0].observation
+    assert (
+        "WARNING: 'accuracy_score' is 0.0; a score of 0 means no prediction" in result.trajectory.steps[0].observation
+    )
     assert result.status == "failed_checks"
 
 
