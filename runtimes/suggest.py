@@ -1,4 +1,7 @@
-"""What a missing column or attribute probably meant: "Did you mean 'avg. wait time'?" beside a KeyError.
+"""What a missing column or attribute probably meant: "Did you mean 'avg. wait time'?" beside a KeyError; and
+which column a text value came from when a model (or ``float()``) was fed text: "could not convert string to
+float: 'S.O.C. 14879'" happens when a whole frame goes into ``model.fit`` (DABench 7 dropped one text column per
+step, Name, then Ticket, then ran out of steps), so the error names the frame's text columns.
 
 Small models misspell the columns of wide, messily named tables (``df['avg.wait time']`` for
 ``'avg. wait time'``; ``df.fare`` for ``'Fare'``) and, told only ``KeyError: 'avg.wait time'``, try the same
@@ -18,6 +21,8 @@ from typing import Any
 __all__ = ["did_you_mean"]
 
 _NO_ATTR = re.compile(r"^'DataFrame' object has no attribute '([^']+)'$")
+_NOT_A_NUMBER = re.compile(r"could not convert string to float: '(.*)'$", re.S)
+_MAX_ROWS = 1_000_000
 _MAX_FRAMES = 50
 _MAX_COLUMNS = 2000
 
@@ -90,6 +95,8 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     """
     key = _missing_key(e)
     pd = sys.modules.get("pandas")
+    if pd is not None and isinstance(e, ValueError) and (m := _NOT_A_NUMBER.search(str(e))):
+        return _text_columns_hint(m.group(1), namespace, pd)
     if key is None or pd is None:
         return _attributes_hint(e)
     hits: dict[str, list[str]] = {}
@@ -119,6 +126,33 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     if owners:  # asked of a frame made from it: by_region['date'] where sales has date
         lines.append(f"{key!r} is a column of {', '.join(owners[:3])}.")
     return " ".join(lines) or None
+
+
+def _text_columns_hint(value: str, namespace: dict[str, Any], pd: Any) -> str | None:
+    """Which DataFrame's text column holds ``value`` (the text a number was expected from), and all its text
+    columns: a model was fed the whole frame, not the features the task names.
+
+    >>> import pandas as pd
+    >>> ns = {"df": pd.DataFrame({"Name": ["Ann", "Bo"], "Age": [3, 4], "Ticket": ["A/5", "S.O.C. 14879"]})}
+    >>> print(_text_columns_hint("S.O.C. 14879", ns, pd))
+    'S.O.C. 14879' is in df['Ticket'], a text column. df's text columns are 'Name', 'Ticket': use the features the task names (e.g. X = df[[...]]) and turn the text ones into numbers first (pd.get_dummies(X, columns=[...])), rather than dropping one column per error.
+    """
+    frames = [(n, v) for n, v in list(namespace.items()) if not n.startswith("_") and type(v) is pd.DataFrame]
+    for name, frame in frames[:_MAX_FRAMES]:
+        text = [
+            c
+            for c in list(frame.columns[:_MAX_COLUMNS])
+            if frame[c].dtype.kind in "OSU" or str(frame[c].dtype) in ("string", "str", "category")
+        ]
+        for column in text:
+            if bool((frame[column].iloc[:_MAX_ROWS].astype(str) == value).any()):
+                listed = ", ".join(repr(c) for c in text[:12]) + (", ..." if len(text) > 12 else "")
+                return (
+                    f"{value!r} is in {name}[{column!r}], a text column. {name}'s text columns are {listed}: use the "
+                    f"features the task names (e.g. X = {name}[[...]]) and turn the text ones into numbers first "
+                    "(pd.get_dummies(X, columns=[...])), rather than dropping one column per error."
+                )
+    return None
 
 
 def _close(key: str, columns: list[str]) -> list[str]:

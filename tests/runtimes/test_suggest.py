@@ -51,3 +51,18 @@ def test_a_column_of_another_frame_and_names_with_spaces_at_their_ends(rt):
     assert "Did you mean 'wait ' (a column of calls)?" in message
     assert "calls.columns = calls.columns.str.strip()" in message
     assert rt.execute("calls.columns = calls.columns.str.strip()\nassert calls['wait'].iloc[0] == '00:01:00'").ok
+
+
+def test_text_fed_to_a_model_names_the_frames_text_columns(rt):
+    # DABench 7: model.fit(whole frame) failed on 'Ball, Mrs. (Ada E Hall)', then on 'S.O.C. 14879', one per step
+    people = pd.DataFrame({"Name": ["Ball, Mrs.", "Bo"], "Age": [30.0, 4.0], "Ticket": ["S.O.C. 14879", "A/5"]})
+    rt.inject("people", people)
+    ex = rt.execute(
+        "from sklearn.linear_model import LinearRegression\nLinearRegression().fit(people.drop(columns='Name'), [0, 1])"
+    )
+    assert ex.error.type == "ValueError"
+    assert "'S.O.C. 14879' is in people['Ticket'], a text column. people's text columns are 'Name', 'Ticket'" in (
+        ex.error.message
+    )
+    assert "pd.get_dummies" in ex.error.traceback
+    assert "text column" not in rt.execute("float('abc')").error.message  # in no frame: the error as it was
