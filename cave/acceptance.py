@@ -4,7 +4,7 @@ An answer is held (sent back with a note, the run goes on) when a declared outpu
 task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
 after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code misreads
 a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.misreadings``), when it was computed
-after a conversion dropped values, when it is not in the form the task names, or when it looks wrong enough to
+after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North'), when it is not in the form the task names, or when it looks wrong enough to
 be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. When
 the task declares no checks, an answer that still has the problem it was held for ends the run
 ``failed_checks``, not ``success`` (``Acceptance.kept``): a small model's "confirmation" is no evidence. A task's
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cave import answers, misreadings, prompts, recovery
-from cave.runtimes import coercion
+from cave.runtimes import coercion, matches
 from cave.runtimes.describe import answer_summary
 from cave.trajectory import Trajectory
 
@@ -73,6 +73,10 @@ class Acceptance:
             traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
             await _held_for(traj, "loss", value)
             return prompts.LOSS_HELD_NOTE
+        if matches.MARK in stderr and not traj.meta.get("held_for_empty"):
+            traj.meta["held_for_empty"] = True  # once: the answer came from a filter that selected no row
+            await _held_for(traj, "empty", value)
+            return prompts.EMPTY_HELD_NOTE
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
@@ -112,6 +116,7 @@ class Acceptance:
             summary=summary,
             held_summary=traj.meta.get("held_summary", ""),
             lossy=coercion.LOSS_MARK in stderr,
+            empty=matches.MARK in stderr,
             given=self.given_tables(),
         )
 

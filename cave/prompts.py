@@ -523,6 +523,11 @@ LOSS_HELD_NOTE = (
     "it leaves them out. If those values hold data the task needs, recover them and answer again; if they are "
     "truly missing, confirm with ```python\nfinal_answer(_final_answer)\n```."
 )
+EMPTY_HELD_NOTE = (
+    "Not accepted yet: this answer was computed from a selection that matched nothing (the Note above), so it "
+    "counts or averages no rows. Look at the values (e.g. print(df[col].unique()[:20])), match what they hold and "
+    "answer again; if no row truly matches, confirm with ```python\nfinal_answer(_final_answer)\n```."
+)
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
     "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding, "

@@ -478,6 +478,25 @@ def answer_name(code: str) -> str | None:
     return calls[-1] if calls else None
 
 
+def _nothing(value: Any) -> bool:
+    """0, NaN, None or empty, or a dict/list of only such values: what a count or mean over no rows gives.
+
+    >>> _nothing(0), _nothing(float("nan")), _nothing({"n": 0, "m": None}), _nothing(3), _nothing("north")
+    (True, True, True, False, False)
+    """
+    if isinstance(value, dict):
+        return all(map(_nothing, value.values()))
+    if isinstance(value, list | tuple):
+        return all(map(_nothing, value))
+    if value is None:
+        return True
+    size = getattr(value, "size", None)
+    if isinstance(size, int) and getattr(value, "ndim", 0) >= 1:  # a Series or DataFrame (or an array)
+        return size == 0
+    plain = value.item() if hasattr(value, "item") else value
+    return isinstance(plain, int | float) and not isinstance(plain, bool) and (plain == 0 or plain != plain)
+
+
 def _has_bool(value: Any) -> bool:
     if isinstance(value, dict):
         return any(_has_bool(v) for v in value.values())
@@ -501,7 +520,7 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
 
 
-HeldFor = Literal["loss", "form", "warning"]
+HeldFor = Literal["loss", "empty", "form", "warning"]
 
 
 def summary_warnings(summary: str) -> list[str]:
@@ -521,6 +540,7 @@ def kept_problems(
     summary: str,
     held_summary: str,
     lossy: bool,
+    empty: bool = False,
     given: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """What is still wrong with an answer that was held once for each of ``held`` and then sent again.
@@ -529,7 +549,7 @@ def kept_problems(
     ``to_numeric`` and the same wrong 0.52) or by sending the same literal (453: four means, all 27.7). Its
     confirmation is no evidence, and the problems are facts about the answer, so they are re-checked on the answer
     itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``lossy`` whether
-    the cell that sent it dropped values in a coercion again. ``given``: the session's tables, for the one
+    the cell that sent it dropped values in a coercion again, ``empty`` whether a selection in it matched no row again. ``given``: the session's tables, for the one
     table-based form problem that stands re-checking (a number where the task asks which product).
 
     >>> kept_problems(["warning"], task="Mean of each", value={"a": 1.0, "b": 1.0, "c": 1.0},
@@ -548,6 +568,9 @@ def kept_problems(
             problems.append(
                 "the answer is the one computed after a conversion turned values into NaN; they were not recovered"
             )
+        elif kind == "empty" and (empty or summary == held_summary) and _nothing(value):
+            # only an answer of nothing (0, NaN, empty) is the empty selection's: a total of the other rows stands
+            problems.append("the answer is the one computed from a selection that matched no row")
         elif kind == "form":  # without the given tables: ids kept for names stand (the task may mean the ids)
             problems += form_problems(task, value).problems
             number = number_for_a_name(task, value, given) if given else None

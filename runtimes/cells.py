@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from cave.runtimes import coercion
+from cave.runtimes import coercion, matches
 from cave.runtimes.base import (
     ExecError,
     Execution,
@@ -209,7 +209,7 @@ def no_input(prompt: object = "") -> str:
     raise RuntimeError("input() is not available: no one is typing at this runtime. Use the variables you were given.")
 
 
-_BUILTINS = dict(vars(builtins), input=no_input, **{coercion.HELPER: coercion.audited})
+_BUILTINS = dict(vars(builtins), input=no_input, **{coercion.HELPER: coercion.audited, matches.HELPER: matches.matched})
 
 
 def fresh_namespace() -> dict[str, Any]:
@@ -280,6 +280,8 @@ class CellRunner:
                 tree = ast.parse(rewritten, filename)
             if ("coerce" in code or "cut(" in code) and self._audits_coercion():
                 coercion.rewrite(tree)  # errors="coerce" and pd.cut calls say what they turned into NaN
+            if matches.maybe(code) and self._audits_coercion():
+                matches.rewrite(tree)  # == 'north', .str.contains('Mar 2025'): say when they selected nothing
             expr = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 node = tree.body.pop().value

@@ -558,6 +558,37 @@ def test_an_answer_computed_after_a_lossy_coercion_is_held_once():
         assert result.trajectory.called_final_answer and not result.ok
 
 
+def test_an_answer_from_a_selection_that_matched_nothing_is_held_once():
+    # analyst march_signups: str.contains('Mar 2025') over ISO dates gave 0 signups, and `success`
+    signups = pd.DataFrame({"user_id": [1, 2, 3], "signup_date": ["2025-03-04", "2025-03-15", "2025-04-01"]})
+    guess = code("final_answer(len(signups[signups['signup_date'].str.contains('Mar 2025')]))")
+    fixed = code("final_answer(int(signups['signup_date'].str.startswith('2025-03').sum()))")
+    for second, status, answer in (
+        (fixed, "success", 2),
+        (code("final_answer(_final_answer)"), "failed_checks", 0),  # a confirmed 0 from nothing is no success
+    ):
+        agent = agent_with([guess, second])
+        agent.runtime.inject("signups", signups)
+        result = agent.run("How many users signed up in March 2025?")
+        first = result.trajectory.steps[0].observation
+        assert ".str.contains('Mar 2025') matched none of the 3 values" in first and "'2025-03-04'" in first
+        assert "Not accepted yet: this answer was computed from a selection that matched nothing" in first
+        assert result.status == status and result.answer == answer
+
+
+def test_a_total_beside_an_empty_selection_can_be_confirmed():
+    # no order was refunded: the total of the others is the answer, and confirming it stands
+    orders = pd.DataFrame({"status": ["paid", "paid"], "amount": [5.0, 7.0]})
+    total = code(
+        "refunds = orders[orders.status == 'refunded']\nfinal_answer(float(orders.amount.sum() - refunds.amount.sum()))"
+    )
+    agent = agent_with([total, code("final_answer(_final_answer)")])
+    agent.runtime.inject("orders", orders)
+    result = agent.run("Net revenue after refunds?")
+    assert "matched none" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == 12.0
+
+
 def test_a_mean_per_group_that_pd_cut_left_values_out_of_is_held_once():
     # DABench 6: bins=[0, 12, ...] put no group on age 0 and the Child mean came out 31.54 for 31.09
     people = pd.DataFrame({"age": [0.0, 8, 40, 70], "fare": [5.0, 15.0, 30.0, 50.0]})

@@ -1,0 +1,164 @@
+"""A filter that matched nothing, said out loud: ``signups['signup_date'].str.contains('Mar 2025')`` over dates
+written ``2025-03-04`` selects no row, and "how many users signed up in March?" comes back 0 with a ``success``
+(the analyst suite's march_signups). The same happens to ``df['region'] == 'north'`` on ``'North'``, to
+``df['year'] == '2024'`` on numbers, and to ``isin([...])`` with values spelled another way.
+
+The cell engine rewrites such comparisons (``==`` with a constant on one side, ``.str.contains/startswith/
+endswith/match/fullmatch(...)``, ``.isin([literals])``) to go through ``matched`` (found by name in the cell's
+builtins), which computes the same result and, when a pandas Series with values came out all False, writes one
+note to the cell's stderr with a few of the values it was compared against. Nothing else changes.
+
+>>> import ast
+>>> tree = ast.parse("n = (df['region'] == 'north').sum()")
+>>> rewrite(tree), ast.unparse(tree)
+(True, "n = __cave_match__(1, '==', df['region'], 'north').sum()")
+>>> tree = ast.parse("m = s.str.contains('Mar', case=False)")
+>>> rewrite(tree), ast.unparse(tree)
+(True, "m = __cave_match__(1, 'contains', s, 'Mar', case=False)")
+>>> rewrite(ast.parse("if i == 0 or j % 2 == 0:\\n    pass"))  # numbers against names or arithmetic: loops
+False
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from typing import Any
+
+__all__ = ["HELPER", "MARK", "empty_note", "matched", "maybe", "rewrite"]
+
+HELPER = "__cave_match__"  # the name the rewritten comparisons use, from the cell's builtins
+MARK = "matched none of"  # in every note: how the agent knows an answer came from an empty selection
+METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
+EXAMPLES = 5
+_HINT = re.compile(r"==|\.str\.|\.isin\(")
+
+
+def maybe(code: str) -> bool:
+    """Whether ``code`` may hold a comparison to audit (a cheap test before parsing)."""
+    return bool(_HINT.search(code))
+
+
+def rewrite(tree: ast.Module) -> bool:
+    """Route the comparisons that select rows by a value through the helper, in place; True when any was."""
+    rewriter = _Rewriter()
+    rewriter.visit(tree)
+    if rewriter.changed:
+        ast.fix_missing_locations(tree)
+    return rewriter.changed
+
+
+def _constant(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (str, int, float)
+
+
+def _literals(node: ast.AST) -> bool:
+    return isinstance(node, ast.List | ast.Tuple | ast.Set) and bool(node.elts) and all(map(_constant, node.elts))
+
+
+class _Rewriter(ast.NodeTransformer):
+    changed = False
+
+    def _helper(self, node: ast.AST, op: str, source: ast.expr, args: list[ast.expr], keywords: list) -> ast.AST:
+        self.changed = True
+        call = ast.Call(
+            ast.Name(HELPER, ast.Load()), [ast.Constant(node.lineno), ast.Constant(op), source, *args], keywords
+        )  # type: ignore[attr-defined]
+        return ast.copy_location(call, node)
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Eq):
+            return node
+        left, right = node.left, node.comparators[0]
+        if _constant(left) and not _constant(right):
+            left, right, op = right, left, "==r"  # 'north' == s: the constant on the left
+        else:
+            op = "=="
+        if not _constant(right) or _constant(left):
+            return node
+        # a str is compared with anything; a number only with a column (df['year'], df.year), never with a name
+        # or arithmetic: `j % 2 == 0` in a loop is not a filter, and auditing it would cost a call per pass
+        column = isinstance(left, ast.Attribute) or (
+            isinstance(left, ast.Subscript)
+            and isinstance(left.slice, ast.Constant)
+            and isinstance(left.slice.value, str)
+        )
+        if not isinstance(right.value, str) and not column:  # type: ignore[attr-defined]
+            return node
+        return self._helper(node, op, left, [right], [])
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if not isinstance(func, ast.Attribute):
+            return node
+        if func.attr in METHODS and isinstance(func.value, ast.Attribute) and func.value.attr == "str" and node.args:
+            return self._helper(node, func.attr, func.value.value, list(node.args), node.keywords)
+        if func.attr == "isin" and len(node.args) == 1 and not node.keywords and _literals(node.args[0]):
+            return self._helper(node, "isin", func.value, list(node.args), [])
+        return node
+
+
+def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
+    """The comparison itself, then a note on the cell's stderr if a Series with values matched none of them."""
+    if op == "==":
+        result = source == args[0]
+        if result is True or result is False:  # plain Python values (a loop's dict items): the fast way out
+            return result
+    elif op == "==r":
+        result = args[0] == source
+    elif op == "isin":
+        result = source.isin(*args)
+    else:
+        result = getattr(source.str, op)(*args, **kwargs)
+    try:
+        note = empty_note(op, line, source, args[0] if args else None, result)
+        if note:
+            from cave.runtimes.coercion import _first_time
+
+            if _first_time(line, getattr(source, "name", None)):
+                sys.stderr.write(note + "\n")
+    except Exception:  # a note must never break the user's code
+        pass
+    return result
+
+
+def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str | None:
+    """The note for a comparison over a Series that selected nothing (None when something matched).
+
+    >>> import pandas as pd
+    >>> s = pd.Series(["2025-03-04", "03/15/2025", None], name="signup_date")
+    >>> print(empty_note("contains", 2, s, "Mar 2025", s.str.contains("Mar 2025")))  # doctest: +ELLIPSIS
+    Note (line 2): .str.contains('Mar 2025') matched none of the 2 values of 'signup_date'; they look like '2025-03-04', '03/15/2025'. ...
+    >>> empty_note("==", 1, s, "03/15/2025", s == "03/15/2025") is None
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(source, pd.Series) or not isinstance(result, pd.Series) or len(result) == 0:
+        return None
+    if result.dtype.kind != "b" and "bool" not in str(result.dtype):
+        return None
+    if bool(result.fillna(False).any()):
+        return None
+    values = source.dropna()
+    if len(values) == 0:
+        return None
+    shown = list(dict.fromkeys(repr(v.item() if hasattr(v, "item") else v)[:40] for v in values.iloc[:5000]))
+    label = f" of {source.name!r}" if isinstance(source.name, str) else ""
+    what = {"==": f"== {value!r}", "==r": f"== {value!r}", "isin": f".isin({value!r})"}.get(op, f".str.{op}({value!r})")
+    text = values.dtype.kind in "OSUT" or str(values.dtype) in ("string", "str")
+    if isinstance(value, int | float) and text:
+        fix = f"They are text: compare with {str(value)!r}, or convert the column first."
+    elif isinstance(value, str) and values.dtype.kind in "iuf" and re.fullmatch(r"-?\d+(\.\d+)?", value.strip()):
+        fix = f"They are numbers: compare with {value.strip()} (no quotes)."
+    else:
+        fix = (
+            "Match what the values hold (their case, spaces and format; parse dates with "
+            "pd.to_datetime(..., format='mixed') and compare .dt.month / .dt.year); if no row truly matches, keep going."
+        )
+    return (
+        f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; they look like "
+        f"{', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}. {fix}"
+    )

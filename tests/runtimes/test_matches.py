@@ -1,0 +1,71 @@
+"""A selection that matched nothing says so on the cell's stderr (cave.runtimes.matches), where the cell ran."""
+
+from __future__ import annotations
+
+import doctest
+
+import pandas as pd
+import pytest
+from cave.runtimes import matches
+
+SIGNUPS = pd.DataFrame(
+    {
+        "signup_date": ["2025-03-04", "03/15/2025", "March 3, 2025", None],
+        "region": ["North", "South", "north", "East"],
+        "year": [2024, 2025, 2024, 2023],
+        "year_text": ["2024", "2025", "2024", "2023"],
+    }
+)
+
+
+@pytest.fixture(params=["inprocess", "kernel"])
+def rt(request):
+    if request.param == "inprocess":
+        from cave.runtimes.inprocess import InProcessRuntime
+
+        runtime = InProcessRuntime()
+    else:
+        from cave.runtimes.kernel import KernelRuntime
+
+        runtime = KernelRuntime()
+    runtime.inject("signups", SIGNUPS)
+    yield runtime
+    runtime.close()
+
+
+def test_doctests():
+    assert doctest.testmod(matches).failed == 0
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("n = len(signups[signups['signup_date'].str.contains('Mar 2025')])", ".str.contains('Mar 2025') matched none"),
+        ("n = int((signups['region'] == 'West').sum())", "== 'West' matched none of the 4 values of 'region'"),
+        ("n = int(('West' == signups.region).sum())", "== 'West' matched none"),
+        ("n = len(signups[signups.region.isin(['west', 'WEST'])])", ".isin(['west', 'WEST']) matched none"),
+        ("n = int((signups.year == '2024').sum())", "They are numbers: compare with 2024 (no quotes)"),
+        ("n = int((signups.year_text == 2024).sum())", "They are text: compare with '2024'"),
+    ],
+)
+def test_a_selection_that_matched_nothing_is_reported_and_the_result_is_unchanged(rt, code, said):
+    ex = rt.execute(code)
+    assert ex.error is None and rt.retrieve("n") == 0
+    assert said in ex.stderr and "they look like" in ex.stderr and ex.stderr.count("Note (line 1)") == 1
+
+
+def test_nothing_is_said_when_something_matched_or_nothing_was_a_series(rt):
+    ex = rt.execute(
+        "a = int((signups['region'] == 'North').sum())\n"
+        "b = int(signups.region.str.lower().eq('north').sum())\n"
+        "c = 0\n"
+        "for i in range(5):\n"
+        "    if i == 3:\n"
+        "        c += 1\n"
+        "d = 'x' == 'y'\n"
+        "e = signups.region.str.contains('orth').sum()"
+    )
+    assert ex.error is None and ex.stderr == "", ex.stderr
+    assert [rt.retrieve(k) for k in "abcd"] == [1, 2, 1, False] and rt.retrieve("e") == 2
+    ex = rt.execute("signups.nope.str.contains('x')")  # the comparison's own error, as without the audit
+    assert ex.error.type == "AttributeError" and "nope" in ex.error.message
