@@ -4,7 +4,7 @@ An answer is held (sent back with a note, the run goes on) when a declared outpu
 task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
 after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code misreads
 a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.misreadings``), when it was computed
-after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North'), when it is not in the form the task names, or when it looks wrong enough to
+after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North') or picked from a wide tie, when it is not in the form the task names, or when it looks wrong enough to
 be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. When
 the task declares no checks, an answer that still has the problem it was held for ends the run
 ``failed_checks``, not ``success`` (``Acceptance.kept``): a small model's "confirmation" is no evidence. A task's
@@ -77,6 +77,10 @@ class Acceptance:
             traj.meta["held_for_empty"] = True  # once: the answer came from a filter that selected no row
             await _held_for(traj, "empty", value)
             return prompts.EMPTY_HELD_NOTE
+        if matches.TIE_MARK in stderr and not traj.meta.get("held_for_tie"):
+            traj.meta["held_for_tie"] = True  # once: idxmax picked the first of many equal counts
+            await _held_for(traj, "tie", value)
+            return prompts.TIE_HELD_NOTE
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
@@ -117,6 +121,7 @@ class Acceptance:
             held_summary=traj.meta.get("held_summary", ""),
             lossy=coercion.LOSS_MARK in stderr,
             empty=matches.MARK in stderr,
+            tied=matches.TIE_MARK in stderr,
             given=self.given_tables(),
         )
 

@@ -528,6 +528,11 @@ EMPTY_HELD_NOTE = (
     "counts or averages no rows. Look at the values (e.g. print(df[col].unique()[:20])), match what they hold and "
     "answer again; if no row truly matches, confirm with ```python\nfinal_answer(_final_answer)\n```."
 )
+TIE_HELD_NOTE = (
+    "Not accepted yet: this answer was picked from a wide tie (the Note above): idxmax/idxmin took the first of "
+    "many equal entries, so it says nothing about the task. Group by what the task asks about, look at the "
+    "counts, and answer again."
+)
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
     "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding, "

@@ -520,7 +520,7 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
 
 
-HeldFor = Literal["loss", "empty", "form", "warning"]
+HeldFor = Literal["loss", "empty", "tie", "form", "warning"]
 
 
 def summary_warnings(summary: str) -> list[str]:
@@ -541,6 +541,7 @@ def kept_problems(
     held_summary: str,
     lossy: bool,
     empty: bool = False,
+    tied: bool = False,
     given: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """What is still wrong with an answer that was held once for each of ``held`` and then sent again.
@@ -549,7 +550,7 @@ def kept_problems(
     ``to_numeric`` and the same wrong 0.52) or by sending the same literal (453: four means, all 27.7). Its
     confirmation is no evidence, and the problems are facts about the answer, so they are re-checked on the answer
     itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``lossy`` whether
-    the cell that sent it dropped values in a coercion again, ``empty`` whether a selection in it matched no row again. ``given``: the session's tables, for the one
+    the cell that sent it dropped values in a coercion again, ``empty`` whether a selection in it matched no row again, ``tied`` whether it picked from a wide tie again. ``given``: the session's tables, for the one
     table-based form problem that stands re-checking (a number where the task asks which product).
 
     >>> kept_problems(["warning"], task="Mean of each", value={"a": 1.0, "b": 1.0, "c": 1.0},
@@ -571,6 +572,8 @@ def kept_problems(
         elif kind == "empty" and (empty or summary == held_summary) and _nothing(value):
             # only an answer of nothing (0, NaN, empty) is the empty selection's: a total of the other rows stands
             problems.append("the answer is the one computed from a selection that matched no row")
+        elif kind == "tie" and (tied or summary == held_summary):
+            problems.append("the answer is still the first of many tied entries, not what the task asks about")
         elif kind == "form":  # without the given tables: ids kept for names stand (the task may mean the ids)
             problems += form_problems(task, value).problems
             number = number_for_a_name(task, value, given) if given else None

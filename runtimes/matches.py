@@ -1,4 +1,6 @@
-"""A filter that matched nothing, said out loud: ``signups['signup_date'].str.contains('Mar 2025')`` over dates
+"""Selections that pick nothing real, said out loud: a filter that matched no row, and an idxmax over a wide tie.
+
+A filter that matched nothing: ``signups['signup_date'].str.contains('Mar 2025')`` over dates
 written ``2025-03-04`` selects no row, and "how many users signed up in March?" comes back 0 with a ``success``
 (the analyst suite's march_signups). The same happens to ``df['region'] == 'north'`` on ``'North'``, to
 ``df['year'] == '2024'`` on numbers, and to ``isin([...])`` with values spelled another way.
@@ -7,6 +9,11 @@ The cell engine rewrites such comparisons (``==`` with a constant on one side, `
 endswith/match/fullmatch(...)``, ``.isin([literals])``) to go through ``matched`` (found by name in the cell's
 builtins), which computes the same result and, when a pandas Series with values came out all False, writes one
 note to the cell's stderr with a few of the values it was compared against. Nothing else changes.
+
+An idxmax over a wide tie: ``requests.groupby('timestamp').size()`` makes one group per timestamp, all of size
+1, and ``.idxmax()`` picks the first; "what hour gets the most requests?" came back 2 for 9 (analyst
+busiest_hour). ``.idxmax()`` / ``.idxmin()`` of a Series go through the same helper, which notes a tie of at least
+3 entries that is at least a fifth of them: the grouping is finer than the question.
 
 >>> import ast
 >>> tree = ast.parse("n = (df['region'] == 'north').sum()")
@@ -26,13 +33,15 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["HELPER", "MARK", "empty_note", "matched", "maybe", "rewrite"]
+__all__ = ["HELPER", "MARK", "TIE_MARK", "empty_note", "matched", "maybe", "rewrite", "tie_note"]
 
 HELPER = "__cave_match__"  # the name the rewritten comparisons use, from the cell's builtins
 MARK = "matched none of"  # in every note: how the agent knows an answer came from an empty selection
+TIE_MARK = "entries tied at"  # in every tie note
 METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
 EXAMPLES = 5
-_HINT = re.compile(r"==|\.str\.|\.isin\(")
+_HINT = re.compile(r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(")
+PICKS = frozenset({"idxmax", "idxmin"})
 
 
 def maybe(code: str) -> bool:
@@ -98,6 +107,8 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper(node, func.attr, func.value.value, list(node.args), node.keywords)
         if func.attr == "isin" and len(node.args) == 1 and not node.keywords and _literals(node.args[0]):
             return self._helper(node, "isin", func.value, list(node.args), [])
+        if func.attr in PICKS and not node.args:
+            return self._helper(node, func.attr, func.value, [], node.keywords)
         return node
 
 
@@ -111,10 +122,15 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         result = args[0] == source
     elif op == "isin":
         result = source.isin(*args)
+    elif op in PICKS:
+        result = getattr(source, op)(**kwargs)
     else:
         result = getattr(source.str, op)(*args, **kwargs)
     try:
-        note = empty_note(op, line, source, args[0] if args else None, result)
+        if op in PICKS:
+            note = tie_note(op, line, source, kwargs)
+        else:
+            note = empty_note(op, line, source, args[0] if args else None, result)
         if note:
             from cave.runtimes.coercion import _first_time
 
@@ -161,4 +177,32 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     return (
         f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; they look like "
         f"{', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}. {fix}"
+    )
+
+
+def tie_note(op: str, line: int, source: Any, kwargs: dict[str, Any] | None = None) -> str | None:
+    """The note for an idxmax/idxmin of a Series whose extreme is shared by many entries (None otherwise).
+
+    >>> import pandas as pd
+    >>> per_timestamp = pd.Series([1, 1, 1, 1, 1], index=pd.date_range("2025-01-01 02:00", periods=5, freq="min"))
+    >>> print(tie_note("idxmax", 4, per_timestamp))  # doctest: +ELLIPSIS
+    Note (line 4): idxmax() picked the first of 5 entries tied at 1 (of 5): ...
+    >>> tie_note("idxmax", 1, pd.Series([3, 9, 9, 1])) is None  # two winners: a real tie, the task decides
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(source, pd.Series) or len(source) < 3:
+        return None
+    values = source.dropna()
+    if len(values) < 3 or values.dtype.kind not in "iufb":
+        return None
+    extreme = values.max() if op == "idxmax" else values.min()
+    tied = int((values == extreme).sum())
+    if tied < 3 or tied * 5 < len(values):
+        return None
+    shown = extreme.item() if hasattr(extreme, "item") else extreme
+    return (
+        f"Note (line {line}): {op}() picked the first of {tied} {TIE_MARK} {shown!r} (of {len(values)}): so many ties "
+        "usually mean the grouping is finer than the question (one group per timestamp or id, each of one row); "
+        "group by what the task asks about (e.g. df['timestamp'].dt.hour) and look at the counts first."
     )

@@ -576,6 +576,21 @@ def test_an_answer_from_a_selection_that_matched_nothing_is_held_once():
         assert result.status == status and result.answer == answer
 
 
+def test_an_answer_picked_from_a_wide_tie_is_held_once():
+    # analyst busiest_hour: groupby('timestamp').size() is 1 per timestamp; idxmax took the first (hour 2, not 9)
+    stamps = pd.to_datetime(["2025-01-01 02:00", "2025-01-01 09:00", "2025-01-01 09:30", "2025-01-02 09:10"])
+    requests = pd.DataFrame({"timestamp": stamps})
+    fine = code("final_answer(int(requests.groupby('timestamp').size().idxmax().hour))")
+    hourly = code("final_answer(int(requests['timestamp'].dt.hour.value_counts().idxmax()))")
+    for second, status, answer in ((hourly, "success", 9), (code("final_answer(_final_answer)"), "failed_checks", 2)):
+        agent = agent_with([fine, second])
+        agent.runtime.inject("requests", requests)
+        result = agent.run("What hour of the day gets the most requests?")
+        first = result.trajectory.steps[0].observation
+        assert "idxmax() picked the first of 4 entries tied at 1 (of 4)" in first and "Not accepted yet" in first
+        assert result.status == status and result.answer == answer
+
+
 def test_a_total_beside_an_empty_selection_can_be_confirmed():
     # no order was refunded: the total of the others is the answer, and confirming it stands
     orders = pd.DataFrame({"status": ["paid", "paid"], "amount": [5.0, 7.0]})

@@ -69,3 +69,10 @@ def test_nothing_is_said_when_something_matched_or_nothing_was_a_series(rt):
     assert [rt.retrieve(k) for k in "abcd"] == [1, 2, 1, False] and rt.retrieve("e") == 2
     ex = rt.execute("signups.nope.str.contains('x')")  # the comparison's own error, as without the audit
     assert ex.error.type == "AttributeError" and "nope" in ex.error.message
+
+
+def test_an_idxmax_over_a_wide_tie_is_reported(rt):
+    ex = rt.execute("top = signups.groupby('signup_date').size().idxmax()\nbest = signups.year.idxmax()")
+    assert ex.error is None and rt.retrieve("top") == "03/15/2025" and rt.retrieve("best") == 1
+    assert "Note (line 1): idxmax() picked the first of 3 entries tied at 1 (of 3)" in ex.stderr
+    assert "line 2" not in ex.stderr  # one maximum: nothing to say
