@@ -209,7 +209,14 @@ def no_input(prompt: object = "") -> str:
     raise RuntimeError("input() is not available: no one is typing at this runtime. Use the variables you were given.")
 
 
-_BUILTINS = dict(vars(builtins), input=no_input, **{coercion.HELPER: coercion.audited, matches.HELPER: matches.matched})
+_AUDITS = {coercion.HELPER: coercion.audited, matches.HELPER: matches.matched}
+# Cells call the audit helpers by name from their builtins. A function defined in a cell and carried to another
+# process (retrieve, dill) still calls them there, so every process that imports the runtimes can resolve them
+# (the kernel's cells find them this way too).
+for _name, _helper in _AUDITS.items():
+    if getattr(builtins, _name, None) is None:
+        setattr(builtins, _name, _helper)
+_BUILTINS = dict(vars(builtins), input=no_input, **_AUDITS)
 
 
 def fresh_namespace() -> dict[str, Any]:

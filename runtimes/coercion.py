@@ -148,8 +148,8 @@ def _first_time(line: int, label: Any) -> bool:
     from cave.runtimes.cells import CAPTURE
 
     cap = CAPTURE.get()
-    if cap is None:
-        return True
+    if cap is None:  # outside a cell: a function carried out of the runtime, called by its host; no one to tell
+        return False
     key = (line, label if isinstance(label, str | int) else None)
     if key in cap.noted:
         return False

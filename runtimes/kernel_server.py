@@ -94,11 +94,8 @@ class _KernelServer:
     """The kernel's end of the control channel: requests run on the kernel's main thread."""
 
     def __init__(self, shell: Any) -> None:
-        from cave.runtimes import coercion, matches
-        from cave.runtimes.cells import CellRunner
+        from cave.runtimes.cells import CellRunner  # installs the audit helpers in builtins: the cells find them
 
-        setattr(builtins, coercion.HELPER, coercion.audited)  # the kernel's own process: its cells find it
-        setattr(builtins, matches.HELPER, matches.matched)
         self.shell = shell
         self.runner = CellRunner(
             shell.user_ns,

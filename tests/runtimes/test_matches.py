@@ -76,3 +76,17 @@ def test_an_idxmax_over_a_wide_tie_is_reported(rt):
     assert ex.error is None and rt.retrieve("top") == "03/15/2025" and rt.retrieve("best") == 1
     assert "Note (line 1): idxmax() picked the first of 3 entries tied at 1 (of 3)" in ex.stderr
     assert "line 2" not in ex.stderr  # one maximum: nothing to say
+
+
+def test_a_function_carried_out_of_the_runtime_still_runs_in_the_host(rt, capfd):
+    # the audits rewrite the cell's code: the function keeps calling their helpers wherever it is called
+    assert rt.execute(
+        "import pandas as pd\n"
+        "def is_a(x):\n"
+        "    return x == 'a'\n"
+        "def numbers(s):\n"
+        "    return pd.to_numeric(s, errors='coerce')"
+    ).ok
+    assert rt.retrieve("is_a")("a") is True
+    assert rt.retrieve("numbers")(pd.Series(["1", "x"])).tolist()[0] == 1.0
+    assert "Note" not in capfd.readouterr().err  # notes are for the model, in a cell; not the host's stderr
