@@ -448,7 +448,7 @@ class Agent:
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
             step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
             if attempt == 0 and blocks:  # the failing code leaves the context: a small model copies what it sees
-                error = _error_line(recovery.last_code_step(traj))
+                error = recovery.error_line(recovery.last_code_step(traj)) or "a failed check"
                 folded = recovery.fold_failed(messages, "\n\n".join(blocks), error, start=head)
                 if folded:
                     step.meta["folded"] = folded
@@ -795,11 +795,6 @@ class Agent:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _error_line(step: Step | None) -> str:
-    err = step.execution.error if step is not None and step.execution is not None else None
-    return f"{err.type}: {err.message}" if err is not None else "a failed check"
-
-
 def _next_index(traj: Trajectory) -> int:
     return traj.steps[-1].index + 1 if traj.steps else 0
 

@@ -425,11 +425,14 @@ def gave_up_note(traj: Trajectory, value: Any) -> str | None:
     """
     if not (value is None or (isinstance(value, str) and not value.strip())):
         return None
-    last = last_code_step(traj)
-    error = last.execution.error if last is not None and last.execution is not None else None
-    if error is None:
-        return None
-    return prompts.GAVE_UP_NOTE.format(value=repr(value), error=f"{error.type}: {error.message.strip()[:200]}")
+    error = error_line(last_code_step(traj))
+    return None if error is None else prompts.GAVE_UP_NOTE.format(value=repr(value), error=error[:200])
+
+
+def error_line(step: Step | None) -> str | None:
+    """``"KeyError: 'date'"`` for a step whose code failed; None when it did not (or there is no step)."""
+    err = step.execution.error if step is not None and step.execution is not None else None
+    return f"{err.type}: {err.message.strip()}" if err is not None else None
 
 
 def unknown_function_note(step: Step, functions: list[str]) -> str | None:
