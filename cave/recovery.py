@@ -28,6 +28,7 @@ from typing import Any, Literal
 from cave import prompts
 from cave.answers import asks_yes_no, form_problems, number_for_a_name
 from cave.runtimes.base import VariableInfo
+from cave.runtimes.suggest import suggested_column
 from cave.trajectory import Step, Trajectory
 
 __all__ = [
@@ -281,11 +282,6 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
     )
 
 
-_SUGGESTED = re.compile(
-    r"""^('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\. Did you mean ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
-)
-
-
 def _with_suggested_column(line: str, message: str) -> str | None:
     """The failing line with the column "Did you mean" suggested in place of the missing key where the line reads it
     (a key the line assigns keeps the model's name): what a small model that retypes the task's words needs.
@@ -296,13 +292,13 @@ def _with_suggested_column(line: str, message: str) -> str | None:
     >>> _with_suggested_column("x = 1", msg) is None
     True
     """
-    m = _SUGGESTED.match(message.strip())
-    if m is None or not line:
+    suggested = suggested_column(message)
+    if suggested is None or not line:
         return None
+    key, column = suggested
     try:
-        key, column = ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))
         tree = ast.parse(line)
-    except (ValueError, SyntaxError):
+    except SyntaxError:
         return None
     reads = [
         node.slice

@@ -18,7 +18,7 @@ import sys
 import types
 from typing import Any
 
-__all__ = ["did_you_mean"]
+__all__ = ["did_you_mean", "suggested_column"]
 
 _NO_ATTR = re.compile(r"^'DataFrame' object has no attribute '([^']+)'$")
 _NOT_A_NUMBER = re.compile(r"could not convert string to float: '(.*)'$", re.S)
@@ -153,6 +153,32 @@ def _text_columns_hint(value: str, namespace: dict[str, Any], pd: Any) -> str | 
                     "(pd.get_dummies(X, columns=[...])), rather than dropping one column per error."
                 )
     return None
+
+
+_SUGGESTED = re.compile(
+    r"""^('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")\. Did you mean ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")"""
+)
+
+
+def suggested_column(message: str) -> tuple[str, str] | None:
+    """The missing key and the first column ``did_you_mean`` offered for it, read back from a KeyError's message
+    (the error crosses the kernel as text; the format is this module's own).
+
+    >>> suggested_column("'avg. waiting time'. Did you mean 'avg. wait time' (a column of df)?")
+    ('avg. waiting time', 'avg. wait time')
+    >>> suggested_column("'zzz'") is None
+    True
+    """
+    import ast
+
+    m = _SUGGESTED.match(message.strip())
+    if m is None:
+        return None
+    try:
+        key, column = ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))
+    except (ValueError, SyntaxError):
+        return None
+    return (key, column) if isinstance(key, str) and isinstance(column, str) else None
 
 
 def _close(key: str, columns: list[str]) -> list[str]:
