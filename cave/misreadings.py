@@ -28,7 +28,17 @@ from __future__ import annotations
 import ast
 import re
 
-__all__ = ["BACKWARDS_NOTE", "UNROOTED_NOTE", "backwards", "found", "note", "null_word", "unrooted", "verdicts"]
+__all__ = [
+    "BACKWARDS_NOTE",
+    "UNROOTED_NOTE",
+    "backwards",
+    "found",
+    "note",
+    "null_word",
+    "turned_around",
+    "unrooted",
+    "verdicts",
+]
 
 BACKWARDS_NOTE = (
     "Not accepted yet: the code reads the hypothesis test backwards:\n{lines}\nA p-value below alpha rejects the "
@@ -138,6 +148,10 @@ def note(code: str) -> str | None:
     Not accepted yet: the code reads the hypothesis test backwards:
     - line 1: `is_normal = p < 0.05`
     A p-value below alpha rejects the null hypothesis (the data is normal), so 'normal' holds when p >= alpha and does not hold when p < alpha. Fix the comparison and call final_answer again.
+    Your code with the test read the right way round (run it):
+    ```python
+    is_normal = p >= 0.05
+    ```
     """
     notes = []
     rmse = unrooted(code)
@@ -146,7 +160,85 @@ def note(code: str) -> str | None:
     lines = backwards(code)
     if lines:
         notes.append(_backwards_note(lines))
+        turned = turned_around(code)
+        if turned is not None:  # the 1.5B, told what is wrong, resent the same code: give it the code to run
+            notes.append(TURNED_FIX.format(code=turned))
     return "\n".join(notes) or None
+
+
+_FLIP = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt}
+TURNED_FIX = "Your code with the test read the right way round (run it):\n```python\n{code}\n```"
+_MAX_FIX_LINES = 40
+
+
+def _flipped(node: ast.AST) -> str | None:
+    """The source of ``node`` with its p-value reading turned around (None when there is no simple way)."""
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _FLIP:
+        return ast.unparse(ast.Compare(node.left, [_FLIP[type(node.ops[0])]()], node.comparators))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return ast.unparse(node.operand)
+    if isinstance(node, ast.Call) and _name(node.func) == "bool" and len(node.args) == 1:
+        inner = _flipped(node.args[0])
+        return None if inner is None else f"bool({inner})"
+    if isinstance(node, ast.IfExp):
+        return ast.unparse(ast.IfExp(node.test, node.orelse, node.body))
+    return None
+
+
+def turned_around(code: str) -> str | None:
+    """``code`` with each backwards reading turned around (the comparison flipped, ``x if c else y`` swapped, an
+    ``if`` block's test flipped), or None when there is none or one cannot be turned simply.
+
+    >>> print(turned_around("p = shapiro(x).pvalue\\nis_normal = p < 0.05\\nfinal_answer({'is_normal': is_normal})"))
+    p = shapiro(x).pvalue
+    is_normal = p >= 0.05
+    final_answer({'is_normal': is_normal})
+    >>> print(turned_around("if p < 0.05:\\n    normal = 'yes'\\nelse:\\n    normal = 'no'"))
+    if p >= 0.05:
+        normal = 'yes'
+    else:
+        normal = 'no'
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    targets: dict[tuple[int, int], ast.AST] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            if any(isinstance(t, ast.Name) and null_word(t.id) for t in node.targets) and _when_below(node.value):
+                targets[(node.value.lineno, node.value.col_offset)] = node.value
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str) and null_word(key.value):
+                    if value is not None and _when_below(value):
+                        targets[(value.lineno, value.col_offset)] = value
+        elif isinstance(node, ast.If) and _when_below(node.test) is not None and _if_backwards(node):
+            targets[(node.test.lineno, node.test.col_offset)] = node.test
+    if not targets:
+        return None
+    lines = code.splitlines()
+    for (line, _), node in sorted(targets.items(), reverse=True):  # right to left, bottom up: offsets stay valid
+        text = _flipped(node)
+        if text is None or node.end_lineno != line:
+            return None
+        row = lines[line - 1].encode()  # ast columns are UTF-8 byte offsets
+        lines[line - 1] = (row[: node.col_offset] + text.encode() + row[node.end_col_offset :]).decode()  # type: ignore[misc]
+    return "\n".join(lines) if len(lines) <= _MAX_FIX_LINES else None
+
+
+def _if_backwards(node: ast.If) -> bool:
+    """Whether an ``if``/``else`` on the p-value assigns a null-stating name the wrong way round."""
+    below = _when_below(node.test)
+    for branch, runs_below in ((node.body, below), (node.orelse, not below)):
+        for stmt in branch:
+            if (
+                isinstance(stmt, ast.Assign)
+                and any(isinstance(t, ast.Name) and null_word(t.id) for t in stmt.targets)
+                and _truth(stmt.value) is runs_below
+            ):
+                return True
+    return False
 
 
 def _backwards_note(lines: list[str]) -> str:

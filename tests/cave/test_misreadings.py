@@ -75,6 +75,10 @@ def test_an_answer_from_a_backwards_reading_is_held_once_and_the_fix_succeeds():
                    TEST + "final_answer({'is_normal': 'yes' if p >= 0.05 else 'no'})"])  # fmt: skip
     first = result.trajectory.steps[0].observation
     assert "reads the hypothesis test backwards" in first and "line 3: `'yes' if p < 0.05 else 'no'`" in first
+    assert (
+        "right way round (run it):\n```python\n" + TEST + "final_answer({'is_normal': 'no' if p < 0.05 else 'yes'})"
+        in first
+    )
     assert result.status == "success" and result.answer == {"is_normal": "no"}
 
 
