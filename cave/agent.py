@@ -546,6 +546,9 @@ class Agent:
             if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
                 step.observation += "\n" + unknown
                 step.meta["unknown_function"] = True
+            features = recovery.features_note(traj.task, step, self._given_tables())
+            if features:  # text reached a model: the columns the task names, encoded
+                step.observation += "\n" + features
             loop = recovery.loop_note(traj, step, records, infos)
             if loop:
                 step.observation += "\n" + loop

@@ -453,6 +453,45 @@ def unknown_function_note(step: Step, functions: list[str]) -> str | None:
     return prompts.UNKNOWN_FUNCTION_NOTE.format(name=m.group(1))
 
 
+_TEXT_IN = re.compile(r"is in (\w+)\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\], a text column")
+
+
+def features_note(task: str, step: Step, tables: dict[str, Any]) -> str | None:
+    """When text reached a model (``could not convert string to float``, which ``suggest`` traced to a column of a
+    given frame): the line that selects the columns the task names and one-hot encodes the text ones. The 1.5B,
+    told which columns were text, still dropped one per step and ran out of steps (DABench 7).
+
+    >>> import pandas as pd
+    >>> from cave.runtimes.base import ExecError, Execution
+    >>> df = pd.DataFrame({"Name": ["a"], "Sex": ["m"], "Age": [3.0], "Fare": [7.2], "Survived": [1]})
+    >>> step = Step(index=0, code="model.fit(X, y)")
+    >>> step.execution = Execution(error=ExecError("ValueError", "could not convert string to float: 'a'. 'a' is in df['Name'], a text column. ..."))
+    >>> print(features_note("Predict Survived from the features 'Sex', 'Age' and 'Fare'.", step, {"df": df}))
+    Note: the task names the columns 'Sex', 'Age', 'Fare' of df; 'Sex' holds text. Build the features from them alone: X = pd.get_dummies(df[['Sex', 'Age', 'Fare']], columns=['Sex'], dtype=float) (then drop or fill missing values in X and y together).
+    """
+    error = step.execution.error if step.execution is not None else None
+    m = _TEXT_IN.search(error.message) if error is not None and error.type == "ValueError" else None
+    frame = tables.get(m.group(1)) if m else None
+    if frame is None:
+        return None
+    named = [c for c in map(str, frame.columns) if re.search(rf"(?<![\w.]){re.escape(c)}(?![\w])", task)]
+    quoted = [c for c in named if re.search(rf"['\"`]{re.escape(c)}['\"`]", task)]
+    features = quoted or named  # a quoted list is the features; the target is usually named in words
+    if not features:
+        return None
+    text = [c for c in features if frame[c].dtype.kind in "OSU" or str(frame[c].dtype) in ("string", "str", "category")]
+    name = m.group(1) if m else "df"
+    cols = ", ".join(repr(c) for c in features)
+    line = f"{name}[[{cols}]]"
+    if text:
+        line = f"pd.get_dummies({line}, columns={text!r}, dtype=float)"
+    holds = f"; {', '.join(repr(c) for c in text)} {'holds' if len(text) == 1 else 'hold'} text" if text else ""
+    return (
+        f"Note: the task names the columns {cols} of {name}{holds}. Build the features from them alone: X = {line} "
+        "(then drop or fill missing values in X and y together)."
+    )
+
+
 def missing_note(missing: list[str]) -> str:
     """The note for declared outputs that do not exist yet.
 

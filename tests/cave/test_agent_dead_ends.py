@@ -604,6 +604,19 @@ def test_a_total_beside_an_empty_selection_can_be_confirmed():
     assert result.status == "success" and result.answer == 12.0
 
 
+def test_text_fed_to_a_model_brings_the_line_that_builds_the_tasks_features():
+    # DABench 7: fit on the whole frame failed on Name, then Ticket, one dropped column per step, until max_steps
+    people = pd.DataFrame({"Name": ["Ann", "Bo", "Cy"], "Sex": ["f", "m", "m"], "Age": [30.0, 4.0, 50.0],
+                           "Survived": [1, 0, 0]})  # fmt: skip
+    fit = "from sklearn.linear_model import LinearRegression\nLinearRegression().fit(people.drop(columns='Survived'), people.Survived)"
+    agent = agent_with([code(fit), code("final_answer(1)")])
+    agent.runtime.inject("people", people)
+    result = agent.run("Predict Survived from the features 'Sex' and 'Age' with linear regression.")
+    obs = result.trajectory.steps[0].observation
+    assert "'Ann' is in people['Name'], a text column" in obs
+    assert "X = pd.get_dummies(people[['Sex', 'Age']], columns=['Sex'], dtype=float)" in obs
+
+
 def test_a_mean_per_group_that_pd_cut_left_values_out_of_is_held_once():
     # DABench 6: bins=[0, 12, ...] put no group on age 0 and the Child mean came out 31.54 for 31.09
     people = pd.DataFrame({"age": [0.0, 8, 40, 70], "fare": [5.0, 15.0, 30.0, 50.0]})
