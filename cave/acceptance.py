@@ -85,9 +85,14 @@ class Acceptance:
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
             if form.problems:
-                traj.meta["reviewed"] = True
-                await _held_for(traj, "form", value)
-                return prompts.form_note(form.problems, answers.literal(form.fixed) if form.fixable else None)
+                traj.meta["reviewed"] = True  # the review's warnings travel with the form note: it is the last look
+                what = await asyncio.to_thread(answer_summary, value)
+                warnings = recovery.summary_warnings(what)
+                await _held_for(traj, "form", value, what)
+                if warnings:  # DABench 34: a p-value of -0.1318 went back for its decimals only, and stood
+                    await _held_for(traj, "warning", value, what)
+                fixed = answers.literal(form.fixed) if form.fixable and not warnings else None
+                return prompts.form_note([*form.problems, *(f"WARNING: {w}" for w in warnings)], fixed)
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             what = await asyncio.to_thread(answer_summary, value)
             if self.review == "auto" and not recovery.needs_review(traj.task, value, what):

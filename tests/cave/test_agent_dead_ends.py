@@ -357,6 +357,17 @@ def test_a_named_statistic_out_of_its_range_is_reviewed_and_cannot_stand_as_succ
     assert fixed.status == "success"
 
 
+def test_a_warning_travels_with_the_form_note_and_cannot_stand(sales):
+    # DABench 34 at 3efedc3: held for its decimals only, the p-value of -0.1318 (a Spearman r) was resent and stood
+    task = "Correlation of units and its p-value? r rounded to 2 decimals, p_value rounded to 4 decimal places."
+    first = code("final_answer({'r': 0.04294, 'p_value': -0.131836})")
+    result = agent_with([first, code("final_answer({'r': 0.04, 'p_value': -0.1318})")], sales).run(task)
+    obs = result.trajectory.steps[0].observation
+    assert "4 decimal places" in obs and "WARNING: 'p_value' is -0.131836; a p-value is between 0 and 1" in obs
+    assert "run this" not in obs  # the fixed call would carry the impossible value
+    assert result.status == "failed_checks" and result.answer == {"r": 0.04, "p_value": -0.1318}
+
+
 def test_an_accuracy_of_zero_is_reviewed_and_cannot_stand_as_success(sales):
     # DABench 224: an accuracy of 0.0 from a wrong target column ended `success`
     replies = [code("final_answer({'accuracy_score': 0.0})")] * 2
