@@ -12,13 +12,14 @@ reads it) with the count and examples. Nothing else changes: the result, errors 
 
 >>> import ast
 >>> tree = ast.parse("x = pd.to_numeric(df['a'], errors='coerce')")
->>> rewrite(tree), ast.unparse(tree)
-(True, "x = __cave_coerce__(pd.to_numeric, 1, df['a'], errors='coerce')")
+>>> rewrite(tree), print(ast.unparse(tree))
+x = __cave_coerce__(pd.to_numeric, (1, "df['a']"), df['a'], errors='coerce')
+(True, None)
 >>> rewrite(ast.parse("x = pd.to_numeric(df['a'])"))  # raising on bad values loses nothing silently
 False
 >>> tree = ast.parse("g = pd.cut(df.age, bins=[0, 12, 99])")
 >>> rewrite(tree), ast.unparse(tree)
-(True, 'g = __cave_coerce__(pd.cut, 1, df.age, bins=[0, 12, 99])')
+(True, "g = __cave_coerce__(pd.cut, (1, 'df.age'), df.age, bins=[0, 12, 99])")
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class _Rewriter(ast.NodeTransformer):
     changed = False
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
+        source = ast.unparse(node.args[0])[:120] if node.args else ""  # before inner calls are rewritten
         self.generic_visit(node)
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
@@ -67,16 +69,19 @@ class _Rewriter(ast.NodeTransformer):
             return node
         self.changed = True
         helper = ast.Name(HELPER, ast.Load())
-        return ast.copy_location(ast.Call(helper, [func, ast.Constant(node.lineno), *node.args], node.keywords), node)
+        where = ast.Constant((node.lineno, source))  # the line, and the source text for the note's fix
+        return ast.copy_location(ast.Call(helper, [func, where, *node.args], node.keywords), node)
 
 
-def audited(func: Any, line: int, *args: Any, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)``, then a note on the cell's stderr if it turned non-empty values into NaN/NaT."""
+def audited(func: Any, where: int | tuple[int, str], *args: Any, **kwargs: Any) -> Any:
+    """``func(*args, **kwargs)``, then a note on the cell's stderr if it turned non-empty values into NaN/NaT.
+    ``where``: the call's line and the source text of its first argument."""
     result = func(*args, **kwargs)
+    line, text = where if isinstance(where, tuple) else (where, "")
     try:
         source = args[0] if args else kwargs.get("arg", kwargs.get("x"))
         binned = result[0] if isinstance(result, tuple) else result  # cut(..., retbins=True): (bins, edges)
-        note = loss_note(getattr(func, "__name__", "to_numeric"), line, source, binned)
+        note = loss_note(getattr(func, "__name__", "to_numeric"), line, source, binned, text)
         if note and _first_time(line, getattr(source, "name", None)):
             sys.stderr.write(note + "\n")
     except Exception:  # a note must never break the user's code
@@ -84,7 +89,7 @@ def audited(func: Any, line: int, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-def loss_note(name: str, line: int, source: Any, result: Any) -> str | None:
+def loss_note(name: str, line: int, source: Any, result: Any, text: str = "") -> str | None:
     """The note for a coercion that lost values (None when it lost none).
 
     >>> import pandas as pd
@@ -125,6 +130,11 @@ def loss_note(name: str, line: int, source: Any, result: Any) -> str | None:
             "keep going."
         )
     missing, kind, fix = _WORDS.get(name, _WORDS["to_numeric"])
+    if name == "to_numeric" and text and not scalar:  # the line to run, on the model's own expression
+        fix = (
+            "keep the number in each: pd.to_numeric("
+            f"{text}.astype(str).str.replace(',', '').str.extract(r'(-?\\d+(?:\\.\\d+)?)')[0], errors='coerce')"
+        )
     return (
         f'Note (line {line}): {name}(errors="coerce") turned {counts} into {missing}{eg}. They are not {kind} as '
         f"written, {LOSS_MARK} and every result from them leaves them out. If they hold one, {fix}; if they are "

@@ -40,6 +40,8 @@ def test_a_lossy_coercion_is_reported_once_with_examples_and_the_result_is_uncha
     assert ex.stderr.count("Note (line 2)") == 1 and ex.stderr.count("Note (line 4)") == 1  # once per site
     assert "turned 2 of 4 non-empty values of 'deaths' into NaN" in ex.stderr  # None is not counted as lost
     assert "'298[110-510]'" in ex.stderr and "str.extract" in ex.stderr
+    fix = ex.stderr.split("keep the number in each: ")[1].split("; if they")[0]  # the line to run, on df['deaths']
+    assert rt.execute(f"z = {fix}").ok and rt.retrieve("z").tolist()[:3] == [298.0, 0.0, 13316.0]
     assert rt.retrieve("y").isna().sum() == 3
 
 
