@@ -56,7 +56,7 @@ from cave.events import (
 )
 from cave.generation import Generation, strip_reopened_fence
 from cave.guard import guard_code
-from cave.history import answer_note, resume_messages
+from cave.history import answer_note, elide_observations, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
 from cave.runtimes.describe import guide, type_name
@@ -739,15 +739,7 @@ class Agent:
             return
         recent = 2 * self.keep_recent  # the last exchanges stay verbatim
         body_end = max(head, len(messages) - recent)
-        elided = 0
-        for i in range(head, body_end):
-            content = str(messages[i].get("content") or "")
-            if messages[i]["role"] == "user" and content.startswith("Observation:") and len(content) > 300:
-                messages[i] = {
-                    "role": "user",
-                    "content": f"Observation: [elided to save context; it was {len(content)} characters]",
-                }
-                elided += 1
+        elided = elide_observations(messages, head, body_end)
         after = self.prompt_tokens(messages)
         if elided:
             yield Compacted("elide", before, after)

@@ -1,11 +1,35 @@
-"""What a conversation carries across turns and resumes: the earlier turn's reply, the stored steps' messages."""
+"""What a conversation carries across turns and resumes: the earlier turn's reply, the stored steps' messages, and
+what compaction keeps of old observations."""
 
 from __future__ import annotations
 
 from cave.llm.base import Message
 from cave.trajectory import Trajectory
 
-__all__ = ["answer_note", "resume_messages"]
+__all__ = ["answer_note", "elide_observations", "resume_messages"]
+
+ELIDE_OVER = 300  # characters: shorter observations stay whole
+
+
+def elide_observations(messages: list[Message], start: int, end: int) -> int:
+    """Replace each long observation in ``messages[start:end]`` with a one-line stub, in place; returns how many.
+
+    The first step of compaction: old outputs are what a long run has most of, and what it needs least.
+
+    >>> msgs = [{"role": "user", "content": "Observation:\\n" + "x" * 400}, {"role": "user", "content": "Observation: ok"}]
+    >>> elide_observations(msgs, 0, 2), msgs[0]["content"]
+    (1, 'Observation: [elided to save context; it was 413 characters]')
+    """
+    elided = 0
+    for i in range(start, end):
+        content = str(messages[i].get("content") or "")
+        if messages[i]["role"] == "user" and content.startswith("Observation:") and len(content) > ELIDE_OVER:
+            messages[i] = {
+                "role": "user",
+                "content": f"Observation: [elided to save context; it was {len(content)} characters]",
+            }
+            elided += 1
+    return elided
 
 
 def answer_note(traj: Trajectory) -> str:

@@ -19,6 +19,8 @@ import cave.checks
 import cave.command
 import cave.config
 import cave.guard
+import cave.history
+import cave.misreadings
 import cave.prompts
 import cave.recovery
 import cave.registry
@@ -41,7 +43,10 @@ from cave.registry import DuplicateName, Registry, UnknownName
         cave.recovery,
         cave.answers,
         cave.prompts,
+        cave.history,
+        cave.misreadings,
         cave.runtimes.coercion,
+        cave.runtimes.matches,
         cave.runtimes.suggest,
         cave.runtimes.describe,
         cave.runtimes.tagged,
