@@ -246,13 +246,14 @@ _PICK_HINT = re.compile(r"\.loc\[\s*\d")
 
 
 def positional_picks(code: str) -> tuple[str, list[str]]:
-    """``.loc[0]`` (any integer label) on a frame or series that was just sorted runs as ``.iloc[0]``.
+    """``.loc[0]`` on a frame or series that was just sorted runs as ``.iloc[0]``.
 
     After ``sort_values`` (``nlargest``, ``nsmallest``) the index keeps the original labels, so ``.loc[0]`` picks
     the row that came first before sorting: the top of the sorted result is ``.iloc[0]``. Small models write the
     first and read a plausible wrong row. ``.loc[0, col]`` becomes ``.iloc[0][col]``. The frame counts as just
     sorted when the chain under ``.loc`` reaches a sort before any ``reset_index``, or names a variable this
-    cell last assigned from such a chain. Assignments through ``.loc`` are left alone.
+    cell assigned from such a chain. Left alone: assignments through ``.loc``, and chains with an index of
+    meaningful labels (``groupby``, ``value_counts``, ``set_index``, a pivot...), where 0 may be hour 0.
 
     >>> positional_picks("top = df.sort_values('sales', ascending=False).loc[0, 'region']")[0]
     "top = df.sort_values('sales', ascending=False).iloc[0]['region']"
@@ -260,8 +261,8 @@ def positional_picks(code: str) -> tuple[str, list[str]]:
     "s = df.nlargest(3, 'x')\\nprint(s.iloc[0])"
     >>> positional_picks("df.sort_values('x').reset_index(drop=True).loc[0]")[1]
     []
-    >>> positional_picks("df.loc[0, 'x']")[1]
-    []
+    >>> positional_picks("df.loc[0, 'x']")[1], positional_picks("by = df.groupby('hour').size().sort_values()\\nby.loc[0]")[1]
+    ([], [])
     """
     if not _PICK_HINT.search(code) or not any(r in code for r in _REORDERS):
         return code, []
@@ -271,16 +272,17 @@ def positional_picks(code: str) -> tuple[str, list[str]]:
         tree = ast.parse(code)
     except SyntaxError:
         return code, []
-    assigned: dict[str, list[tuple[int, bool]]] = {}  # name -> (line, from a sort chain), for each assignment
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    assigned.setdefault(t.id, []).append((node.lineno, _sorted_chain(node.value, None)))
+    assigned: dict[str, list[tuple[int, tuple[bool, bool]]]] = {}  # name -> (line, (sorted, labelled)), in order
 
-    def sorted_name(name: str, line: int) -> bool:
-        before = [s for ln, s in sorted(assigned.get(name, [])) if ln < line]
-        return bool(before) and before[-1]
+    def flags_of(name: str, line: int) -> tuple[bool, bool]:
+        before = [f for ln, f in assigned.get(name, []) if ln < line]
+        return before[-1] if before else (False, False)
+
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        flags = _chain_flags(node.value, lambda n, line=node.lineno: flags_of(n, line))
+        for t in node.targets:
+            if isinstance(t, ast.Name):
+                assigned.setdefault(t.id, []).append((node.lineno, flags))
 
     edits: list[tuple[int, int, int, str]] = []  # (line, start col, end col, new text), all on one line
     for node in ast.walk(tree):
@@ -290,13 +292,13 @@ def positional_picks(code: str) -> tuple[str, list[str]]:
             and isinstance(node.value, ast.Attribute)
             and node.value.attr == "loc"
             and node.lineno == node.end_lineno
-            and _sorted_chain(node.value.value, lambda n, line=node.lineno: sorted_name(n, line))
+            and _chain_flags(node.value.value, lambda n, line=node.lineno: flags_of(n, line)) == (True, False)
         ):
             continue
         index = node.slice
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         first = parts[0]
-        if not (isinstance(first, ast.Constant) and type(first.value) is int) or len(parts) > 2:
+        if not (isinstance(first, ast.Constant) and type(first.value) is int and first.value == 0) or len(parts) > 2:
             continue
         attr = node.value
         edits.append((attr.end_lineno or attr.lineno, attr.end_col_offset - 3, attr.end_col_offset, "iloc"))  # type: ignore[operator]
@@ -315,21 +317,30 @@ def positional_picks(code: str) -> tuple[str, list[str]]:
     return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), [note]
 
 
-def _sorted_chain(node: object, sorted_name: object) -> bool:
-    """Whether a method chain (``x.a(...)[k].b(...)``) sorts before any ``reset_index``, reading from its end;
-    a name at its root counts when ``sorted_name(name)`` says it holds a sorted result."""
+_LABELLERS = frozenset(
+    {"groupby", "value_counts", "set_index", "pivot_table", "pivot", "crosstab", "resample", "stack", "unstack"}
+)
+
+
+def _chain_flags(node: object, name_flags: object) -> tuple[bool, bool]:
+    """(sorted, labelled) for a method chain (``x.a(...)[k].b(...)``), read from its end: sorted when it reaches
+    a sort before any ``reset_index``; labelled when any call in it makes an index of meaningful labels. A name
+    at its root brings the flags of its assignment (``name_flags(name)``)."""
     import ast
 
+    sorted_ = labelled = False
     while True:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "reset_index":
-                return False
-            if node.func.attr in _REORDERS:
-                return True
+            attr = node.func.attr
+            if attr == "reset_index" and not sorted_:
+                return False, False  # a fresh positional index above any sort: .loc[0] is the top
+            sorted_ |= attr in _REORDERS
+            labelled |= attr in _LABELLERS
             node = node.func.value
         elif isinstance(node, ast.Attribute | ast.Subscript):
             node = node.value
-        elif isinstance(node, ast.Name):
-            return bool(sorted_name(node.id)) if callable(sorted_name) else False
+        elif isinstance(node, ast.Name) and callable(name_flags):
+            was_sorted, was_labelled = name_flags(node.id)
+            return sorted_ or was_sorted, labelled or was_labelled
         else:
-            return False
+            return sorted_, labelled
