@@ -125,7 +125,32 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
             lines.append(f"To keep the name your code uses: {names[0]}[{key!r}] = {names[0]}[{column!r}]")
     if owners:  # asked of a frame made from it: by_region['date'] where sales has date
         lines.append(f"{key!r} is a column of {', '.join(owners[:3])}.")
+        join = _join_line(key, owners[0], frames[:_MAX_FRAMES])
+        if join:  # orders has no city, customers has: the 1.5B checked and re-raised for 7 steps (analyst city_revenue)
+            lines.append(join)
     return " ".join(lines) or None
+
+
+def _join_line(key: str, owner: str, frames: list[tuple[str, Any]]) -> str | None:
+    """The merge that brings ``key`` from ``owner`` into the newest frame without it, on an id column both have.
+
+    >>> import pandas as pd
+    >>> frames = [("orders", pd.DataFrame(columns=["order_id", "customer_id", "amount"])),
+    ...           ("customers", pd.DataFrame(columns=["customer_id", "city"]))]
+    >>> _join_line("city", "customers", frames)
+    "To bring it in, merge on the column they share: orders = orders.merge(customers[['customer_id', 'city']], on='customer_id', how='left')"
+    """
+    columns = {n: [c for c in list(f.columns[:_MAX_COLUMNS]) if isinstance(c, str)] for n, f in frames}
+    ids = [c for c in columns.get(owner, []) if c != key and (c.lower() == "id" or c.lower().endswith("_id"))]
+    for name, cols in reversed(list(columns.items())):  # the newest frame first: the one just built and used
+        shared = [c for c in ids if c in cols]
+        if name != owner and key not in cols and shared:
+            on = shared[0]
+            return (
+                f"To bring it in, merge on the column they share: {name} = {name}.merge({owner}[[{on!r}, {key!r}]], "
+                f"on={on!r}, how='left')"
+            )
+    return None
 
 
 def _text_columns_hint(value: str, namespace: dict[str, Any], pd: Any) -> str | None:

@@ -66,3 +66,16 @@ def test_text_fed_to_a_model_names_the_frames_text_columns(rt):
     )
     assert "pd.get_dummies" in ex.error.traceback
     assert "text column" not in rt.execute("float('abc')").error.message  # in no frame: the error as it was
+
+
+def test_a_column_of_another_frame_comes_with_the_merge_that_brings_it(rt):
+    # analyst city_revenue: groupby('city') on orders (city is a customers column); the 1.5B looped for 7 steps
+    rt.inject("orders", pd.DataFrame({"order_id": [1, 2, 3], "customer_id": [10, 11, 99], "amount": [5.0, 7.0, 1.0]}))
+    rt.inject("customers", pd.DataFrame({"customer_id": [10, 11], "city": ["Oslo", "Rome"]}))
+    assert rt.execute("kept = orders[orders.customer_id.isin(customers.customer_id)]").ok
+    ex = rt.execute("kept.groupby('city')['amount'].sum()")
+    assert "'city' is a column of customers." in ex.error.message
+    line = "kept = kept.merge(customers[['customer_id', 'city']], on='customer_id', how='left')"
+    assert line in ex.error.message
+    assert rt.execute(f"{line}\nby_city = kept.groupby('city')['amount'].sum().to_dict()").ok  # the line works
+    assert rt.retrieve("by_city") == {"Oslo": 5.0, "Rome": 7.0}
