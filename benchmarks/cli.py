@@ -433,17 +433,20 @@ def resume_option(p: argparse.ArgumentParser) -> None:
 
 
 def previous_rows(path: Path, *, rewrite: bool = False) -> list[dict[str, Any]]:
-    """The rows an earlier run wrote; a line cut off by a kill is dropped (that entry runs again), and with
-    ``rewrite`` dropped from the file too, so that rows appended next start on a line of their own."""
+    """The rows an earlier run wrote; a line cut off by a kill, or an entry that ended in ``error`` (a dead
+    backend, a missing data file: nothing about the agent), is dropped and that entry runs again; with ``rewrite``
+    it is dropped from the file too, so that rows appended next start on a line of their own."""
     if not path.exists():
         return []
     rows, kept = [], []
     for line in path.read_text(encoding="utf-8").splitlines():
         try:
-            rows.append(json.loads(line))
-            kept.append(line)
+            row = json.loads(line)
         except json.JSONDecodeError:
             continue
+        if isinstance(row, dict) and row.get("status") != "error":
+            rows.append(row)
+            kept.append(line)
     if rewrite:
         path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     return rows

@@ -86,7 +86,16 @@ class DABenchResult:
 async def arun_question(
     q: Question, data: str | Path, agent: str, llm: LLM, *, model: str = "", **kwargs: Any
 ) -> DABenchResult:
-    inputs = Inputs({"df": table(data, q.file_name)}, {"df": f"the table {q.file_name}"})
+    try:
+        frame = table(data, q.file_name)
+    except FileNotFoundError:  # an incomplete copy of the data: this question is an error, the run goes on
+        traj = Trajectory(task=prompt(q, agent), status="error")
+        traj.error = (
+            f"the table {q.file_name!r} is not in {data}/da-dev-tables: copy it from the repository's "
+            "examples/DA-Agent/data/da-dev-tables, then run again with --resume"
+        )
+        return DABenchResult(q, agent, model, score("", q.labels), traj)
+    inputs = Inputs({"df": frame}, {"df": f"the table {q.file_name}"})
     t0 = time.perf_counter()
     answer, traj = await run_agent(
         agent,
@@ -119,7 +128,8 @@ def dabench_report(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (model, agent): strict / rounded accuracy by question, by sub-question, and ``outcome``."""
     out = []
     for model, agent in dict.fromkeys((r["model"], r["agent"]) for r in rows):
-        group = [r for r in rows if r["model"] == model and r["agent"] == agent]
+        # an entry that ended in an error (a missing table, a dead backend) says nothing about the agent
+        group = [r for r in rows if r["model"] == model and r["agent"] == agent and r.get("status") != "error"]
         n, subs = max(1, len(group)), max(1, sum(r["subs"] for r in group))
         out.append(
             {

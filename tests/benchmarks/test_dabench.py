@@ -157,3 +157,27 @@ def test_cli_rejects_a_wrong_data_folder(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit) as e:
         bench_main(["dabench", "--data", str(tmp_path), "--out", str(tmp_path / "out")])
     assert e.value.code == 2 and "da-dev-questions.jsonl" in capsys.readouterr().err
+
+
+def test_a_missing_table_is_an_error_the_run_goes_on_and_resume_runs_it_again(tmp_path, monkeypatch) -> None:
+    # an incomplete copy of the data ('beauty and the labor market.csv' was missing) ended a 4-hour run mid-way
+    import shutil
+
+    import cave.benchmarks.cli as cli
+
+    data = tmp_path / "data"
+    shutil.copytree(FIXTURE, data)
+    (data / "da-dev-tables" / "shop.csv").rename(data / "da-dev-tables" / "kept.csv")
+    reply = "```python\nfinal_answer({'mean_price': 41.01, 'mean_qty': 3.5, 'top_city': 'Lima'})\n```"
+    llm = Scripted([reply], repeat_last=True)
+    monkeypatch.setattr(cli, "make_llm", lambda *a, **k: llm)
+    out = tmp_path / "out"
+    argv = ["dabench", "--data", str(data), "--runtime", "inprocess", "--out", str(out), "-q", "--ids", "0"]
+    assert bench_main(argv) == 1  # every entry an error: nothing was measured
+    (row,) = [json.loads(line) for line in (out / "entries.jsonl").read_text().splitlines()]
+    assert row["status"] == "error" and "'shop.csv' is not in" in row["error"] and "--resume" in row["error"]
+    assert json.loads((out / "summary.json").read_text())["errors"] == 1
+    (data / "da-dev-tables" / "kept.csv").rename(data / "da-dev-tables" / "shop.csv")
+    assert bench_main([*argv, "--resume"]) == 0  # the error row runs again, now with its table
+    (row,) = cli.previous_rows(out / "entries.jsonl")
+    assert row["status"] == "success" and row["success"] is True
