@@ -13,19 +13,10 @@ DEATHS = pd.DataFrame(
 )
 
 
-@pytest.fixture(params=["inprocess", "kernel"])
-def rt(request):
-    if request.param == "inprocess":
-        from cave.runtimes.inprocess import InProcessRuntime
-
-        runtime = InProcessRuntime()
-    else:
-        from cave.runtimes.kernel import KernelRuntime
-
-        runtime = KernelRuntime()
-    runtime.inject("df", DEATHS)
-    yield runtime
-    runtime.close()
+@pytest.fixture
+def rt(bare_rt):
+    bare_rt.inject("df", DEATHS)
+    return bare_rt
 
 
 def test_a_lossy_coercion_is_reported_once_with_examples_and_the_result_is_unchanged(rt):

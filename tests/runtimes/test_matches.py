@@ -18,19 +18,10 @@ SIGNUPS = pd.DataFrame(
 )
 
 
-@pytest.fixture(params=["inprocess", "kernel"])
-def rt(request):
-    if request.param == "inprocess":
-        from cave.runtimes.inprocess import InProcessRuntime
-
-        runtime = InProcessRuntime()
-    else:
-        from cave.runtimes.kernel import KernelRuntime
-
-        runtime = KernelRuntime()
-    runtime.inject("signups", SIGNUPS)
-    yield runtime
-    runtime.close()
+@pytest.fixture
+def rt(bare_rt):
+    bare_rt.inject("signups", SIGNUPS)
+    return bare_rt
 
 
 def test_doctests():

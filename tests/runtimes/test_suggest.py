@@ -4,17 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from cave.runtimes.inprocess import InProcessRuntime
-from cave.runtimes.kernel import KernelRuntime
 
 
-@pytest.fixture(params=["inprocess", "kernel"])
-def rt(request):
-    runtime = InProcessRuntime() if request.param == "inprocess" else KernelRuntime()
-    frame = pd.DataFrame({"timestamp": ["a"], "avg. wait time": ["00:01:00"], "Fare": [7.25]})
-    runtime.inject("calls", frame)
-    yield runtime
-    runtime.close()
+@pytest.fixture
+def rt(bare_rt):
+    bare_rt.inject("calls", pd.DataFrame({"timestamp": ["a"], "avg. wait time": ["00:01:00"], "Fare": [7.25]}))
+    return bare_rt
 
 
 def test_a_misspelt_column_is_answered_with_did_you_mean(rt):
