@@ -28,7 +28,7 @@ from typing import Any, Literal
 from cave import prompts
 from cave.answers import asks_yes_no, form_problems, number_for_a_name
 from cave.runtimes.base import VariableInfo
-from cave.runtimes.suggest import suggested_column
+from cave.runtimes.suggest import is_text, suggested_column
 from cave.trajectory import Step, Trajectory
 
 __all__ = [
@@ -479,7 +479,7 @@ def features_note(task: str, step: Step, tables: dict[str, Any]) -> str | None:
     features = quoted or named  # a quoted list is the features; the target is usually named in words
     if not features:
         return None
-    text = [c for c in features if frame[c].dtype.kind in "OSU" or str(frame[c].dtype) in ("string", "str", "category")]
+    text = [c for c in features if is_text(frame[c])]
     name = m.group(1) if m else "df"
     cols = ", ".join(repr(c) for c in features)
     line = f"{name}[[{cols}]]"

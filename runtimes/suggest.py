@@ -18,7 +18,7 @@ import sys
 import types
 from typing import Any
 
-__all__ = ["did_you_mean", "suggested_column"]
+__all__ = ["did_you_mean", "is_text", "suggested_column"]
 
 _NO_ATTR = re.compile(r"^'DataFrame' object has no attribute '([^']+)'$")
 _NOT_A_NUMBER = re.compile(r"could not convert string to float: '(.*)'$", re.S)
@@ -153,6 +153,11 @@ def _join_line(key: str, owner: str, frames: list[tuple[str, Any]]) -> str | Non
     return None
 
 
+def is_text(column: Any) -> bool:
+    """Whether a DataFrame column holds text (object, str, string or category): what a model cannot take as is."""
+    return column.dtype.kind in "OSU" or str(column.dtype) in ("string", "str", "category")
+
+
 def _text_columns_hint(value: str, namespace: dict[str, Any], pd: Any) -> str | None:
     """Which DataFrame's text column holds ``value`` (the text a number was expected from), and all its text
     columns: a model was fed the whole frame, not the features the task names.
@@ -164,11 +169,7 @@ def _text_columns_hint(value: str, namespace: dict[str, Any], pd: Any) -> str | 
     """
     frames = [(n, v) for n, v in list(namespace.items()) if not n.startswith("_") and type(v) is pd.DataFrame]
     for name, frame in frames[:_MAX_FRAMES]:
-        text = [
-            c
-            for c in list(frame.columns[:_MAX_COLUMNS])
-            if frame[c].dtype.kind in "OSU" or str(frame[c].dtype) in ("string", "str", "category")
-        ]
+        text = [c for c in list(frame.columns[:_MAX_COLUMNS]) if is_text(frame[c])]
         for column in text:
             if bool((frame[column].iloc[:_MAX_ROWS].astype(str) == value).any()):
                 listed = ", ".join(repr(c) for c in text[:12]) + (", ..." if len(text) > 12 else "")
