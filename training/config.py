@@ -137,6 +137,16 @@ class ModelConfig(ConfigModel):
             need("deepspeed", "DS_BUILD_OPS=0 pip install deepspeed==0.19.8 (or the `scale` extra)")
         return v
 
+    @model_validator(mode="after")
+    def _bf16_needs_zero(self) -> ModelConfig:
+        if self.deepspeed is not None and self.deepspeed.zero_stage == 0 and self.dtype == "bfloat16":
+            raise ValueError(
+                "dtype bfloat16 with deepspeed zero_stage 0: DeepSpeed's bf16 optimizer needs ZeRO (without it, "
+                "bf16 gradients accumulate in its fp16 optimizer); set deepspeed.zero_stage to 1, 2 or 3, or dtype: "
+                "float32"
+            )
+        return self
+
 
 class AgentConfig(ConfigModel):
     """One role's policy: which model it acts with and how that model's optimizer steps."""

@@ -102,7 +102,13 @@ class UpdateResult:
 
 
 class TorchUpdate:
-    """The optimizer verbs of the update loop on a plain torch AdamW (DeepSpeedUpdate has the same ones)."""
+    """The optimizer verbs of the update loop on a plain torch AdamW (DeepSpeedUpdate has the same ones).
+
+    Weights in bf16/fp16 are stepped through an fp32 master copy (what DeepSpeed's bf16 optimizer does): an AdamW
+    step at lr 1e-6 is far below bf16's resolution near a weight of 0.02 (~1e-4), so stepping the bf16 weights
+    themselves would round most updates away. The model keeps its dtype (rollouts stay fast); each step writes the
+    rounded master values back.
+    """
 
     world_size = 1
     has_grads = True  # grads() shows the gradient accumulated so far
@@ -111,9 +117,12 @@ class TorchUpdate:
         self.module = model  # what the training forward calls
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.max_norm = config.grad_clip if config.grad_clip is not None else math.inf
-        self.optimizer = adamw(self.params, config)
+        self.masters = [torch.nn.Parameter(p.detach().float().clone()) if _low(p) else p for p in self.params]
+        self.optimizer = adamw(self.masters, config)
 
     def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
         self.optimizer.zero_grad(set_to_none=True)
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -121,11 +130,19 @@ class TorchUpdate:
 
     def step(self) -> tuple[float, bool]:
         """Clip and step; returns the norm before clipping and whether the step was taken (not when non-finite)."""
-        norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_norm, error_if_nonfinite=False))
+        for p, m in zip(self.params, self.masters, strict=True):
+            if m is not p:
+                m.grad = None if p.grad is None else p.grad.float()
+        norm = float(torch.nn.utils.clip_grad_norm_(self.masters, self.max_norm, error_if_nonfinite=False))
         if not math.isfinite(norm):
             self.zero_grad()
             return norm, False
         self.optimizer.step()
+        with torch.no_grad():
+            for p, m in zip(self.params, self.masters, strict=True):
+                if m is not p:
+                    p.copy_(m)
+                    p.grad = None
         return norm, True
 
     def discard(self, loss: torch.Tensor) -> None:
@@ -138,7 +155,9 @@ class TorchUpdate:
         return list(values)  # one process
 
     def trainable_state(self) -> dict[str, torch.Tensor]:
-        return {n: p.detach().cpu() for n, p in self.module.named_parameters() if p.requires_grad}
+        """The trained weights at full precision (the fp32 masters of bf16/fp16 weights)."""
+        master = {id(p): m for p, m in zip(self.params, self.masters, strict=True)}
+        return {n: master[id(p)].detach().cpu() for n, p in self.module.named_parameters() if p.requires_grad}
 
     def optimizer_state(self) -> dict[str, Any]:
         return self.optimizer.state_dict()
@@ -148,8 +167,18 @@ class TorchUpdate:
         result = self.module.load_state_dict(trainable, strict=False)
         if result.unexpected_keys:
             raise KeyError(f"weights {result.unexpected_keys[:3]} do not fit this model")
+        names = {id(p): n for n, p in self.module.named_parameters()}
+        with torch.no_grad():
+            for p, m in zip(self.params, self.masters, strict=True):
+                if m is not p:
+                    m.copy_(trainable.get(names[id(p)], p))
         if optimizer is not None:
             self.optimizer.load_state_dict(optimizer)
+
+
+def _low(p: torch.Tensor) -> bool:
+    """A weight whose own dtype is too coarse for an optimizer step (bf16, fp16)."""
+    return p.dtype in (torch.bfloat16, torch.float16)
 
 
 def adamw(params: list[torch.nn.Parameter], config: OptimizerConfig) -> torch.optim.AdamW:
@@ -553,7 +582,10 @@ class AgentPolicies:
             if s.name not in state:
                 raise KeyError(f"checkpoint has no model {s.name!r} (it has {list(state)}); were the roles changed?")
             s.model.load_state_dict(state[s.name]["model"])
-            s.optimizer.load_state_dict(state[s.name]["optimizer"])
+            if isinstance(s.stepper, TorchUpdate):  # its fp32 masters follow the weights
+                s.stepper.load(state[s.name]["model"], state[s.name]["optimizer"])
+            else:
+                s.optimizer.load_state_dict(state[s.name]["optimizer"])
 
 
 def _saved_model(state: Mapping[str, Any], name: str) -> Mapping[str, Any]:

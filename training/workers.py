@@ -151,7 +151,8 @@ def optimizer_config(cfg: TrainConfig, role: str) -> Any:
     if ds is not None:
         from cave.training.deepspeed_update import DeepSpeedConfig
 
-        deepspeed = DeepSpeedConfig(**ds.model_dump())
+        # a bf16 model trains through DeepSpeed's bf16 optimizer (fp32 master weights); fp32 stays fp32
+        deepspeed = DeepSpeedConfig(**ds.model_dump(), bf16=cfg.models[a.model].dtype == "bfloat16")
     return OptimizerConfig(
         lr=a.lr,
         steps_per_iteration=a.steps_per_iteration,

@@ -137,6 +137,10 @@ def test_team_file_path_is_relative_to_the_config(tmp_path):
             "models.base.rollout.engine: unknown rollout engine 'sglang'\n  fix: known rollout engines: transformers, vllm, vllm_server",
         ),
         ({"models": {"base": {"deepspeed": {"zero_stage": 4}}}}, "models.base.deepspeed.zero_stage: invalid value 4"),
+        (
+            {"models": {"base": {"dtype": "bfloat16", "deepspeed": {"zero_stage": 0}}}},
+            "dtype bfloat16 with deepspeed zero_stage 0",
+        ),
         ({"ray": {"rollout_workers": 0}}, "ray.rollout_workers: Input should be greater than or equal to 1"),
         ({"tracking": ["mlflow"]}, "tracking: unknown tracker 'mlflow'\n  fix: known trackers: tensorboard, wandb"),
     ],
@@ -204,3 +208,12 @@ def test_cave_train_silences_third_party_noise_unless_verbose(monkeypatch):
     assert p.parse_args(["run", "c.yaml", "--verbose"]).verbose is True
     hf_logging.enable_progress_bar()
     hf_logging.set_verbosity_warning()
+
+
+def test_a_bf16_model_trains_through_deepspeeds_bf16_optimizer():
+    """The model's dtype reaches DeepSpeed: a bf16 model with bf16 off would be handed to its fp32 path."""
+    from cave.training.workers import optimizer_config
+
+    for dtype, want in (("bfloat16", True), ("float32", False)):
+        cfg = parse_config({**BASE, "models": {"base": {"dtype": dtype, "deepspeed": {"zero_stage": 2}}}})
+        assert optimizer_config(cfg, "solver").deepspeed.bf16 is want

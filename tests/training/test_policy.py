@@ -302,3 +302,32 @@ def test_only_missing_old_logprobs_are_filled_unless_asked():
     assert missing.old_logprobs is None  # the caller's samples are not modified
     pol = AgentPolicies({"solver": model}, recompute_old_logprobs=True)
     assert pol._with_old_logprobs(pol.slot("solver"), [given])[0].old_logprobs != [-9.0]
+
+
+def test_bf16_weights_step_through_fp32_masters():
+    """A bf16 model's AdamW step lands: at lr 1e-5 the step is below bf16's resolution for most weights, so an
+    optimizer on the bf16 weights themselves would leave them unchanged; the fp32 masters keep every step and the
+    model gets their rounding."""
+    samples, adv = make_samples(4, roles=("solver",)), np.ones(4)
+    bf16 = AgentPolicies({"solver": tiny_llama(0).to(torch.bfloat16)}, OptimizerConfig(lr=1e-5))
+    stepper = bf16.slot("solver").stepper
+    before = [m.detach().clone() for m in stepper.masters]
+    bf16.update(samples, adv)
+    moved = sum(int((m.detach() != b).sum()) for m, b in zip(stepper.masters, before, strict=True))
+    assert moved > 0.9 * sum(b.numel() for b in before)  # nearly every master weight took the step
+    for p, m in zip(stepper.params, stepper.masters, strict=True):
+        assert p.dtype == torch.bfloat16 and m.dtype == torch.float32
+        assert torch.equal(p.detach(), m.detach().to(torch.bfloat16))  # the model holds the masters' rounding
+    # a checkpoint keeps the full-precision masters, and a fresh bf16 policy resumes from them exactly
+    state = stepper.trainable_state()
+    assert all(v.dtype == torch.float32 for v in state.values())
+    again = AgentPolicies({"solver": tiny_llama(1).to(torch.bfloat16)}, OptimizerConfig(lr=1e-5))
+    again.slot("solver").stepper.load(state, stepper.optimizer_state())
+    for m, n in zip(stepper.masters, again.slot("solver").stepper.masters, strict=True):
+        assert torch.equal(m.detach(), n.detach())
+
+
+def test_fp32_weights_have_no_master_copy():
+    pol = AgentPolicies({"solver": tiny_llama(0)}, OptimizerConfig(lr=1e-3))
+    stepper = pol.slot("solver").stepper
+    assert all(m is p for m, p in zip(stepper.masters, stepper.params, strict=True))
