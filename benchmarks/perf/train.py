@@ -1,6 +1,7 @@
 """One RL iteration (rollout + update), cave's trainer vs TRL's GRPOTrainer, side by side in one run.
 
     python -m cave.benchmarks.perf.train [--prompts 2] [--n 4] [--max-tokens 32] [--threads 2] [--out r.json]
+    python -m cave.benchmarks.perf.train --device cuda --dtype bfloat16 --source DIR --prompts 8 --n 8
 
 Same model (SmolLM2-135M-Instruct converted from its shipped GGUF, fp32, every parameter trained,
 AdamW lr 1e-6, one optimizer step), same prompts, same group size, same reward, single agent:
@@ -15,7 +16,9 @@ AdamW lr 1e-6, one optimizer step), same prompts, same group size, same reward, 
 
 Reported: wall seconds of the iteration (model loading excluded for both), generated tokens, and
 tokens/s = generated tokens / iteration seconds; plus prompt+completion tokens/s. One run each; the
-machine is shared, so numbers are noisy.
+machine is shared, so numbers are noisy. On CUDA also each system's peak GPU memory, and cave's update alone
+(prompt+completion tokens trained per second) against the bf16 matmul roofline for the model's size: a training
+token costs ~8 x parameters FLOPs here (forward 2N for the old log-probs, forward+backward 6N for the loss).
 """
 
 from __future__ import annotations
@@ -34,6 +37,15 @@ PROBLEMS = [
 ]
 
 
+def problems(n: int) -> list[dict[str, Any]]:
+    """The first ``n`` problems, cycling through PROBLEMS (an 8-prompt batch repeats the 4).
+
+    >>> [p["answer"] for p in problems(6)]
+    [391, 42, 30, 12, 391, 42]
+    """
+    return [PROBLEMS[i % len(PROBLEMS)] for i in range(n)]
+
+
 def cave_config(args: argparse.Namespace, out: str) -> Any:
     from cave.training.config import parse_config
 
@@ -50,9 +62,9 @@ def cave_config(args: argparse.Namespace, out: str) -> Any:
                 "pattern": "sequential",
                 "runtime": {"kind": "inprocess", "timeout": 10},
             },
-            "models": {"base": {"source": "smollm2"}},
+            "models": {"base": {"source": args.source, "dtype": args.dtype}},
             "agents": {"solver": {"lr": 1e-6, "micro_batch_size": args.micro_batch or None}},
-            "data": {"prompts": PROBLEMS[: args.prompts]},
+            "data": {"prompts": problems(args.prompts)},
             "reward": "math_sympy",
             "estimator": "grpo",
             "group_size": args.n,
@@ -62,7 +74,7 @@ def cave_config(args: argparse.Namespace, out: str) -> Any:
             "format_penalty": 0.0,
             "output_dir": out,
             "threads": args.threads,
-            "device": "cpu",
+            "device": args.device,
         }
     )
 
@@ -72,9 +84,11 @@ def run_cave(args: argparse.Namespace, out: str) -> tuple[dict[str, Any], list[l
 
     trainer = Trainer(cave_config(args, out), quiet=True)
     trainer.setup()
+    _reset_peak(args)
     t0 = time.perf_counter()
     m = trainer.step(1)
     seconds = time.perf_counter() - t0
+    peak = _peak_gib(args)
     steps = [s for ep in trainer.last_rollout.episodes for s in ep.trajectory.steps]
     prompt_tokens = sum(len(s.prompt_token_ids or ()) for s in steps)
     # the first call of each prompt's group: the messages TRL gets, so both prefill the same tokens
@@ -82,6 +96,8 @@ def run_cave(args: argparse.Namespace, out: str) -> tuple[dict[str, Any], list[l
     for i in range(args.prompts):
         ep = trainer.last_rollout.episodes[i * args.n]
         messages.append([{"role": x["role"], "content": x["content"]} for x in ep.trajectory.steps[0].messages])
+    # the update alone, warm (the first one pays CUDA/optimizer warm-up): a second iteration's update
+    warm = trainer.step(2)["update_tokens_per_s"]
     row = {
         "system": "cave",
         "seconds": seconds,
@@ -90,8 +106,48 @@ def run_cave(args: argparse.Namespace, out: str) -> tuple[dict[str, Any], list[l
         "generated_tokens": m["generated_tokens"],
         "prompt_tokens": prompt_tokens,
         "reward_mean": m["reward_mean"],
+        "update_tokens_per_s": m["update_tokens_per_s"],
+        "warm_update_tokens_per_s": warm,
+        "peak_gpu_gib": peak,
+        "n_params": _n_params(trainer),
     }
+    del trainer
+    _free(args)
     return row, messages
+
+
+def _n_params(trainer: Any) -> int:
+    """Trained parameters of the trainer's models (LocalWorkers.models: name -> (model, tokenizer))."""
+    return sum(
+        p.numel() for model, _tok in trainer.workers.models.values() for p in model.parameters() if p.requires_grad
+    )
+
+
+def _reset_peak(args: argparse.Namespace) -> None:
+    if args.device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _peak_gib(args: argparse.Namespace) -> float | None:
+    if args.device != "cuda":
+        return None
+    import torch
+
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() / 2**30
+
+
+def _free(args: argparse.Namespace) -> None:
+    import gc
+
+    gc.collect()
+    if args.device == "cuda":
+        import torch
+
+        torch.cuda.empty_cache()
 
 
 def last_number(text: str) -> str | None:
@@ -111,9 +167,9 @@ def run_trl(args: argparse.Namespace, prompts: list[list[dict[str, str]]], out: 
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    model, tok = load_model("smollm2", "float32", None, "cpu")
+    model, tok = load_model(args.source, args.dtype, None, args.device)
     del load
-    answers = [p["answer"] for p in PROBLEMS[: args.prompts]]
+    answers = [p["answer"] for p in problems(args.prompts)]
     counts = {"completion": 0, "prompt": 0}
 
     def reward(completions: list[Any], answer: list[Any], **kwargs: Any) -> list[float]:
@@ -137,8 +193,8 @@ def run_trl(args: argparse.Namespace, prompts: list[list[dict[str, str]]], out: 
         learning_rate=1e-6,
         beta=0.0,
         temperature=1.0,
-        use_cpu=True,
-        bf16=False,
+        use_cpu=args.device == "cpu",
+        bf16=args.dtype == "bfloat16",
         report_to="none",
         save_strategy="no",
         logging_steps=1,
@@ -149,9 +205,11 @@ def run_trl(args: argparse.Namespace, prompts: list[list[dict[str, str]]], out: 
     trainer = GRPOTrainer(
         model=model, reward_funcs=reward, args=config, train_dataset=data, processing_class=tok, callbacks=[clock]
     )
+    _reset_peak(args)
     t0 = time.perf_counter()
     trainer.train()
     total = time.perf_counter() - t0
+    peak = _peak_gib(args)
     logs = [h for h in trainer.state.log_history if "reward" in h]
     # TRL counts prompt + completion tokens of the step in num_tokens
     prompt_tokens = int(float(logs[-1]["num_tokens"])) - counts["completion"] if logs else 0
@@ -162,7 +220,39 @@ def run_trl(args: argparse.Namespace, prompts: list[list[dict[str, str]]], out: 
         "generated_tokens": counts["completion"],
         "prompt_tokens": prompt_tokens,
         "reward_mean": logs[-1]["reward"] if logs else None,
+        "peak_gpu_gib": peak,
     }
+
+
+def update_roofline(n_params: int, tflops: float | None) -> float | None:
+    """Training tokens/s at the matmul roofline: ~8N FLOPs a token (2N old log-probs + 6N forward/backward).
+
+    >>> round(update_roofline(135_000_000, 790.0))
+    731481
+    """
+    if not tflops:
+        return None
+    return tflops * 1e12 / (8 * n_params)
+
+
+def _measured_tflops(args: argparse.Namespace) -> float | None:
+    """The bf16 matmul rate of this GPU (8192^3 products on random data, median of 10 after 3 warm-ups)."""
+    if args.device != "cuda":
+        return None
+    import torch
+
+    a, b = (torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    times = []
+    for i in range(13):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        torch.cuda.synchronize()
+        if i >= 3:
+            times.append(start.elapsed_time(end) / 1e3)
+    times.sort()
+    return 2 * 8192**3 / times[len(times) // 2] / 1e12
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,6 +266,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--micro-batch", type=int, default=2, help="cave: samples per forward/backward (0: all at once)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
+    p.add_argument("--source", default="smollm2", help="an embedded model name or an HF directory")
+    p.add_argument(
+        "--roofline-tflops",
+        type=float,
+        default=None,
+        help="the device's measured bf16 matmul TFLOP/s (cuda: measured here when not given)",
+    )
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
@@ -186,15 +285,28 @@ def main(argv: list[str] | None = None) -> int:
         r["tokens_per_s"] = r["generated_tokens"] / r["seconds"]
         r["all_tokens_per_s"] = (r["generated_tokens"] + r["prompt_tokens"]) / r["seconds"]
     setting = {**vars(args), "trl": trl.__version__}
-    print(f"one RL iteration, SmolLM2-135M fp32 CPU, {args.prompts} prompts x {args.n}, max {args.max_tokens} tokens")
-    print(f"{'system':8} {'seconds':>8} {'gen tok':>8} {'tok/s':>8} {'all tok/s':>10} {'reward':>7}")
+    where = f"{args.source} {args.dtype} {args.device}"
+    print(f"one RL iteration, {where}, {args.prompts} prompts x {args.n}, max {args.max_tokens} tokens")
+    print(f"{'system':8} {'seconds':>8} {'gen tok':>8} {'tok/s':>8} {'all tok/s':>10} {'reward':>7} {'peak GiB':>9}")
     for r in rows:
+        peak = r["peak_gpu_gib"]
         print(
             f"{r['system']:8} {r['seconds']:8.1f} {r['generated_tokens']:8d} {r['tokens_per_s']:8.2f} "
-            f"{r['all_tokens_per_s']:10.1f} {r['reward_mean'] if r['reward_mean'] is not None else float('nan'):7.2f}"
+            f"{r['all_tokens_per_s']:10.1f} {r['reward_mean'] if r['reward_mean'] is not None else float('nan'):7.2f} "
+            f"{'-' if peak is None else f'{peak:.2f}':>9}"
         )
     ratio = rows[0]["tokens_per_s"] / rows[1]["tokens_per_s"]
     print(f"cave / TRL tokens/s: {ratio:.2f}x")
+    roof = update_roofline(cave_row["n_params"], args.roofline_tflops or _measured_tflops(args))
+    if roof:
+        cave_row["update_roofline_tokens_per_s"] = roof
+        # the update's rate counts trained (response) tokens; its forward/backward also runs over the prompts
+        warm = cave_row["warm_update_tokens_per_s"]
+        processed = warm * (cave_row["prompt_tokens"] + cave_row["generated_tokens"]) / cave_row["generated_tokens"]
+        cave_row["warm_update_processed_tokens_per_s"] = processed
+        print(f"cave update alone (second iteration, warm): {warm:,.0f} trained tok/s, ~{processed:,.0f} processed "
+              f"tok/s; bf16 matmul roofline for {cave_row['n_params'] / 1e6:.0f}M parameters: {roof:,.0f} tok/s "
+              f"({processed / roof:.2%})")  # fmt: skip
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"setting": setting, "rows": rows, "ratio": ratio}, f, indent=2)
