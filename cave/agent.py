@@ -56,7 +56,7 @@ from cave.events import (
 )
 from cave.generation import Generation, strip_reopened_fence
 from cave.guard import guard_code
-from cave.history import answer_note, elide_observations, resume_messages
+from cave.history import answer_note, elide_observations, resume_messages, shorten_to_fit
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
 from cave.runtimes.describe import guide, type_name
@@ -94,6 +94,7 @@ class FinalAnswer(BaseException):  # noqa: N818 - a signal, not an error
 
 
 FINAL_VAR = "_final_answer"
+SUMMARY_ROOM = 256  # tokens left for the compaction summary's reply
 
 
 def final_answer(value: Any) -> None:
@@ -729,7 +730,8 @@ class Agent:
         return not window or self.prompt_tokens(messages) + least <= window
 
     async def _maybe_compact(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
-        """Keep the prompt under ``compact_at`` of the window: elide old observations, then summarize."""
+        """Keep the prompt under ``compact_at`` of the window: elide old observations, then summarize; at the last,
+        shorten the longest messages so that a reply always has room (a prompt over the window is a run error)."""
         window = self._window()
         if not window:
             return
@@ -743,11 +745,24 @@ class Agent:
         after = self.prompt_tokens(messages)
         if elided:
             yield Compacted("elide", before, after)
-        if after <= limit or body_end <= head:
-            return
-        # Still too long: one LLM call summarizes the middle; the task and the recent exchanges stay.
+        if after > limit and body_end > head:
+            # Still too long: one LLM call summarizes the middle; the task and the recent exchanges stay.
+            async for event in self._summarize_middle(traj, messages, head, body_end, before):
+                yield event
+        self._fit(messages, head, max(window - self.max_tokens, window // 2))
+
+    def _fit(self, messages: list[Message], start: int, target: int) -> None:
+        """Shorten the longest of ``messages[start:]`` until the prompt is at most ``target`` tokens."""
+        if self.prompt_tokens(messages) > target:
+            shorten_to_fit(messages, start, len(messages), target, self.prompt_tokens)
+
+    async def _summarize_middle(
+        self, traj: Trajectory, messages: list[Message], head: int, body_end: int, before: int
+    ) -> AsyncIterator[Event]:
         middle = messages[head:body_end]
         convo = [*messages[:head], *middle, {"role": "user", "content": prompts.SUMMARY_PROMPT}]
+        # the summarizing call must fit as well: a long old reply (literal data, say) is cut, not sent whole
+        shorten_to_fit(convo, head, len(convo) - 1, self._window() - SUMMARY_ROOM, self.prompt_tokens)
         t0 = time.time()
         step = Step(
             index=_next_index(traj),

@@ -3,12 +3,15 @@ what compaction keeps of old observations."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from cave.llm.base import Message
 from cave.trajectory import Trajectory
 
-__all__ = ["answer_note", "elide_observations", "resume_messages"]
+__all__ = ["answer_note", "elide_observations", "resume_messages", "shorten_to_fit"]
 
 ELIDE_OVER = 300  # characters: shorter observations stay whole
+KEEP_AT_LEAST = 400  # characters a shortened message keeps (its head and its tail)
 
 
 def elide_observations(messages: list[Message], start: int, end: int) -> int:
@@ -23,13 +26,47 @@ def elide_observations(messages: list[Message], start: int, end: int) -> int:
     elided = 0
     for i in range(start, end):
         content = str(messages[i].get("content") or "")
-        if messages[i]["role"] == "user" and content.startswith("Observation:") and len(content) > ELIDE_OVER:
+        # the stable prompt layout puts the runtime's state note before the observation: old either way
+        observation = content.startswith("Observation:") or "\n\nObservation:" in content
+        if messages[i]["role"] == "user" and observation and len(content) > ELIDE_OVER:
             messages[i] = {
                 "role": "user",
                 "content": f"Observation: [elided to save context; it was {len(content)} characters]",
             }
             elided += 1
     return elided
+
+
+def shorten_to_fit(
+    messages: list[Message], start: int, end: int, target: int, count: Callable[[list[Message]], int]
+) -> int:
+    """Halve the longest message in ``messages[start:end]`` (keeping its head and tail) until ``count(messages)``
+    is at most ``target`` or nothing there is longer than KEEP_AT_LEAST characters; in place, returns the cuts.
+
+    The last resort of compaction: a prompt over the context window is an error, a shortened old reply is not.
+    Tails are kept because that is where a traceback's error is.
+
+    >>> msgs = [{"role": "user", "content": "task"}, {"role": "assistant", "content": "a" * 2000 + "END"}]
+    >>> shorten_to_fit(msgs, 1, 2, 150, lambda ms: sum(len(m["content"]) for m in ms) // 4)
+    2
+    >>> msgs[1]["content"].endswith("END"), len(msgs[1]["content"]) < 700
+    (True, True)
+    """
+    cuts = 0
+    while count(messages) > target:
+        sizes = {i: len(str(messages[i].get("content") or "")) for i in range(start, end)}
+        i = max(sizes, key=sizes.__getitem__, default=None)
+        if i is None or sizes[i] <= KEEP_AT_LEAST:
+            break
+        content = str(messages[i]["content"])
+        keep = max(KEEP_AT_LEAST, len(content) // 2) // 2
+        gap = len(content) - 2 * keep
+        messages[i] = {
+            **messages[i],
+            "content": f"{content[:keep]}\n[... {gap} characters cut to fit the context window ...]\n{content[-keep:]}",
+        }
+        cuts += 1
+    return cuts
 
 
 def answer_note(traj: Trajectory) -> str:

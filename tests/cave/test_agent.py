@@ -18,6 +18,7 @@ from cave.agent import (
     RunError,
     RunFinished,
     RunStarted,
+    SUMMARY_ROOM,
     StepFinished,
     StepStarted,
     TextChunk,
@@ -354,6 +355,37 @@ def test_compaction_summarizes_when_eliding_is_not_enough():
     # The summarizing call is a step of its own, counted in the totals.
     assert traj.usage == llm_usage_of(llm, [0, 1, 2, 3, 4])
     assert traj.steps[3].completion == "Summary: v0, v1 and v2 hold 0, 1 and 2."
+
+
+def test_compaction_elides_observations_that_follow_a_state_note():
+    """The stable layout puts the runtime's state note before each observation; those are old outputs too.
+    (DABench 144: nothing was elided and the sixth call's prompt went past the window.)"""
+    replies = [code(f"v{c} = 1\nprint('{c}' * 3000)") for c in "abc"] + [code("final_answer('ok')")]
+    llm = Scripted(replies, context_window=3000)
+    agent = make_agent(llm, max_tokens=200, keep_recent=1, observation_limit=3500, prompt_layout="stable")
+    events = asyncio.run(collect(agent, "print things"))
+    assert events[-1].trajectory.status == "success"
+    assert [c.how for c in events if isinstance(c, Compacted)] == ["elide"]
+    stubs = [c for c in (m["content"] for m in llm.calls[3]) if "[elided to save context; it was" in c]
+    assert len(stubs) == 2
+    assert all(agent.prompt_tokens(call) + 200 <= 3000 for call in llm.calls)
+
+
+def test_a_prompt_always_leaves_room_for_a_reply():
+    """Replies too long to summarize whole (a cell of literal data, DABench 140): the summarizing call gets the
+    middle cut down to fit, and the next prompt is shortened until a full reply fits; no call goes past the window."""
+    data = "rows = [" + ", ".join(str(i) for i in range(2500)) + "]"  # ~3,400 tokens of literal data
+    replies = [code(data), code(data), "Summary: rows was built twice.", code("final_answer(len(rows))")]
+    llm = Scripted(replies, context_window=4096)
+    agent = make_agent(llm, max_tokens=512, keep_recent=1)
+    events = asyncio.run(collect(agent, "count the rows"))
+    traj = events[-1].trajectory
+    assert traj.status == "success" and traj.final_answer == 2500, traj.error
+    assert "compaction" in [s.kind for s in traj.steps]
+    for call in llm.calls:
+        room = SUMMARY_ROOM if call[-1]["content"] == prompts.SUMMARY_PROMPT else 512
+        assert agent.prompt_tokens(call) + room <= 4096
+    assert any("characters cut to fit the context window" in str(m["content"]) for m in llm.calls[-1])
 
 
 # -- token accounting ----------------------------------------------------------------------------
