@@ -406,6 +406,18 @@ _RANGES: list[tuple[re.Pattern[str], float, float, str]] = [
     (re.compile(r"(^|_)(r2|r_squared|r2_score|rsquared)($|_)"), float("-inf"), 1.0, "R-squared is at most 1"),
 ]  # fmt: skip
 
+# Values inside the range that a real computation on real data almost never gives exactly: each was a wrong answer
+# that said `success` (DABench 177: a p-value of 1.0 from a test on the wrong input; 137: a model score of 1.0, the
+# target among the features; 222: skewness and kurtosis of 0.0 from a constant).
+_EXACT: list[tuple[re.Pattern[str], tuple[float, ...], str]] = [
+    (re.compile(r"(^|_)(p_?val(ue)?s?|pvalue)($|_)"), (1.0,),
+     "a p-value of exactly 1 means the test saw no difference at all: check its inputs"),
+    (re.compile(r"(^|_)(accuracy|precision|recall|f1|f1_score|auc|roc_auc|model_score)($|_)"), (1.0, 100.0),
+     "a perfect score usually means the target is among the features or the rows scored were the training rows"),
+    (re.compile(r"(^|_)(skew|skewness|kurt|kurtosis)($|_)"), (0.0,),
+     "exactly 0 comes from a constant or an empty column: check which values it was computed on"),
+]  # fmt: skip
+
 
 def out_of_range(key: Any, value: float) -> str | None:
     """Why a named number cannot be right, or None.
@@ -416,12 +428,17 @@ def out_of_range(key: Any, value: float) -> str | None:
     "'model_rmse' is -1.0; it cannot be negative"
     >>> out_of_range("accuracy_score", 0.0)[:61], out_of_range("accuracy", 0.98), out_of_range("r2", -0.2)
     ("'accuracy_score' is 0.0; a score of 0 means no prediction was", None, None)
+    >>> out_of_range("p_value", 1.0)[:46], out_of_range("skewness_value", 0.0)[:30], out_of_range("kurtosis", 0.1)
+    ("'p_value' is 1.0; a p-value of exactly 1 means", "'skewness_value' is 0.0; exact", None)
     """
     if not isinstance(key, str) or value != value:
         return None
     name = re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_")
     for pattern, low, high, why in _RANGES:
         if pattern.search(name) and not low - 1e-12 <= value <= high + 1e-12:
+            return f"{key!r} is {value!r}; {why}"
+    for pattern, exact, why in _EXACT:
+        if pattern.search(name) and value in exact:
             return f"{key!r} is {value!r}; {why}"
     return None
 

@@ -357,6 +357,21 @@ def test_a_named_statistic_out_of_its_range_is_reviewed_and_cannot_stand_as_succ
     assert fixed.status == "success"
 
 
+@pytest.mark.parametrize(
+    ("answer", "warning"),
+    [
+        ("{'p_value': 1.0, 'significance': 'no'}", "'p_value' is 1.0; a p-value of exactly 1"),  # DABench 177
+        ("{'model_score': 1.0}", "'model_score' is 1.0; a perfect score usually means the target"),  # 137
+        ("{'skewness_value': 0.0, 'kurtosis_value': 0.0}", "'skewness_value' is 0.0; exactly 0 comes from"),  # 222
+    ],
+)
+def test_a_statistic_that_real_data_almost_never_gives_exactly_is_reviewed(sales, answer, warning):
+    replies = [code(f"final_answer({answer})")] * 2
+    result = agent_with(replies, sales).run("Test the units; report the statistics.")
+    assert f"WARNING: {warning}" in result.trajectory.steps[0].observation
+    assert result.status == "failed_checks"  # resent as it was: the answer stands, not as a success
+
+
 def test_a_warning_travels_with_the_form_note_and_cannot_stand(sales):
     # DABench 34 at 3efedc3: held for its decimals only, the p-value of -0.1318 (a Spearman r) was resent and stood
     task = "Correlation of units and its p-value? r rounded to 2 decimals, p_value rounded to 4 decimal places."
@@ -409,23 +424,23 @@ def test_an_answer_not_in_the_tasks_form_comes_back_with_the_call_that_fixes_it(
     # "rounded to two decimal places" / "Yes or No" / the keys the task spells out: what a small model gets
     # wrong with the right numbers; the note names each problem and gives the fixed call to run, once
     task = (
-        "Mean and skewness of units. Round the mean to two decimal places and the skewness to 3 decimals. "
-        "Is the mean above 2? Answer Yes or No. Call final_answer({'mean': ..., 'skew': ..., 'above': ...})"
+        "Mean and median of units. Round the mean to two decimal places and the median to 1 decimal. "
+        "Is the mean above 2? Answer Yes or No. Call final_answer({'mean': ..., 'median': ..., 'above': ...})"
     )
-    first = "final_answer({'mean': sales.units.mean() + 1/3, 'skew': sales.units.skew(), 'above': True})"
-    fix = "final_answer({'mean': 2.83, 'skew': 0.0, 'above': 'Yes'})"
+    first = "final_answer({'mean': sales.units.mean() + 1/3, 'median': sales.units.median(), 'above': True})"
+    fix = "final_answer({'mean': 2.83, 'median': 2.5, 'above': 'Yes'})"
     result = agent_with([code(first), code(fix)], sales).run(task)
     note = result.trajectory.steps[0].observation
     assert "'mean' is 2.8333333333333335; the task asks for 2 decimal places: 2.83" in note
     assert "'above' is the bool True; the task asks for the word: 'Yes'" in note
-    assert "```python\n" + fix + "\n```" in note  # skew is 0.0: already in form, kept as it is
-    assert result.status == "success" and result.answer == {"mean": 2.83, "skew": 0.0, "above": "Yes"}
+    assert "```python\n" + fix + "\n```" in note  # the median is 2.5: already in form, kept as it is
+    assert result.status == "success" and result.answer == {"mean": 2.83, "median": 2.5, "above": "Yes"}
     missing = agent_with([code("final_answer({'mean': 2.5})"), code("final_answer({'mean': 2.5})")], sales).run(task)
-    assert "the answer has no 'skew', 'above'" in missing.trajectory.steps[0].observation
+    assert "the answer has no 'median', 'above'" in missing.trajectory.steps[0].observation
     assert "Fix it and call final_answer again" in missing.trajectory.steps[0].observation
     # once per run: the model's next answer stands, but one that still misses keys is not a success
     assert missing.status == "failed_checks" and len(missing.trajectory.steps) == 2
-    assert missing.answer == {"mean": 2.5} and "the answer has no 'skew', 'above'" in missing.trajectory.error
+    assert missing.answer == {"mean": 2.5} and "the answer has no 'median', 'above'" in missing.trajectory.error
     off = agent_with([code("final_answer({'mean': 2.5})")], sales, review=False).run(task)
     assert len(off.trajectory.steps) == 1
 
