@@ -11,6 +11,7 @@ from cave.runtimes.inprocess import InProcessRuntime
 
 from cave import prompts
 from cave.agent import (
+    SUMMARY_ROOM,
     Agent,
     CodeStarted,
     Compacted,
@@ -18,7 +19,6 @@ from cave.agent import (
     RunError,
     RunFinished,
     RunStarted,
-    SUMMARY_ROOM,
     StepFinished,
     StepStarted,
     TextChunk,
