@@ -321,11 +321,14 @@ def typed_numbers(code: str, seen: str) -> list[str]:
     """Numbers typed into the last ``final_answer(...)`` of ``code`` that no text the model had seen shows (``seen``:
     the task and the earlier observations), at the decimals they were typed with. A small model writes the answer
     call in the cell that computes it and guesses the values before any output exists (DABench 14: it computed
-    16.65 and sent 15.45). Only fractions count: a whole number may be one the model knows (a year, a count).
+    16.65 and sent 15.45). Only float literals count: an int may be one the model knows (a year, a count), while
+    ``100.00`` is written as a computed result (DABench 109: it printed 141.36 and 118.57, and sent 100.00 and 120.00).
 
     >>> code = "m = df.x.mean()\\nprint(m)\\nfinal_answer({'mean': 15.45, 'n': 3, 'sd': 6.72})"
     >>> typed_numbers(code, "Observation: sd is 6.7234")
     ['15.45']
+    >>> typed_numbers("m = df.x.mean()\\nfinal_answer({'mean': 100.00, 'year': 2018})", "")
+    ['100.00']
     >>> typed_numbers("final_answer(s.quantile(0.95))", ""), typed_numbers("final_answer({'m': 40.82})", "40.8234")
     ([], [])
     """
@@ -335,7 +338,7 @@ def typed_numbers(code: str, seen: str) -> list[str]:
     call = found[1]
     literals = [
         n for n in _answer_values([*call.args, *(k.value for k in call.keywords)])
-        if type(n.value) is float and not n.value.is_integer()
+        if type(n.value) is float
     ]  # fmt: skip
     if not literals:
         return []

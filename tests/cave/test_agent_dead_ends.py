@@ -347,6 +347,15 @@ def test_numbers_typed_into_the_answer_before_the_code_ran_go_back_once(sales):
     assert copied.status == "success" and len(copied.trajectory.steps) == 2  # copied from the output: accepted
 
 
+def test_a_whole_number_typed_with_decimals_is_a_guess_too(sales):
+    # DABench 109: it printed 141.36 and 118.57 and sent 100.00 and 120.00, `success`; an int (a count) is not held
+    guess = "mean = float(sales.units.mean())\nprint(mean)\nfinal_answer({'mean': 100.00, 'regions': 3})"
+    replies = [code(guess), code("final_answer({'mean': mean, 'regions': 3})")]
+    result = agent_with(replies, sales).run("Mean units, and how many regions.")
+    assert "numbers typed in (100.00)" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == {"mean": 2.5, "regions": 3}
+
+
 def test_a_named_statistic_out_of_its_range_is_reviewed_and_cannot_stand_as_success(sales):
     # DABench 34: a p-value of -0.1318 ended `success`
     replies = [code("final_answer({'r': 0.2, 'p_value': -0.1318})")] * 2
