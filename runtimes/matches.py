@@ -24,6 +24,11 @@ busiest_hour). ``.idxmax()`` / ``.idxmin()`` of a Series go through the same hel
 (True, "m = __cave_match__(1, 'contains', s, 'Mar', case=False)")
 >>> rewrite(ast.parse("if i == 0 or j % 2 == 0:\\n    pass"))  # numbers against names or arithmetic: loops
 False
+
+A group picked by its position: ``df.groupby('eligible')['runs'].mean().iloc[0]`` is the group whose label sorts
+first (eligible = 0), and DABench 247 sent it as the mean of the eligible players, `success`. ``.iloc[k]`` with a
+constant ``k`` goes through the helper too, which notes which label the position holds when the index is one of
+named labels (a groupby's, value_counts'), not a plain row number.
 """
 
 from __future__ import annotations
@@ -33,14 +38,14 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["HELPER", "MARK", "TIE_MARK", "empty_note", "matched", "maybe", "rewrite", "tie_note"]
+__all__ = ["HELPER", "MARK", "TIE_MARK", "empty_note", "label_note", "matched", "maybe", "rewrite", "tie_note"]
 
 HELPER = "__cave_match__"  # the name the rewritten comparisons use, from the cell's builtins
 MARK = "matched none of"  # in every note: how the agent knows an answer came from an empty selection
 TIE_MARK = "entries tied at"  # in every tie note
 METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
 EXAMPLES = 5
-_HINT = re.compile(r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(")
+_HINT = re.compile(r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[")
 PICKS = frozenset({"idxmax", "idxmin"})
 
 
@@ -98,6 +103,16 @@ class _Rewriter(ast.NodeTransformer):
             return node
         return self._helper(node, op, left, [right], [])
 
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        self.generic_visit(node)
+        value, index = node.value, node.slice
+        if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub):  # .iloc[-1]
+            index = index.operand
+        position = isinstance(index, ast.Constant) and type(index.value) is int
+        if isinstance(node.ctx, ast.Load) and isinstance(value, ast.Attribute) and value.attr == "iloc" and position:
+            return self._helper(node, "iloc", value.value, [node.slice], [])
+        return node
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
@@ -124,11 +139,15 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         result = source.isin(*args)
     elif op in PICKS:
         result = getattr(source, op)(**kwargs)
+    elif op == "iloc":
+        result = source.iloc[args[0]]
     else:
         result = getattr(source.str, op)(*args, **kwargs)
     try:
         if op in PICKS:
             note = tie_note(op, line, source, kwargs)
+        elif op == "iloc":
+            note = label_note(line, source, args[0])
         else:
             note = empty_note(op, line, source, args[0] if args else None, result)
         if note:
@@ -205,4 +224,29 @@ def tie_note(op: str, line: int, source: Any, kwargs: dict[str, Any] | None = No
         f"Note (line {line}): {op}() picked the first of {tied} {TIE_MARK} {shown!r} (of {len(values)}): so many ties "
         "usually mean the grouping is finer than the question (one group per timestamp or id, each of one row); "
         "group by what the task asks about (e.g. df['timestamp'].dt.hour) and look at the counts first."
+    )
+
+
+def label_note(line: int, source: Any, position: int) -> str | None:
+    """Which label ``.iloc[position]`` picked, when the index holds named labels (a groupby's) and not row numbers.
+
+    >>> import pandas as pd
+    >>> means = pd.DataFrame({"eligible": [1, 0, 1], "runs": [50, 40, 60]}).groupby("eligible")["runs"].mean()
+    >>> print(label_note(7, means, 0))
+    Note (line 7): .iloc[0] is the entry labelled 0 of 'eligible' (labels in order: 0, 1); pick a group by its label with .loc[label].
+    >>> label_note(1, pd.Series([5, 6]), 0) is None  # row numbers: nothing to say
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(source, pd.Series | pd.DataFrame) or not 1 < len(source) <= 50:
+        return None
+    index = source.index
+    if index.name is None or isinstance(index, pd.RangeIndex | pd.MultiIndex):
+        return None
+    labels = [repr(v.item() if hasattr(v, "item") else v)[:30] for v in index[:8]]
+    picked = index[position]
+    picked = picked.item() if hasattr(picked, "item") else picked
+    return (
+        f"Note (line {line}): .iloc[{position}] is the entry labelled {picked!r} of {index.name!r} (labels in order: "
+        f"{', '.join(labels)}{', ...' if len(index) > 8 else ''}); pick a group by its label with .loc[label]."
     )

@@ -81,3 +81,18 @@ def test_a_function_carried_out_of_the_runtime_still_runs_in_the_host(rt, capfd)
     assert rt.retrieve("is_a")("a") is True
     assert rt.retrieve("numbers")(pd.Series(["1", "x"])).tolist()[0] == 1.0
     assert "Note" not in capfd.readouterr().err  # notes are for the model, in a cell; not the host's stderr
+
+
+def test_a_group_picked_by_position_names_the_label_it_picked(rt):
+    # DABench 247: .mean().iloc[0] sent as the eligible players' mean; the first group is eligible = 0
+    ex = rt.execute(
+        "g = signups.groupby('year')['year_text'].count()\n"
+        "first = int(g.iloc[0])\n"
+        "last = int(g.iloc[-1])\n"
+        "row = signups.iloc[0]\n"  # row numbers: nothing to say
+        "top = signups.sort_values('year').reset_index(drop=True).iloc[0]"
+    )
+    assert ex.error is None and (rt.retrieve("first"), rt.retrieve("last")) == (1, 1)
+    assert "Note (line 2): .iloc[0] is the entry labelled 2023 of 'year' (labels in order: 2023, 2024, 2025)" in ex.stderr
+    assert "Note (line 3): .iloc[-1] is the entry labelled 2025 of 'year'" in ex.stderr
+    assert "line 4" not in ex.stderr and "line 5" not in ex.stderr
