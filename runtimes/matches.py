@@ -29,6 +29,10 @@ A group picked by its position: ``df.groupby('eligible')['runs'].mean().iloc[0]`
 first (eligible = 0), and DABench 247 sent it as the mean of the eligible players, `success`. ``.iloc[k]`` with a
 constant ``k`` goes through the helper too, which notes which label the position holds when the index is one of
 named labels (a groupby's, value_counts'), not a plain row number.
+
+The largest of a text column: ``df['site'].max()`` is the alphabetically last site ('99'), not the site of the
+largest ``positive_diffsel`` (DABench 217). ``.max()`` / ``.min()`` go through the helper, which says so when the
+Series holds text.
 """
 
 from __future__ import annotations
@@ -45,8 +49,9 @@ MARK = "matched none of"  # in every note: how the agent knows an answer came fr
 TIE_MARK = "entries tied at"  # in every tie note
 METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
 EXAMPLES = 5
-_HINT = re.compile(r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[")
+_HINT = re.compile(r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)")
 PICKS = frozenset({"idxmax", "idxmin"})
+EXTREMES = frozenset({"max", "min"})
 
 
 def maybe(code: str) -> bool:
@@ -124,6 +129,8 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper(node, "isin", func.value, list(node.args), [])
         if func.attr in PICKS and not node.args:
             return self._helper(node, func.attr, func.value, [], node.keywords)
+        if func.attr in EXTREMES and not node.args and not node.keywords:
+            return self._helper(node, func.attr, func.value, [], [])
         return node
 
 
@@ -141,6 +148,10 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(source, op)(**kwargs)
     elif op == "iloc":
         result = source.iloc[args[0]]
+    elif op in EXTREMES:
+        result = getattr(source, op)()
+        if not isinstance(result, str):  # a number, a frame's row: nothing to say, and no more work
+            return result
     else:
         result = getattr(source.str, op)(*args, **kwargs)
     try:
@@ -148,6 +159,8 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
             note = tie_note(op, line, source, kwargs)
         elif op == "iloc":
             note = label_note(line, source, args[0])
+        elif op in EXTREMES:
+            note = text_extreme_note(op, line, source, result)
         else:
             note = empty_note(op, line, source, args[0] if args else None, result)
         if note:
@@ -249,4 +262,25 @@ def label_note(line: int, source: Any, position: int) -> str | None:
     return (
         f"Note (line {line}): .iloc[{position}] is the entry labelled {picked!r} of {index.name!r} (labels in order: "
         f"{', '.join(labels)}{', ...' if len(index) > 8 else ''}); pick a group by its label with .loc[label]."
+    )
+
+
+def text_extreme_note(op: str, line: int, source: Any, result: Any) -> str | None:
+    """The note for ``.max()`` / ``.min()`` of a Series of text: the alphabetically last (first) value.
+
+    >>> import pandas as pd
+    >>> print(text_extreme_note("max", 2, pd.Series(["57", "99", "HA2"], name="site"), "HA2"))
+    Note (line 2): .max() of the text column 'site' is 'HA2', the alphabetically last of its values, not the row with the largest of another column; for that: df.loc[df[other].idxmax(), 'site'].
+    >>> text_extreme_note("max", 1, pd.Series([3, 9]), 9) is None
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(source, pd.Series) or not isinstance(result, str):
+        return None
+    name = source.name if isinstance(source.name, str) else "col"
+    which, pick = ("last", "idxmax") if op == "max" else ("first", "idxmin")
+    return (
+        f"Note (line {line}): .{op}() of the text column {name!r} is {result[:40]!r}, the alphabetically {which} of "
+        f"its values, not the row with the {'largest' if op == 'max' else 'smallest'} of another column; for that: "
+        f"df.loc[df[other].{pick}(), {name!r}]."
     )

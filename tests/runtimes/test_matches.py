@@ -93,6 +93,21 @@ def test_a_group_picked_by_position_names_the_label_it_picked(rt):
         "top = signups.sort_values('year').reset_index(drop=True).iloc[0]"
     )
     assert ex.error is None and (rt.retrieve("first"), rt.retrieve("last")) == (1, 1)
-    assert "Note (line 2): .iloc[0] is the entry labelled 2023 of 'year' (labels in order: 2023, 2024, 2025)" in ex.stderr
+    assert (
+        "Note (line 2): .iloc[0] is the entry labelled 2023 of 'year' (labels in order: 2023, 2024, 2025)" in ex.stderr
+    )
     assert "Note (line 3): .iloc[-1] is the entry labelled 2025 of 'year'" in ex.stderr
     assert "line 4" not in ex.stderr and "line 5" not in ex.stderr
+
+
+def test_the_largest_of_a_text_column_is_said_to_be_alphabetical(rt):
+    # DABench 217: df['site'].max() sent as the site with the largest positive_diffsel, `success`
+    ex = rt.execute("last = signups['region'].max()\nfirst = signups.region.min()\ntop = signups.year.max()")
+    assert ex.error is None and (rt.retrieve("last"), rt.retrieve("first"), rt.retrieve("top")) == (
+        "north",
+        "East",
+        2025,
+    )
+    assert "Note (line 1): .max() of the text column 'region' is 'north', the alphabetically last" in ex.stderr
+    assert "Note (line 2): .min() of the text column 'region' is 'East', the alphabetically first" in ex.stderr
+    assert "line 3" not in ex.stderr  # numbers: nothing to say
