@@ -4,7 +4,9 @@ An answer is held (sent back with a note, the run goes on) when a declared outpu
 task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
 after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code misreads
 a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.misreadings``), when it was computed
-after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North') or picked from a wide tie, when it is not in the form the task names, or when it looks wrong enough to
+after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North'), picked from
+a wide tie or decided on a test that returned nan over missing values, when it is not in the form the task names,
+or when it looks wrong enough to
 be shown to the model for review. Each hold happens once (outputs: twice); then the model's answer stands. When
 the task declares no checks, an answer that still has the problem it was held for ends the run
 ``failed_checks``, not ``success`` (``Acceptance.kept``): a small model's "confirmation" is no evidence. A task's
@@ -69,18 +71,11 @@ class Acceptance:
                 traj.meta["misread_asked"] = True
                 traj.meta["held_misread"] = {"verdicts": misreadings.verdicts(value), "answer": repr(value)[:2000]}
                 return misread
-        if coercion.LOSS_MARK in stderr and not traj.meta.get("held_for_loss"):
-            traj.meta["held_for_loss"] = True  # once: the answer came from data a coercion just dropped
-            await _held_for(traj, "loss", value)
-            return prompts.LOSS_HELD_NOTE
-        if matches.MARK in stderr and not traj.meta.get("held_for_empty"):
-            traj.meta["held_for_empty"] = True  # once: the answer came from a filter that selected no row
-            await _held_for(traj, "empty", value)
-            return prompts.EMPTY_HELD_NOTE
-        if matches.TIE_MARK in stderr and not traj.meta.get("held_for_tie"):
-            traj.meta["held_for_tie"] = True  # once: idxmax picked the first of many equal counts
-            await _held_for(traj, "tie", value)
-            return prompts.TIE_HELD_NOTE
+        for kind, mark, note in _NOTED:
+            if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
+                traj.meta[f"held_for_{kind}"] = True  # once: the answer came from what the cell's note says
+                await _held_for(traj, kind, value)
+                return note
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
@@ -124,11 +119,20 @@ class Acceptance:
             value=value,
             summary=summary,
             held_summary=traj.meta.get("held_summary", ""),
-            lossy=coercion.LOSS_MARK in stderr,
-            empty=matches.MARK in stderr,
-            tied=matches.TIE_MARK in stderr,
+            again={kind for kind, mark, _ in _NOTED if mark in stderr},
             given=self.given_tables(),
         )
+
+
+# What a cell's stderr note says about the data an answer came from (the mark is in every such note), and the
+# note that holds the answer once for it: a coercion dropped values, a selection matched no row, idxmax picked from
+# a wide tie, a test returned nan over missing values.
+_NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
+    ("loss", coercion.LOSS_MARK, prompts.LOSS_HELD_NOTE),
+    ("empty", matches.MARK, prompts.EMPTY_HELD_NOTE),
+    ("tie", matches.TIE_MARK, prompts.TIE_HELD_NOTE),
+    ("nan", matches.NAN_MARK, prompts.NAN_HELD_NOTE),
+)
 
 
 async def _held_for(traj: Trajectory, kind: recovery.HeldFor, value: Any, summary: str | None = None) -> None:

@@ -533,6 +533,11 @@ TIE_HELD_NOTE = (
     "many equal entries, so it says nothing about the task. Group by what the task asks about, look at the "
     "counts, and answer again."
 )
+NAN_HELD_NOTE = (
+    "Not accepted yet: this answer rests on a test that returned nan (the Note above): its input had missing values, "
+    "and every comparison with nan is False, so a verdict from it says nothing. Drop the missing values first (e.g. "
+    "shapiro(df[col].dropna())) and answer again."
+)
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
     "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding, "

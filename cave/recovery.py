@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
 from cave import prompts
@@ -561,7 +561,7 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
 
 
-HeldFor = Literal["loss", "empty", "tie", "form", "warning"]
+HeldFor = Literal["loss", "empty", "tie", "nan", "form", "warning"]
 
 
 def summary_warnings(summary: str) -> list[str]:
@@ -580,9 +580,7 @@ def kept_problems(
     value: Any,
     summary: str,
     held_summary: str,
-    lossy: bool,
-    empty: bool = False,
-    tied: bool = False,
+    again: Collection[str] = (),
     given: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """What is still wrong with an answer that was held once for each of ``held`` and then sent again.
@@ -590,31 +588,36 @@ def kept_problems(
     A small model "confirms" a held answer by running the same code again (DABench 57: the same lossy
     ``to_numeric`` and the same wrong 0.52) or by sending the same literal (453: four means, all 27.7). Its
     confirmation is no evidence, and the problems are facts about the answer, so they are re-checked on the answer
-    itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``lossy`` whether
-    the cell that sent it dropped values in a coercion again, ``empty`` whether a selection in it matched no row again, ``tied`` whether it picked from a wide tie again. ``given``: the session's tables, for the one
-    table-based form problem that stands re-checking (a number where the task asks which product).
+    itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``again`` the
+    kinds whose note the cell that sent it wrote again ("loss": a coercion dropped values, "empty": a selection
+    matched no row, "tie": a pick from a wide tie, "nan": a test over missing values). ``given``: the session's
+    tables, for the one table-based form problem that stands re-checking (a number where the task asks which
+    product).
 
     >>> kept_problems(["warning"], task="Mean of each", value={"a": 1.0, "b": 1.0, "c": 1.0},
-    ...               summary="dict of 3: (WARNING: every value is the same)", held_summary="", lossy=False)
+    ...               summary="dict of 3: (WARNING: every value is the same)", held_summary="")
     ['the answer still has a warning: every value is the same']
     >>> kept_problems(["loss"], task="Total paid", value=34973.56, summary="float 34973.56",
-    ...               held_summary="float 34973.56", lossy=False)
+    ...               held_summary="float 34973.56")
     ['the answer is the one computed after a conversion turned values into NaN; they were not recovered']
     >>> kept_problems(["loss", "warning"], task="Total paid", value=49120.0, summary="float 49120.0",
-    ...               held_summary="float 34973.56", lossy=False)
+    ...               held_summary="float 34973.56")
     []
     """
     problems: list[str] = []
     for kind in dict.fromkeys(held):
-        if kind == "loss" and (lossy or summary == held_summary):
+        same = kind in again or summary == held_summary
+        if kind == "loss" and same:
             problems.append(
                 "the answer is the one computed after a conversion turned values into NaN; they were not recovered"
             )
-        elif kind == "empty" and (empty or summary == held_summary) and _nothing(value):
+        elif kind == "empty" and same and _nothing(value):
             # only an answer of nothing (0, NaN, empty) is the empty selection's: a total of the other rows stands
             problems.append("the answer is the one computed from a selection that matched no row")
-        elif kind == "tie" and (tied or summary == held_summary):
+        elif kind == "tie" and same:
             problems.append("the answer is still the first of many tied entries, not what the task asks about")
+        elif kind == "nan" and same:
+            problems.append("the answer still rests on a test that returned nan over missing values")
         elif kind == "form":  # without the given tables: ids kept for names stand (the task may mean the ids)
             problems += form_problems(task, value).problems
             number = number_for_a_name(task, value, given) if given else None

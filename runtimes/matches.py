@@ -33,6 +33,11 @@ named labels (a groupby's, value_counts'), not a plain row number.
 The largest of a text column: ``df['site'].max()`` is the alphabetically last site ('99'), not the site of the
 largest ``positive_diffsel`` (DABench 217). ``.max()`` / ``.min()`` go through the helper, which says so when the
 Series holds text.
+
+A test over missing values: ``shapiro(df['nsamplecov'])`` on a column with NaN returns a p-value of nan, and
+``"yes" if p > 0.05 else "no"`` then says "no" for any data (DABench 298). Calls of scipy.stats' tests by name
+(``shapiro(x)``, ``stats.pearsonr(a, b)``) go through the helper, which notes a nan result that came from NaN
+in the input, with the call that drops them.
 """
 
 from __future__ import annotations
@@ -42,14 +47,36 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["HELPER", "MARK", "TIE_MARK", "empty_note", "label_note", "matched", "maybe", "rewrite", "tie_note"]
+__all__ = [
+    "HELPER",
+    "MARK",
+    "NAN_MARK",
+    "TIE_MARK",
+    "empty_note",
+    "label_note",
+    "matched",
+    "maybe",
+    "nan_test_note",
+    "rewrite",
+    "tie_note",
+]
 
 HELPER = "__cave_match__"  # the name the rewritten comparisons use, from the cell's builtins
 MARK = "matched none of"  # in every note: how the agent knows an answer came from an empty selection
 TIE_MARK = "entries tied at"  # in every tie note
+NAN_MARK = "returned nan because"  # in every note on a test over missing values
 METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
 EXAMPLES = 5
-_HINT = re.compile(r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)")
+# scipy.stats functions that return nan when their input holds NaN (nan_policy='propagate', the default)
+TESTS = frozenset(
+    {"shapiro", "normaltest", "jarque_bera", "pearsonr", "spearmanr", "kendalltau", "pointbiserialr", "linregress",
+     "ttest_ind", "ttest_rel", "ttest_1samp", "mannwhitneyu", "wilcoxon", "kruskal", "f_oneway", "levene",
+     "bartlett", "zscore", "skewtest", "kurtosistest", "anderson", "kstest"}
+)  # fmt: skip
+_STATS_MODULES = frozenset({"stats", "st", "ss", "scipy_stats"})
+_HINT = re.compile(
+    r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|\b(?:" + "|".join(sorted(TESTS)) + r")\("
+)
 PICKS = frozenset({"idxmax", "idxmin"})
 EXTREMES = frozenset({"max", "min"})
 
@@ -121,6 +148,8 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
+        if isinstance(func, ast.Name) and func.id in TESTS and node.args:  # from scipy.stats import shapiro
+            return self._helper(node, "test", func, list(node.args), node.keywords)
         if not isinstance(func, ast.Attribute):
             return node
         if func.attr in METHODS and isinstance(func.value, ast.Attribute) and func.value.attr == "str" and node.args:
@@ -131,7 +160,16 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper(node, func.attr, func.value, [], node.keywords)
         if func.attr in EXTREMES and not node.args and not node.keywords:
             return self._helper(node, func.attr, func.value, [], [])
+        if func.attr in TESTS and _stats_module(func.value) and node.args:
+            return self._helper(node, "test", func, list(node.args), node.keywords)
         return node
+
+
+def _stats_module(node: ast.expr) -> bool:
+    """``stats`` / ``st`` / ``scipy.stats``: where a call by that name is scipy's test, not a pandas method."""
+    if isinstance(node, ast.Name):
+        return node.id in _STATS_MODULES
+    return isinstance(node, ast.Attribute) and node.attr == "stats"
 
 
 def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
@@ -152,6 +190,8 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(source, op)()
         if not isinstance(result, str):  # a number, a frame's row: nothing to say, and no more work
             return result
+    elif op == "test":
+        result = source(*args, **kwargs)
     else:
         result = getattr(source.str, op)(*args, **kwargs)
     try:
@@ -161,6 +201,8 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
             note = label_note(line, source, args[0])
         elif op in EXTREMES:
             note = text_extreme_note(op, line, source, result)
+        elif op == "test":
+            note = nan_test_note(line, source, args, result)
         else:
             note = empty_note(op, line, source, args[0] if args else None, result)
         if note:
@@ -284,3 +326,50 @@ def text_extreme_note(op: str, line: int, source: Any, result: Any) -> str | Non
         f"its values, not the row with the {'largest' if op == 'max' else 'smallest'} of another column; for that: "
         f"df.loc[df[other].{pick}(), {name!r}]."
     )
+
+
+def nan_test_note(line: int, func: Any, args: tuple[Any, ...], result: Any) -> str | None:
+    """The note for a scipy.stats test that returned nan because an input held NaN (None otherwise).
+
+    >>> import numpy as np, pandas as pd
+    >>> from scipy.stats import shapiro
+    >>> x = pd.Series([1.0, 2.5, np.nan, 4.0, 3.5, 2.0], name="nsamplecov")
+    >>> print(nan_test_note(3, shapiro, (x,), shapiro(x)))
+    Note (line 3): shapiro() returned nan because 1 of the 6 values of 'nsamplecov' are missing (NaN), and every comparison with nan is False; drop them first: shapiro(df['nsamplecov'].dropna()) (two columns: df[[a, b]].dropna()).
+    >>> nan_test_note(1, shapiro, (x.dropna(),), shapiro(x.dropna())) is None
+    True
+    """
+    np = sys.modules.get("numpy")
+    if np is None or not _has_nan(np, result):
+        return None
+    for arg in args:
+        try:
+            values = np.asarray(arg, dtype=float)
+        except (TypeError, ValueError):
+            continue
+        missing = int(np.isnan(values).sum())
+        if missing:
+            name = getattr(arg, "name", None)
+            label = f" of {name!r}" if isinstance(name, str) else ""
+            column = f"df[{name!r}]" if isinstance(name, str) else "x"
+            call = getattr(func, "__name__", "the test")
+            return (
+                f"Note (line {line}): {call}() {NAN_MARK} {missing} of the {values.size} values{label} are missing "
+                f"(NaN), and every comparison with nan is False; drop them first: {call}({column}.dropna()) "
+                "(two columns: df[[a, b]].dropna())."
+            )
+    return None
+
+
+def _has_nan(np: Any, result: Any) -> bool:
+    """Whether a test's result (a number, a tuple or named result of numbers, an array) holds a nan."""
+    if hasattr(result, "pvalue") and not isinstance(result, tuple):  # PearsonRResult and other result objects
+        result = (getattr(result, "statistic", 0.0), result.pvalue)
+    parts = result if isinstance(result, tuple) else (result,)
+    for part in parts:
+        try:
+            if bool(np.isnan(np.asarray(part, dtype=float)).any()):
+                return True
+        except (TypeError, ValueError):
+            continue
+    return False

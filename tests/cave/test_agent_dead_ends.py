@@ -381,6 +381,22 @@ def test_a_statistic_that_real_data_almost_never_gives_exactly_is_reviewed(sales
     assert result.status == "failed_checks"  # resent as it was: the answer stands, not as a success
 
 
+def test_a_verdict_from_a_test_over_missing_values_is_held_and_cannot_stand(sales):
+    # DABench 298: shapiro(df['nsamplecov']) over NaN gave p = nan, is_normal "no", `success`
+    sales = sales.assign(units=[1.0, None, 3.0, 4.0])
+    guess = (
+        "from scipy.stats import shapiro\np = shapiro(sales['units']).pvalue\n"
+        "final_answer({'is_normal': 'yes' if p > 0.05 else 'no'})"
+    )
+    result = agent_with([code(guess)] * 2, sales).run("Is units normal (Shapiro-Wilk, alpha 0.05)? yes or no.")
+    obs = result.trajectory.steps[0].observation
+    assert "shapiro() returned nan because 1 of the 4 values of 'units' are missing" in obs
+    assert "this answer rests on a test that returned nan" in obs
+    assert result.status == "failed_checks" and "returned nan over missing values" in result.trajectory.error
+    fixed = code("from scipy.stats import shapiro\np = shapiro(sales['units'].dropna()).pvalue\nfinal_answer({'p': p})")
+    assert agent_with([code(guess), fixed], sales).run("Shapiro p-value of units?").status == "success"
+
+
 def test_a_warning_travels_with_the_form_note_and_cannot_stand(sales):
     # DABench 34 at 3efedc3: held for its decimals only, the p-value of -0.1318 (a Spearman r) was resent and stood
     task = "Correlation of units and its p-value? r rounded to 2 decimals, p_value rounded to 4 decimal places."

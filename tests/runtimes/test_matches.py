@@ -111,3 +111,25 @@ def test_the_largest_of_a_text_column_is_said_to_be_alphabetical(rt):
     assert "Note (line 1): .max() of the text column 'region' is 'north', the alphabetically last" in ex.stderr
     assert "Note (line 2): .min() of the text column 'region' is 'East', the alphabetically first" in ex.stderr
     assert "line 3" not in ex.stderr  # numbers: nothing to say
+
+
+def test_a_test_over_missing_values_says_why_it_returned_nan(bare_rt):
+    # DABench 298: shapiro over a column with NaN gave p = nan, and `"yes" if p > 0.05 else "no"` said "no"
+    bare_rt.inject("df", pd.DataFrame({"cov": [1.0, 2.5, None, 4.0, 3.5, 2.0, 3.0], "b": [1, 2, 3, 4, 5, 6, 8]}))
+    ex = bare_rt.execute(
+        "from scipy import stats\n"
+        "from scipy.stats import shapiro\n"
+        "p = shapiro(df['cov']).pvalue\n"
+        "r = stats.pearsonr(df['cov'], df['b'])[0]\n"
+        "ok = shapiro(df['cov'].dropna()).pvalue\n"
+        "s = df['cov'].skew()"  # pandas skips NaN: not a scipy test, nothing to say
+    )
+    assert ex.error is None
+    assert "Note (line 3): shapiro() returned nan because 1 of the 7 values of 'cov' are missing" in ex.stderr
+    assert "Note (line 4): pearsonr() returned nan because" in ex.stderr
+    assert "line 5" not in ex.stderr and "line 6" not in ex.stderr
+    assert rt_nan(bare_rt.retrieve("p")) and not rt_nan(bare_rt.retrieve("ok"))
+
+
+def rt_nan(x) -> bool:
+    return x != x
