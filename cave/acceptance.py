@@ -126,12 +126,13 @@ class Acceptance:
 
 # What a cell's stderr note says about the data an answer came from (the mark is in every such note), and the
 # note that holds the answer once for it: a coercion dropped values, a selection matched no row, idxmax picked from
-# a wide tie, a test returned nan over missing values.
+# a wide tie, a test returned nan over missing values, the strongest correlate picked was the variable itself.
 _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("loss", coercion.LOSS_MARK, prompts.LOSS_HELD_NOTE),
     ("empty", matches.MARK, prompts.EMPTY_HELD_NOTE),
     ("tie", matches.TIE_MARK, prompts.TIE_HELD_NOTE),
     ("nan", matches.NAN_MARK, prompts.NAN_HELD_NOTE),
+    ("self", matches.SELF_MARK, prompts.SELF_HELD_NOTE),
 )
 
 

@@ -538,6 +538,10 @@ NAN_HELD_NOTE = (
     "and every comparison with nan is False, so a verdict from it says nothing. Drop the missing values first (e.g. "
     "shapiro(df[col].dropna())) and answer again."
 )
+SELF_HELD_NOTE = (
+    "Not accepted yet: this answer was picked from correlations that include the variable itself (the Note above), "
+    "whose correlation with itself is always 1. Leave it out, pick again and answer again."
+)
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
     "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding, "

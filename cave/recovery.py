@@ -561,7 +561,7 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
 
 
-HeldFor = Literal["loss", "empty", "tie", "nan", "form", "warning"]
+HeldFor = Literal["loss", "empty", "tie", "nan", "self", "form", "warning"]
 
 
 def summary_warnings(summary: str) -> list[str]:
@@ -590,7 +590,8 @@ def kept_problems(
     confirmation is no evidence, and the problems are facts about the answer, so they are re-checked on the answer
     itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``again`` the
     kinds whose note the cell that sent it wrote again ("loss": a coercion dropped values, "empty": a selection
-    matched no row, "tie": a pick from a wide tie, "nan": a test over missing values). ``given``: the session's
+    matched no row, "tie": a pick from a wide tie, "nan": a test over missing values, "self": a variable picked as
+    its own strongest correlate). ``given``: the session's
     tables, for the one table-based form problem that stands re-checking (a number where the task asks which
     product).
 
@@ -618,6 +619,8 @@ def kept_problems(
             problems.append("the answer is still the first of many tied entries, not what the task asks about")
         elif kind == "nan" and same:
             problems.append("the answer still rests on a test that returned nan over missing values")
+        elif kind == "self" and same:
+            problems.append("the answer is still the variable itself, picked from its own correlation of 1")
         elif kind == "form":  # without the given tables: ids kept for names stand (the task may mean the ids)
             problems += form_problems(task, value).problems
             number = number_for_a_name(task, value, given) if given else None

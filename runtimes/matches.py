@@ -34,6 +34,10 @@ The largest of a text column: ``df['site'].max()`` is the alphabetically last si
 largest ``positive_diffsel`` (DABench 217). ``.max()`` / ``.min()`` go through the helper, which says so when the
 Series holds text.
 
+A variable's strongest correlate, itself: ``corr['Happiness Score'].abs().idxmax()`` is 'Happiness Score' (its
+correlation with itself is 1), and DABench 117 sent it as the variable most correlated with the happiness score.
+The idxmax note says so when the pick is the Series' own name at a value of 1.
+
 A test over missing values: ``shapiro(df['nsamplecov'])`` on a column with NaN returns a p-value of nan, and
 ``"yes" if p > 0.05 else "no"`` then says "no" for any data (DABench 298). Calls of scipy.stats' tests by name
 (``shapiro(x)``, ``stats.pearsonr(a, b)``) go through the helper, which notes a nan result that came from NaN
@@ -51,12 +55,14 @@ __all__ = [
     "HELPER",
     "MARK",
     "NAN_MARK",
+    "SELF_MARK",
     "TIE_MARK",
     "empty_note",
     "label_note",
     "matched",
     "maybe",
     "nan_test_note",
+    "self_pick_note",
     "rewrite",
     "tie_note",
 ]
@@ -65,6 +71,7 @@ HELPER = "__cave_match__"  # the name the rewritten comparisons use, from the ce
 MARK = "matched none of"  # in every note: how the agent knows an answer came from an empty selection
 TIE_MARK = "entries tied at"  # in every tie note
 NAN_MARK = "returned nan because"  # in every note on a test over missing values
+SELF_MARK = "its correlation with itself"  # in every note on a variable picked as its own strongest correlate
 METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
 EXAMPLES = 5
 # scipy.stats functions that return nan when their input holds NaN (nan_policy='propagate', the default)
@@ -196,7 +203,7 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(source.str, op)(*args, **kwargs)
     try:
         if op in PICKS:
-            note = tie_note(op, line, source, kwargs)
+            note = self_pick_note(op, line, source, result) or tie_note(op, line, source, kwargs)
         elif op == "iloc":
             note = label_note(line, source, args[0])
         elif op in EXTREMES:
@@ -373,3 +380,27 @@ def _has_nan(np: Any, result: Any) -> bool:
         except (TypeError, ValueError):
             continue
     return False
+
+
+def self_pick_note(op: str, line: int, source: Any, result: Any) -> str | None:
+    """The note for an idxmax over a column of correlations that picked the column's own variable (r = 1).
+
+    >>> import pandas as pd
+    >>> corr = pd.DataFrame({"score": [1, 2, 3, 4], "gdp": [2, 4, 5, 9], "rank": [4, 3, 2, 1]}).corr()
+    >>> print(self_pick_note("idxmax", 5, corr["score"].abs(), "score"))
+    Note (line 5): idxmax() picked 'score' itself: its correlation with itself is 1. Leave it out first: corr['score'].drop('score').abs().idxmax().
+    >>> self_pick_note("idxmax", 5, corr["score"].drop("score").abs(), "rank") is None
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if op != "idxmax" or pd is None or not isinstance(source, pd.Series) or source.name is None:
+        return None
+    try:
+        if result != source.name or abs(float(source[result]) - 1.0) > 1e-9:
+            return None
+    except (TypeError, ValueError, KeyError):
+        return None
+    return (
+        f"Note (line {line}): idxmax() picked {result!r} itself: {SELF_MARK} is 1. Leave it out first: "
+        f"corr[{result!r}].drop({result!r}).abs().idxmax()."
+    )

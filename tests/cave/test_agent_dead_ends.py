@@ -397,6 +397,18 @@ def test_a_verdict_from_a_test_over_missing_values_is_held_and_cannot_stand(sale
     assert agent_with([code(guess), fixed], sales).run("Shapiro p-value of units?").status == "success"
 
 
+def test_a_variable_sent_as_its_own_strongest_correlate_is_held(sales):
+    # DABench 117: 'Happiness Score' sent as the variable most correlated with the happiness score, `success`
+    sales = sales.assign(price=[10.0, 5.0, 10.0, 2.5])
+    pick = "c = sales[['units', 'price']].corr()\nfinal_answer(c['units'].abs().idxmax())"
+    fixed = "final_answer(c['units'].drop('units').abs().idxmax())"
+    result = agent_with([code(pick), code(fixed)], sales).run("Which variable correlates most with units?")
+    assert "idxmax() picked 'units' itself" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == "price"
+    kept = agent_with([code(pick)] * 2, sales).run("Which variable correlates most with units?")
+    assert kept.status == "failed_checks" and "the variable itself" in kept.trajectory.error
+
+
 def test_a_warning_travels_with_the_form_note_and_cannot_stand(sales):
     # DABench 34 at 3efedc3: held for its decimals only, the p-value of -0.1318 (a Spearman r) was resent and stood
     task = "Correlation of units and its p-value? r rounded to 2 decimals, p_value rounded to 4 decimal places."

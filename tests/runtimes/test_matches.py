@@ -133,3 +133,14 @@ def test_a_test_over_missing_values_says_why_it_returned_nan(bare_rt):
 
 def rt_nan(x) -> bool:
     return x != x
+
+
+def test_a_variable_picked_as_its_own_strongest_correlate_is_said_so(bare_rt):
+    # DABench 117: corr['Happiness Score'].abs().idxmax() is 'Happiness Score' itself, sent as the answer
+    bare_rt.inject("df", pd.DataFrame({"score": [1, 2, 3, 4, 6], "gdp": [2, 4, 5, 9, 9], "rank": [5, 4, 3, 2, 1]}))
+    ex = bare_rt.execute(
+        "c = df.corr()\nbest = c['score'].abs().idxmax()\nother = c['score'].drop('score').abs().idxmax()"
+    )
+    assert ex.error is None and bare_rt.retrieve("best") == "score" and bare_rt.retrieve("other") == "rank"
+    assert "Note (line 2): idxmax() picked 'score' itself: its correlation with itself is 1" in ex.stderr
+    assert "line 3" not in ex.stderr
