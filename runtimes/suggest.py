@@ -13,6 +13,7 @@ exist: pandas is never imported here.
 from __future__ import annotations
 
 import difflib
+import numbers
 import re
 import sys
 import types
@@ -39,11 +40,20 @@ def _missing_key(e: BaseException) -> str | None:
     return None
 
 
+_TEST_RESULTS = frozenset({"pvalue", "p_value", "statistic", "correlation"})
+
+
 def _attributes_hint(e: BaseException) -> str | None:
     """For a missing attribute of any other object: the closest public attributes, else the ones it has."""
     if not isinstance(e, AttributeError) or not isinstance(getattr(e, "name", None), str):
         return None
     obj = getattr(e, "obj", None)
+    if e.name in _TEST_RESULTS and isinstance(obj, numbers.Real):  # DABench 140, 269: df.a.corr(df.b).pvalue
+        return (
+            f"A number has no {e.name}: pandas' .corr() gives only the coefficient. For the coefficient and its "
+            "p-value: from scipy.stats import pearsonr; r, p = pearsonr(df['a'], df['b']) (spearmanr, kendalltau "
+            "likewise); never make a p-value up from r."
+        )
     # only objects whose dir() is the built-in one (or a module's): a hostile __dir__ must not run here
     if obj is None or not (type(obj).__dir__ is object.__dir__ or isinstance(obj, types.ModuleType)):
         return None

@@ -37,6 +37,14 @@ def test_any_objects_missing_attribute_names_the_close_ones_or_what_it_has(rt):
     assert "A ShapiroResult has: count, index, pvalue, statistic." in rt.execute("r.skewness").error.message
 
 
+def test_a_p_value_asked_of_a_correlation_number_names_pearsonr(rt):
+    # DABench 140, 269: df.a.corr(df.b).pvalue, then a p-value made up as 2 * (1 - abs(r))
+    ex = rt.execute("import numpy as np\np = np.float64(0.99).pvalue")
+    assert ex.error.type == "AttributeError"
+    assert "pandas' .corr() gives only the coefficient" in ex.error.message
+    assert "r, p = pearsonr(df['a'], df['b'])" in ex.error.message
+
+
 def test_a_column_of_another_frame_and_names_with_spaces_at_their_ends(rt):
     # by_hour made from calls, then asked for calls' column; 'avg. wait time ' the model cannot type
     assert rt.execute("by_hour = calls.groupby('timestamp').Fare.sum().reset_index()").ok
