@@ -55,11 +55,11 @@ from cave.events import (
     TextChunk,
 )
 from cave.generation import Generation, strip_reopened_fence
-from cave.guard import guard_code
+from cave.guard import guard_code, rereads
 from cave.history import answer_note, elide_observations, resume_messages, shorten_to_fit
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
-from cave.runtimes.describe import guide, type_name
+from cave.runtimes.describe import guide, preview, type_name
 from cave.trajectory import RunStatus, Step, Trajectory
 
 __all__ = [
@@ -660,7 +660,10 @@ class Agent:
     async def _execute(self, code: str) -> Cell:
         """Run one block of the model's code (after guard_code) in the runtime."""
         t0 = time.perf_counter()
-        guarded, notes = guard_code(code, self._protected(), self._given_functions())
+        protected = self._protected()
+        restored = await self._restore_given(rereads(code, protected))
+        guarded, notes = guard_code(code, protected, self._given_functions())
+        notes += restored
         try:
             ex = await self.runtime.aexecute(guarded, self.timeout)
         except FinalAnswer as signal:  # a runtime that lets BaseExceptions through
@@ -676,6 +679,28 @@ class Agent:
                     ex.error = ExecError("TransferError", f"{prompts.UNTRANSFERABLE_ANSWER} ({e})")
         self._restore_final_answer()
         return Cell(ex, is_final, value, notes, code)
+
+    async def _restore_given(self, names: list[str]) -> list[str]:
+        """Put back, as they were given, the variables in ``names`` that earlier cells changed (their shape, columns
+        or dtypes differ from the host's copy); one note for each. A cell that reads a given table from its file
+        again wants the data as it was given, and its line is skipped (guard_code)."""
+        if not names:
+            return []
+        live = {v.name: v.preview for v in await self.describe()}
+        notes = []
+        for name in names:
+            reg = self.runtime.registered.get(name)
+            if reg is None or reg.kind != "variable":
+                continue
+            given = preview(reg.value)
+            if live.get(name) == given:
+                continue
+            await asyncio.to_thread(self.runtime.inject, name, reg.value, reg.description)
+            notes.append(
+                f"`{name}` had been changed by earlier code ({(live.get(name) or 'deleted')[:80]}); it is back as it was "
+                f"given ({given[:80]})."
+            )
+        return notes
 
     def _protected(self) -> dict[str, str]:
         """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""

@@ -79,6 +79,32 @@ def guard_code(
     return code, notes + picks
 
 
+def rereads(code: str, protected: Iterable[str]) -> list[str]:
+    r"""The given names that a top-level line of ``code`` loads again from a file into the same name
+    (``df = pd.read_csv('titanic.csv')``): the model wants the data as it was given, whatever earlier cells did
+    to it (DABench 175: ``df = df.dropna()`` had left 183 of 891 rows, and every later re-read kept them).
+
+    >>> rereads("import pandas as pd\ndf = pd.read_csv('t.csv')\ndf = df.dropna()", ["df"])
+    ['df']
+    >>> rereads("df = df.dropna()", ["df"]), rereads("x = pd.read_csv('t.csv')", ["df"]), rereads("df = (", ["df"])
+    ([], [], [])
+    """
+    names = frozenset(protected)
+    if not names or not _RELOAD.search(code):
+        return []
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and _file_read_call(node.value) and not (_names_used(node.value) & names):
+            found += [t.id for t in node.targets if isinstance(t, ast.Name) and t.id in names and t.id not in found]
+    return found
+
+
 def _guard_statements(
     code: str, protected: Iterable[str] | Mapping[str, str], functions: Iterable[str]
 ) -> tuple[str, list[str]]:

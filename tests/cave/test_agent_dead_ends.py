@@ -409,6 +409,22 @@ def test_a_variable_sent_as_its_own_strongest_correlate_is_held(sales):
     assert kept.status == "failed_checks" and "the variable itself" in kept.trajectory.error
 
 
+def test_a_given_table_read_again_from_its_file_comes_back_as_it_was_given(sales):
+    # DABench 175: `df = df.dropna()` left 183 of 891 rows (Cabin is mostly missing); each later cell re-read the
+    # file, the line was skipped, and the z-scores ran on the 183 rows: 0 outliers for 2, `success`
+    sales = sales.assign(cabin=[None, None, "C85", None])
+    first = code("sales = sales.dropna()\nprint(len(sales))")
+    again = code("import pandas as pd\nsales = pd.read_csv('sales.csv')\nfinal_answer(len(sales))")
+    result = agent_with([first, again], sales).run("How many sales rows are there?")
+    assert result.answer == 4
+    note = result.trajectory.steps[1].observation
+    assert "`sales` had been changed by earlier code (1 rows x 3 columns" in note
+    assert "it is back as it was given (4 rows x 3 columns" in note
+    untouched = agent_with([code("import pandas as pd\nsales = pd.read_csv('s.csv')\nfinal_answer(len(sales))")], sales)
+    kept = untouched.run("How many rows?")
+    assert kept.answer == 4 and "had been changed" not in kept.trajectory.steps[0].observation
+
+
 def test_a_warning_travels_with_the_form_note_and_cannot_stand(sales):
     # DABench 34 at 3efedc3: held for its decimals only, the p-value of -0.1318 (a Spearman r) was resent and stood
     task = "Correlation of units and its p-value? r rounded to 2 decimals, p_value rounded to 4 decimal places."
