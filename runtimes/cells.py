@@ -546,3 +546,17 @@ class CellRunner:
             f.filename = self.display_name(f.filename)
             lines.extend(traceback.StackSummary.from_list([f]).format())
         return "".join(lines)
+
+
+def first_note(line: int, label: Any) -> bool:
+    """Whether the audits (coercion, matches) may write their note for this call site and column: once per cell
+    (a loop or .apply calls them once per value), and never outside a cell (a function carried out of the runtime
+    and called by its host has no one to tell)."""
+    cap = CAPTURE.get()
+    if cap is None:  # outside a cell: a function carried out of the runtime, called by its host; no one to tell
+        return False
+    key = (line, label if isinstance(label, str | int) else None)
+    if key in cap.noted:
+        return False
+    cap.noted.add(key)
+    return True

@@ -82,7 +82,9 @@ def audited(func: Any, where: int | tuple[int, str], *args: Any, **kwargs: Any) 
         source = args[0] if args else kwargs.get("arg", kwargs.get("x"))
         binned = result[0] if isinstance(result, tuple) else result  # cut(..., retbins=True): (bins, edges)
         note = loss_note(getattr(func, "__name__", "to_numeric"), line, source, binned, text)
-        if note and _first_time(line, getattr(source, "name", None)):
+        from cave.runtimes.cells import first_note  # cells imports this module
+
+        if note and first_note(line, getattr(source, "name", None)):
             sys.stderr.write(note + "\n")
     except Exception:  # a note must never break the user's code
         pass
@@ -151,17 +153,3 @@ _WORDS = {  # name: (what lost values become, what they are not, how to keep the
     "to_datetime": ("NaT", "dates", "give the format they are in (format=...)"),
     "to_timedelta": ("NaT", "durations", "convert them to a form to_timedelta reads first"),
 }
-
-
-def _first_time(line: int, label: Any) -> bool:
-    """One note per call site and column in a cell (a loop or .apply calls it once per value)."""
-    from cave.runtimes.cells import CAPTURE
-
-    cap = CAPTURE.get()
-    if cap is None:  # outside a cell: a function carried out of the runtime, called by its host; no one to tell
-        return False
-    key = (line, label if isinstance(label, str | int) else None)
-    if key in cap.noted:
-        return False
-    cap.noted.add(key)
-    return True

@@ -213,9 +213,9 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         else:
             note = empty_note(op, line, source, args[0] if args else None, result)
         if note:
-            from cave.runtimes.coercion import _first_time
+            from cave.runtimes.cells import first_note
 
-            if _first_time(line, getattr(source, "name", None)):
+            if first_note(line, getattr(source, "name", None)):
                 sys.stderr.write(note + "\n")
     except Exception:  # a note must never break the user's code
         pass
