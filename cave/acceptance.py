@@ -66,7 +66,7 @@ class Acceptance:
                 fix = prompts.TYPED_FIX.format(call=call) if call else ""
                 return prompts.TYPED_NOTE.format(numbers=", ".join(typed[:6]), fix=fix)
         if self.review and not traj.meta.get("misread_asked"):
-            misread = misreadings.note(code)
+            misread = misreadings.note(code, traj.task)
             if misread is not None:  # once: is_normal = p < 0.05, or an MSE sent as the RMSE
                 traj.meta["misread_asked"] = True
                 traj.meta["held_misread"] = {"verdicts": misreadings.verdicts(value), "answer": repr(value)[:2000]}
@@ -106,7 +106,7 @@ class Acceptance:
         if misread is not None:  # the same answer or verdict again, or code that still misreads the result
             verdicts = misread["verdicts"]
             same = repr(value)[:2000] == misread["answer"] or (verdicts and misreadings.verdicts(value) == verdicts)
-            if same or misreadings.found(code):
+            if same or misreadings.found(code, traj.task):
                 problems.append("the answer still misreads the result it was held for (see the note above)")
         held = traj.meta.get("held_for")
         if not held:

@@ -1,5 +1,7 @@
 """Code whose result means something other than the name it is given: a hypothesis test read backwards
-(``is_normal = p < 0.05``) and a mean squared error named RMSE.
+(``is_normal = p < 0.05``), a mean squared error named RMSE, and a standard deviation of the other kind than the
+task names (pandas' ``.std()`` is the sample one, ``np.std`` the population one: DABench 129 asked for the
+population standard deviation and sent pandas' 49.69 for 49.67).
 
 A p-value below alpha rejects the null hypothesis, so a name that states the null (normal, independent, equal,
 same, uniform) holds when the p-value is *at or above* alpha. Small models flip it: DABench 10 computed Shapiro's
@@ -35,6 +37,7 @@ __all__ = [
     "found",
     "note",
     "null_word",
+    "other_std",
     "turned_around",
     "unrooted",
     "verdicts",
@@ -132,12 +135,13 @@ def _truth(node: ast.AST) -> bool | None:
     return None
 
 
-def found(code: str) -> list[str]:
-    """Every misreading in ``code``: tests read backwards, then RMSEs without the root."""
-    return backwards(code) + unrooted(code)
+def found(code: str, task: str = "") -> list[str]:
+    """Every misreading in ``code``: tests read backwards, RMSEs without the root, the other standard deviation
+    than the one ``task`` names."""
+    return backwards(code) + unrooted(code) + other_std(task, code)
 
 
-def note(code: str) -> str | None:
+def note(code: str, task: str = "") -> str | None:
     """The note that holds an answer whose code misreads a result (None when it does not).
 
     >>> print(note("rmse = mean_squared_error(y, p)"))  # doctest: +ELLIPSIS
@@ -157,6 +161,9 @@ def note(code: str) -> str | None:
     rmse = unrooted(code)
     if rmse:
         notes.append(UNROOTED_NOTE.format(lines="\n".join(f"- {x}" for x in rmse)))
+    std = other_std(task, code)
+    if std:
+        notes.append(STD_NOTE.format(lines="\n".join(f"- {x}" for x in std)))
     lines = backwards(code)
     if lines:
         notes.append(_backwards_note(lines))
@@ -245,6 +252,59 @@ def _backwards_note(lines: list[str]) -> str:
     word = next((w for w in map(null_word, re.findall(r"\w+", " ".join(lines))) if w), "normal")
     null = {"normal": "the data is normal", "uniform": "the data is uniform"}.get(word, f"the groups are {word}")
     return BACKWARDS_NOTE.format(lines="\n".join(f"- {x}" for x in lines), null=null, word=word)
+
+
+_POPULATION = re.compile(r"population (standard deviation|std|variance)|ddof\s*=\s*0", re.I)
+_SAMPLE = re.compile(r"sample (standard deviation|std|variance)|ddof\s*=\s*1", re.I)
+_NUMPY = frozenset({"np", "numpy"})
+STD_NOTE = (
+    "Not accepted yet: a standard deviation of the other kind than the task names:\n{lines}\n"
+    "pandas' .std() and .var() divide by n - 1 (the sample one); np.std and np.var divide by n (the population "
+    "one). Use the kind the task names and call final_answer again."
+)
+
+
+def other_std(task: str, code: str) -> list[str]:
+    r"""The lines of ``code`` that compute the other standard deviation (or variance) than the one ``task`` names,
+    each as ``line N: `source` is the sample/population one``; empty when the task names neither or both.
+
+    >>> other_std("Report the population standard deviation of Fare.", "sd = df['Fare'].std()")
+    ["line 1: `df['Fare'].std()` is the sample standard deviation (ddof=1); the task asks for the population one: .std(ddof=0)"]
+    >>> other_std("the population standard deviation", "sd = df['Fare'].std(ddof=0)\nv = np.std(df.Fare)")
+    []
+    >>> other_std("Use the sample standard deviation.", "sd = np.std(df['Fare'])")[0][-51:]
+    'the task asks for the sample one: np.std(x, ddof=1)'
+    >>> other_std("standard deviation", "sd = df.x.std()")
+    []
+    """
+    population, sample = bool(_POPULATION.search(task)), bool(_SAMPLE.search(task))
+    if population == sample or not re.search(r"\b(std|var)\(", code):
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    out = []
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("std", "var")):
+            continue
+        ddof = next((k.value for k in node.keywords if k.arg == "ddof"), None)
+        if ddof is not None and not isinstance(ddof, ast.Constant):
+            continue  # a ddof the code computes: its own business
+        numpy = isinstance(func.value, ast.Name) and func.value.id in _NUMPY
+        divisor = ddof.value if ddof is not None else (0 if numpy else 1)  # type: ignore[union-attr]
+        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        what = "standard deviation" if func.attr == "std" else "variance"
+        if population and divisor == 1:
+            fix = f"np.{func.attr}(x)" if numpy else f".{func.attr}(ddof=0)"
+            out.append(f"line {node.lineno}: `{text}` is the sample {what} (ddof=1); the task asks for "
+                       f"the population one: {fix}")  # fmt: skip
+        elif sample and divisor == 0:
+            fix = f"np.{func.attr}(x, ddof=1)" if numpy else f".{func.attr}()"
+            out.append(f"line {node.lineno}: `{text}` is the population {what} (ddof=0); the task asks "
+                       f"for the sample one: {fix}")  # fmt: skip
+    return out
 
 
 _RMSE = re.compile(r"rmse|root_?mean_?sq", re.I)

@@ -135,3 +135,25 @@ def test_an_mse_sent_as_the_rmse_is_held_once_then_the_rooted_value_succeeds():
         assert "an RMSE that is not rooted" in result.trajectory.steps[0].observation
         assert result.status == status, result.trajectory.error
         assert result.answer == ({"rmse": 0.85} if status == "success" else {"rmse": 0.72})  # MSE 0.72
+
+
+def test_the_other_standard_deviation_than_the_task_names_is_held_once():
+    # DABench 129: "population standard deviation" asked, pandas' sample .std() sent (49.69 for 49.67), `success`
+    df = pd.DataFrame({"fare": [7.25, 71.28, 7.92, 53.1, 8.05]})
+    task = "Report the population standard deviation of fare, rounded to 2 decimals."
+    for second, status, answer in (
+        ("final_answer(round(float(df['fare'].std(ddof=0)), 2))", "success", 27.29),
+        ("final_answer(round(float(df['fare'].std()), 2))", "failed_checks", 30.51),
+    ):
+        agent = Agent(
+            model=Scripted(
+                ["```python\nfinal_answer(round(float(df['fare'].std()), 2))\n```", f"```python\n{second}\n```"]
+            ),
+            runtime=InProcessRuntime(),
+        )
+        agent.runtime.inject("df", df)
+        result = agent.run(task)
+        assert "the sample standard deviation (ddof=1); the task asks for the population one" in (
+            result.trajectory.steps[0].observation
+        )
+        assert result.status == status and result.answer == answer, result.trajectory.error
