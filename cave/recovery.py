@@ -563,6 +563,15 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
 
 HeldFor = Literal["loss", "empty", "tie", "nan", "self", "form", "warning"]
 
+# What an answer held for a cell's note still is when it comes back with the same note or the same summary.
+_STILL: dict[str, str] = {
+    "loss": "the answer is the one computed after a conversion turned values into NaN; they were not recovered",
+    "empty": "the answer is the one computed from a selection that matched no row",
+    "tie": "the answer is still the first of many tied entries, not what the task asks about",
+    "nan": "the answer still rests on a test that returned nan over missing values",
+    "self": "the answer is still the variable itself, picked from its own correlation of 1",
+}
+
 
 def summary_warnings(summary: str) -> list[str]:
     """The warnings in an ``answer_summary`` (empty, None, NaN, every value the same, a table for one value).
@@ -607,20 +616,11 @@ def kept_problems(
     """
     problems: list[str] = []
     for kind in dict.fromkeys(held):
-        same = kind in again or summary == held_summary
-        if kind == "loss" and same:
-            problems.append(
-                "the answer is the one computed after a conversion turned values into NaN; they were not recovered"
-            )
-        elif kind == "empty" and same and _nothing(value):
+        if kind in _STILL:
+            same = kind in again or summary == held_summary
             # only an answer of nothing (0, NaN, empty) is the empty selection's: a total of the other rows stands
-            problems.append("the answer is the one computed from a selection that matched no row")
-        elif kind == "tie" and same:
-            problems.append("the answer is still the first of many tied entries, not what the task asks about")
-        elif kind == "nan" and same:
-            problems.append("the answer still rests on a test that returned nan over missing values")
-        elif kind == "self" and same:
-            problems.append("the answer is still the variable itself, picked from its own correlation of 1")
+            if same and (kind != "empty" or _nothing(value)):
+                problems.append(_STILL[kind])
         elif kind == "form":  # without the given tables: ids kept for names stand (the task may mean the ids)
             problems += form_problems(task, value).problems
             number = number_for_a_name(task, value, given) if given else None

@@ -553,7 +553,7 @@ def first_note(line: int, label: Any) -> bool:
     (a loop or .apply calls them once per value), and never outside a cell (a function carried out of the runtime
     and called by its host has no one to tell)."""
     cap = CAPTURE.get()
-    if cap is None:  # outside a cell: a function carried out of the runtime, called by its host; no one to tell
+    if cap is None:
         return False
     key = (line, label if isinstance(label, str | int) else None)
     if key in cap.noted:
