@@ -42,6 +42,7 @@ from typing import Any, Literal, Protocol
 from cave import answers, prompts, recovery
 from cave.acceptance import Acceptance
 from cave.checks import CheckSpec, averify, failed_checks_note
+from cave.compaction import Compaction, next_index
 from cave.events import (
     CodeStarted,
     Compacted,
@@ -56,7 +57,7 @@ from cave.events import (
 )
 from cave.generation import Generation, strip_reopened_fence
 from cave.guard import guard_code, rereads
-from cave.history import answer_note, elide_observations, resume_messages, shorten_to_fit
+from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
 from cave.runtimes.describe import guide, preview, type_name
@@ -94,7 +95,6 @@ class FinalAnswer(BaseException):  # noqa: N818 - a signal, not an error
 
 
 FINAL_VAR = "_final_answer"
-SUMMARY_ROOM = 256  # tokens left for the compaction summary's reply
 
 
 def final_answer(value: Any) -> None:
@@ -148,7 +148,7 @@ class Cell:
 
 
 # -- the agent -----------------------------------------------------------------------------------
-class Agent:
+class Agent(Compaction):
     """A code-as-action agent: an LLM backend plus a persistent runtime.
 
     The runtime persists across ``run`` calls, so a second run sees what the first one left behind.
@@ -433,7 +433,7 @@ class Agent:
             messages[0] = {"role": "system", "content": await self.system_prompt()}
         async for event in self._maybe_compact(traj, messages, head):
             yield event
-        index = _next_index(traj)
+        index = next_index(traj)
         yield StepStarted(index, self.max_steps)
         t0 = time.time()
         step = Step(index=index, role=self.role, messages=list(messages), run_id=traj.run_id, started_at=t0)
@@ -727,7 +727,7 @@ class Agent:
     async def _summarize_at_limit(self, traj: Trajectory, messages: list[Message]) -> AsyncIterator[Event]:
         async for event in self._maybe_compact(traj, messages, int(traj.meta.get("head", 2))):
             yield event  # the summary's question must fit in the window too
-        index = _next_index(traj)
+        index = next_index(traj)
         yield StepStarted(index, self.max_steps)
         convo = [*messages, {"role": "user", "content": prompts.MAX_STEPS_PROMPT}]
         t0 = time.time()
@@ -739,79 +739,6 @@ class Agent:
         step.duration = step.llm_duration
         traj.steps.append(step)
         traj.status, traj.final_answer = "max_steps", gen.text.strip()
-        yield StepFinished(step)
-
-    # -- context compaction --------------------------------------------------------------------
-    def prompt_tokens(self, messages: list[Message]) -> int:
-        return sum(self._count(str(m.get("content") or "")) + 4 for m in messages)
-
-    def _window(self) -> int:
-        """The backend's context window in tokens (0: it has none to respect)."""
-        return getattr(self.llm, "context_window", 0) or 0
-
-    def _room_for_reply(self, messages: list[Message], least: int = 128) -> bool:
-        """Whether the context window leaves a reply of ``least`` tokens after ``messages`` (no window: yes)."""
-        window = self._window()
-        return not window or self.prompt_tokens(messages) + least <= window
-
-    async def _maybe_compact(self, traj: Trajectory, messages: list[Message], head: int) -> AsyncIterator[Event]:
-        """Keep the prompt under ``compact_at`` of the window: elide old observations, then summarize; at the last,
-        shorten the longest messages so that a reply always has room (a prompt over the window is a run error)."""
-        window = self._window()
-        if not window:
-            return
-        limit = int(window * self.compact_at) - self.max_tokens
-        before = self.prompt_tokens(messages)
-        if before <= limit:
-            return
-        recent = 2 * self.keep_recent  # the last exchanges stay verbatim
-        body_end = max(head, len(messages) - recent)
-        elided = elide_observations(messages, head, body_end)
-        after = self.prompt_tokens(messages)
-        if elided:
-            yield Compacted("elide", before, after)
-        if after > limit and body_end > head:
-            # Still too long: one LLM call summarizes the middle; the task and the recent exchanges stay.
-            async for event in self._summarize_middle(traj, messages, head, body_end, before):
-                yield event
-        self._fit(messages, head, max(window - self.max_tokens, window // 2))
-
-    def _fit(self, messages: list[Message], start: int, target: int) -> None:
-        """Shorten the longest of ``messages[start:]`` until the prompt is at most ``target`` tokens."""
-        if self.prompt_tokens(messages) > target:
-            shorten_to_fit(messages, start, len(messages), target, self.prompt_tokens)
-
-    async def _summarize_middle(
-        self, traj: Trajectory, messages: list[Message], head: int, body_end: int, before: int
-    ) -> AsyncIterator[Event]:
-        middle = messages[head:body_end]
-        convo = [*messages[:head], *middle, {"role": "user", "content": prompts.SUMMARY_PROMPT}]
-        # the summarizing call must fit as well: a long old reply (literal data, say) is cut, not sent whole
-        shorten_to_fit(convo, head, len(convo) - 1, self._window() - SUMMARY_ROOM, self.prompt_tokens)
-        t0 = time.time()
-        step = Step(
-            index=_next_index(traj),
-            role=self.role,
-            messages=convo,
-            run_id=traj.run_id,
-            kind="compaction",
-            started_at=t0,
-        )
-        gen = Generation()
-        async for _ in self._generate(step.index, convo, gen, prose=True):
-            pass
-        gen.fill(step, time.time() - t0)
-        step.duration = step.llm_duration
-        task_msg = messages[head - 1]
-        base_task = str(task_msg["content"]).split("\n\nProgress so far", 1)[0]
-        messages[head - 1] = {
-            "role": "user",
-            "content": f"{base_task}\n\nProgress so far (your own summary of the earlier steps):\n{gen.text.strip()}",
-        }
-        del messages[head:body_end]
-        traj.steps.append(step)
-        after2 = self.prompt_tokens(messages)
-        yield Compacted("summary", before, after2, step)
         yield StepFinished(step)
 
     # -- resume --------------------------------------------------------------------------------
@@ -830,9 +757,5 @@ class Agent:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def _next_index(traj: Trajectory) -> int:
-    return traj.steps[-1].index + 1 if traj.steps else 0
-
-
 def _action_steps(traj: Trajectory) -> int:
     return sum(1 for s in traj.steps if s.kind == "action")

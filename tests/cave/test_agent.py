@@ -11,7 +11,6 @@ from cave.runtimes.inprocess import InProcessRuntime
 
 from cave import prompts
 from cave.agent import (
-    SUMMARY_ROOM,
     Agent,
     CodeStarted,
     Compacted,
@@ -23,6 +22,7 @@ from cave.agent import (
     StepStarted,
     TextChunk,
 )
+from cave.compaction import SUMMARY_ROOM
 from cave.llm.base import LLM, Completion, LLMError, Scripted, Usage
 
 
