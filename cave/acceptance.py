@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cave import answers, misreadings, prompts, recovery
+from cave import answers, misreadings, prompts, recovery, typed
 from cave.runtimes import coercion, matches
 from cave.runtimes.describe import answer_summary
 from cave.trajectory import Trajectory
@@ -39,6 +39,7 @@ class Acceptance:
     given_functions: Callable[[], list[str]]
     given_tables: Callable[[], dict[str, Any]]
     missing_outputs: Callable[[], Awaitable[list[str]]]
+    variables: Callable[[list[str]], Awaitable[dict[str, Any]]] | None = None  # the live values of these names
 
     async def hold(self, traj: Trajectory, value: Any, code: str, stderr: str) -> str | None:
         """Why final_answer's ``value`` is not accepted yet (None: accept it). ``code``: the whole reply's code, all
@@ -59,12 +60,17 @@ class Acceptance:
                 await _held_for(traj, "warning", value)
                 return gave_up
         if self.review and not traj.meta.get("typed_asked"):
-            typed = recovery.typed_numbers(code, recovery.seen_text(traj))
-            if typed:  # once: the values were guessed before the code that computes them ran
+            numbers = typed.typed_numbers(code, typed.seen_text(traj))
+            if numbers:  # once: the values were guessed before the code that computes them ran
                 traj.meta["typed_asked"] = True
-                call = recovery.typed_call(code)
+                call = typed.typed_call(code)
                 fix = prompts.TYPED_FIX.format(call=call) if call else ""
-                return prompts.TYPED_NOTE.format(numbers=", ".join(typed[:6]), fix=fix)
+                return prompts.TYPED_NOTE.format(numbers=", ".join(numbers[:6]), fix=fix)
+        if self.review and not traj.meta.get("variables_asked"):
+            wrong = await self._disagreements(value, code)
+            if wrong:  # once: a typed value that the code's own variable of that name contradicts
+                traj.meta["variables_asked"] = True
+                return prompts.VARIABLES_NOTE.format(wrong="; ".join(wrong[:4]), call=typed.live_call(value, wrong))
         if self.review and not traj.meta.get("misread_asked"):
             misread = misreadings.note(code, traj.task)
             if misread is not None:  # once: is_normal = p < 0.05, or an MSE sent as the RMSE
@@ -98,10 +104,24 @@ class Acceptance:
             return prompts.review_note(traj.task, what)
         return None
 
-    async def kept(self, traj: Trajectory, value: Any, stderr: str, code: str = "") -> list[str]:
+    async def _disagreements(self, value: Any, code: str) -> list[str]:
+        """The answer's typed values that the live variables of the same names contradict (``typed.disagreements``)."""
+        keys = typed.typed_keys(code) if isinstance(value, dict) and self.variables is not None else {}
+        if not keys:
+            return []
+        live = await self.variables(list(keys))  # type: ignore[misc]
+        return typed.disagreements(value, live, keys)
+
+    async def kept(self, traj: Trajectory, value: Any, stderr: str, code: str = "", shown: str = "") -> list[str]:
         """The problems an answer was held for that the answer sent again still has (``recovery.kept_problems``);
-        ``code``: the code of the reply that sent it."""
+        ``code``: the code of the reply that sent it, ``shown``: what its earlier blocks printed."""
         problems = []
+        if traj.meta.get("typed_asked"):  # typed again, or still: a printed literal is no result (DABench 219)
+            numbers = typed.typed_numbers(code, typed.seen_text(traj) + "\n" + shown, alone=True)
+            if numbers:
+                problems.append(f"the answer still has numbers typed in that no computed output shows: {numbers[:6]}")
+        if traj.meta.get("variables_asked"):
+            problems += [f"the answer still says {w}" for w in await self._disagreements(value, code)]
         misread = traj.meta.get("held_misread")
         if misread is not None:  # the same answer or verdict again, or code that still misreads the result
             verdicts = misread["verdicts"]
@@ -126,13 +146,16 @@ class Acceptance:
 
 # What a cell's stderr note says about the data an answer came from (the mark is in every such note), and the
 # note that holds the answer once for it: a coercion dropped values, a selection matched no row, idxmax picked from
-# a wide tie, a test returned nan over missing values, the strongest correlate picked was the variable itself.
+# a wide tie, a test returned nan over missing values, the strongest correlate picked was the variable itself, the
+# largest of a text column is its alphabetically last, a value named for the 'not' group came from the yes group.
 _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("loss", coercion.LOSS_MARK, prompts.LOSS_HELD_NOTE),
     ("empty", matches.MARK, prompts.EMPTY_HELD_NOTE),
     ("tie", matches.TIE_MARK, prompts.TIE_HELD_NOTE),
     ("nan", matches.NAN_MARK, prompts.NAN_HELD_NOTE),
     ("self", matches.SELF_MARK, prompts.SELF_HELD_NOTE),
+    ("text", matches.TEXT_MARK, prompts.TEXT_HELD_NOTE),
+    ("polarity", matches.POLARITY_MARK, prompts.POLARITY_HELD_NOTE),
 )
 
 

@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from cave import answers, prompts, recovery
+from cave import answers, prompts, recovery, typed
 from cave.acceptance import Acceptance
 from cave.checks import CheckSpec, averify, failed_checks_note
 from cave.compaction import Compaction, next_index
@@ -508,10 +508,11 @@ class Agent(Compaction):
                 if rows:  # "has 162 rows; expected exactly 12" says what, not why
                     text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures
-            held = None
+            held, notes = None, ""
             if cell.final and not failures:
                 # the whole reply: its blocks were written together, before any of them ran
-                held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), ex.stderr)
+                notes = self._notes(traj, executions, code)
+                held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), notes)
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
                 text += "\n" + held
                 record["held"] = held.split(":", 1)[0]
@@ -524,7 +525,8 @@ class Agent(Compaction):
                 if self.checks:  # the task's own checks passed: they define success
                     traj.meta.pop("failed_checks", None)
                     traj.meta["checks"] = {"passed": sorted(self.checks)}
-                kept = [] if self.checks else await self.acceptance.kept(traj, cell.value, ex.stderr, code)
+                shown = "\n".join(e.stdout for e in executions[:-1])
+                kept = [] if self.checks else await self.acceptance.kept(traj, cell.value, notes, code, shown)
                 if kept:  # the answer stands, but not as a success: it still has what it was held for
                     traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
                     traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
@@ -638,6 +640,7 @@ class Agent(Compaction):
             given_functions=self._given_functions,
             given_tables=self._given_tables,
             missing_outputs=self._missing_outputs,
+            variables=self._live_values,
         )
 
     async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:
@@ -713,6 +716,26 @@ class Agent(Compaction):
             for name, reg in self.runtime.registered.items()
             if reg.kind == "variable" and type_name(reg.value) == "pandas.DataFrame"
         }
+
+    @staticmethod
+    def _notes(traj: Trajectory, executions: list[Execution], code: str) -> str:
+        """What the cells behind an answer wrote to stderr (their notes: a lossy conversion, a test over NaN): every
+        block of this reply, and the previous step's cells too when the answer cell only copies values from it
+        (DABench 109: a t-test returned nan in one block, the answer was typed in the next and sent again alone)."""
+        notes = [e.stderr for e in executions]
+        previous = traj.steps[-1].execution if traj.steps and typed.answer_alone(code) else None
+        return "\n".join([previous.stderr if previous is not None else "", *notes])
+
+    async def _live_values(self, names: list[str]) -> dict[str, Any]:
+        """The session's variables of these names that the code made (not the given objects); absent ones left out."""
+        out = {}
+        for name in names:
+            if name.isidentifier() and name not in self.runtime.registered:
+                try:
+                    out[name] = await asyncio.to_thread(self.runtime.retrieve, name)
+                except Exception:  # absent, or not retrievable (unpicklable): nothing to compare with
+                    pass
+        return out
 
     def _given_functions(self) -> list[str]:
         """The functions the session was given (tools, skills): the model calls them, never redefines them."""

@@ -10,6 +10,10 @@ said ``success``. An eighth of DABench's dev questions are normality tests. And 
 ``mean_squared_error``: DABench 30 sent the MSE (131440262.76) as ``model_rmse`` after scikit-learn dropped
 ``squared=False``.
 
+The same holds for a value named for one statistic and computed by another (``skewness = kurtosis(x)``: DABench
+222), Pearson's kurtosis (``fisher=False``) where the task asks for Fisher's, and a constant the task adds to the
+denominator (to avoid dividing by zero) added to the numerator (272).
+
 ``found(code)`` lists such lines in the code that sent an answer; the agent holds the answer once with ``note``,
 which quotes them (``cave.acceptance``), and the same answer sent again ends ``failed_checks``. Only the code is
 read: for tests, a comparison of a p-value with alpha (a constant up to 0.1, or a name like ``alpha``), through
@@ -34,10 +38,13 @@ __all__ = [
     "BACKWARDS_NOTE",
     "UNROOTED_NOTE",
     "backwards",
+    "constant_not_in_denominator",
     "found",
     "note",
     "null_word",
+    "other_statistic",
     "other_std",
+    "pearson_kurtosis",
     "turned_around",
     "unrooted",
     "verdicts",
@@ -138,7 +145,10 @@ def _truth(node: ast.AST) -> bool | None:
 def found(code: str, task: str = "") -> list[str]:
     """Every misreading in ``code``: tests read backwards, RMSEs without the root, the other standard deviation
     than the one ``task`` names."""
-    return backwards(code) + unrooted(code) + other_std(task, code)
+    return (
+        backwards(code) + unrooted(code) + other_std(task, code) + other_statistic(code)
+        + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code)
+    )  # fmt: skip
 
 
 def note(code: str, task: str = "") -> str | None:
@@ -164,6 +174,13 @@ def note(code: str, task: str = "") -> str | None:
     std = other_std(task, code)
     if std:
         notes.append(STD_NOTE.format(lines="\n".join(f"- {x}" for x in std)))
+    for lines, text in (
+        (other_statistic(code), OTHER_STAT_NOTE),
+        (pearson_kurtosis(task, code), FISHER_NOTE),
+        (constant_not_in_denominator(task, code), DENOMINATOR_NOTE),
+    ):
+        if lines:
+            notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))
     lines = backwards(code)
     if lines:
         notes.append(_backwards_note(lines))
@@ -430,3 +447,154 @@ def verdicts(value: object) -> dict[str, bool] | None:
         return out or None
     t = truth(value)
     return None if t is None else {"": t}
+
+
+# A statistic by what its name says and by the function that computes it: `skewness = kurtosis(x)` (DABench 222)
+_STAT_WORDS = {
+    "skew": ("skew", "skewness"), "kurtosis": ("kurt", "kurtosis"), "mean": ("mean", "average", "avg"),
+    "median": ("median",), "std": ("std", "stdev", "stddev", "sd"), "var": ("var", "variance"),
+}  # fmt: skip
+_STAT_CALLS = {
+    "skew": "skew", "kurtosis": "kurtosis", "kurt": "kurtosis", "mean": "mean", "nanmean": "mean",
+    "average": "mean", "median": "median", "nanmedian": "median", "std": "std", "nanstd": "std", "stdev": "std",
+    "pstdev": "std", "var": "var", "nanvar": "var", "variance": "var", "pvariance": "var",
+}  # fmt: skip
+OTHER_STAT_NOTE = (
+    "Not accepted yet: a value named for one statistic is computed by another:\n{lines}\n"
+    "Compute each value with the function its name (and the task) says, and call final_answer again."
+)
+
+
+def _named_stat(name: str) -> str | None:
+    """The one statistic a name says (None for none or several: ``mean_std`` is a std of means)."""
+    named = {stat for t in _tokens(name) for stat, words in _STAT_WORDS.items() if t in words}
+    return named.pop() if len(named) == 1 else None
+
+
+def _computed_stats(node: ast.AST) -> set[str]:
+    """The statistics the calls in ``node`` compute; a square root (or ``** 0.5``) makes a variance a std."""
+    stats = {
+        _STAT_CALLS[_name(n.func)] for n in ast.walk(node) if isinstance(n, ast.Call) and _name(n.func) in _STAT_CALLS
+    }
+    powers = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node))
+    rooted = powers or any(isinstance(n, ast.Call) and _name(n.func) in ("sqrt", "square") for n in ast.walk(node))
+    if rooted and stats & {"std", "var"}:
+        stats |= {"std", "var"}
+    return stats
+
+
+def other_statistic(code: str) -> list[str]:
+    """The lines of ``code`` that give a name saying one statistic (skewness, kurtosis, mean, median, std, variance)
+    a value that only other statistics compute, as ``line N: `name = source` computes kurtosis, not skew``.
+
+    >>> other_statistic("skewness_value = round(kurtosis(df['x'], fisher=True), 2)")
+    ["line 1: `skewness_value = round(kurtosis(df['x'], fisher=True), 2)` computes kurtosis, not skew"]
+    >>> other_statistic("median_age = df.age.mean()\\nfinal_answer({'mean_age': df.age.median()})")[1]
+    "line 2: `'mean_age': df.age.median()` computes median, not mean"
+    >>> other_statistic("sd = np.sqrt(df.x.var())\\nmean_std = df.groupby('g').x.std().mean()\\nn_mean = len(df)")
+    []
+    """
+    if not any(word in code for word in ("skew", "kurt", "mean", "median", "std", "var", "average", "avg", "sd")):
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    pairs: list[tuple[str, ast.AST, ast.AST]] = []  # (name, value, where)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            pairs.append((node.targets[0].id, node.value, node))
+        elif isinstance(node, ast.Dict):
+            pairs += [
+                (k.value, v, v) for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and v is not None
+            ]  # fmt: skip
+    out: dict[int, str] = {}
+    for name, value, where in pairs:
+        said, computed = _named_stat(name), _computed_stats(value)
+        if said is None or not computed or said in computed:
+            continue
+        text = ast.get_source_segment(code, where) or ast.unparse(where)
+        if where is value:
+            text = f"{name!r}: {text}"
+        out.setdefault(
+            where.lineno,
+            f"line {where.lineno}: `{text.splitlines()[0][:120]}` computes {', '.join(sorted(computed))}, not {said}",
+        )
+    return [out[k] for k in sorted(out)]
+
+
+FISHER_NOTE = (
+    "Not accepted yet: the task asks for Fisher's kurtosis (excess kurtosis, 0 for a normal distribution):\n{lines}\n"
+    "scipy.stats.kurtosis(x) is Fisher's by default (fisher=True), as is pandas' .kurt(); fisher=False is "
+    "Pearson's (3 for a normal distribution). Fix it and call final_answer again."
+)
+
+
+def pearson_kurtosis(task: str, code: str) -> list[str]:
+    """The kurtosis calls of ``code`` with ``fisher=False`` when ``task`` asks for Fisher's (DABench 222).
+
+    >>> pearson_kurtosis("using Fisher's method", "k = kurtosis(df.x, fisher=False)")
+    ["line 1: `kurtosis(df.x, fisher=False)` is Pearson's kurtosis; the task asks for Fisher's: kurtosis(x)"]
+    >>> pearson_kurtosis("kurtosis", "k = kurtosis(df.x, fisher=False)")
+    []
+    """
+    if not re.search(r"\bfisher", task, re.I) or re.search(r"\bpearson'?s? kurtosis", task, re.I):
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _name(node.func) == "kurtosis":
+            fisher = next((k.value for k in node.keywords if k.arg == "fisher"), None)
+            if isinstance(fisher, ast.Constant) and fisher.value is False:
+                text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+                out.append(
+                    f"line {node.lineno}: `{text}` is Pearson's kurtosis; the task asks for Fisher's: kurtosis(x)"
+                )
+    return out
+
+
+DENOMINATOR_NOTE = (
+    "Not accepted yet: the task adds a constant to the denominator, and the code adds it elsewhere:\n{lines}\n"
+    "Write numerator / (denominator + constant) and call final_answer again."
+)
+_TO_DENOMINATOR = re.compile(
+    r"(?:add|adding)\s+(?:a\s+small\s+constant\s*)?\(?\s*([0-9.eE+-]+)\s*\)?\s+to\s+the\s+denominator", re.I
+)
+
+
+def constant_not_in_denominator(task: str, code: str) -> list[str]:
+    """The divisions of ``code`` that add the constant the task puts in the denominator to the numerator instead
+    (DABench 272: "add a small constant (1e-10) to the denominator"; the model wrote ``(a + 1e-10) / b``).
+
+    >>> constant_not_in_denominator("Add a small constant (1e-10) to the denominator", "r = (df.a + 1e-10) / df.b")
+    ['line 1: `(df.a + 1e-10) / df.b` adds 1e-10 to the numerator: (df.a) / (df.b + 1e-10)']
+    >>> constant_not_in_denominator("Add 1e-10 to the denominator", "r = df.a / (df.b + 1e-10)")
+    []
+    """
+    m = _TO_DENOMINATOR.search(task)
+    if m is None:
+        return []
+    try:
+        value, tree = float(m.group(1)), ast.parse(code)
+    except (ValueError, SyntaxError):
+        return []
+
+    def holds(node: ast.AST) -> bool:
+        return any(
+            isinstance(n, ast.Constant) and type(n.value) in (int, float) and n.value == value for n in ast.walk(node)
+        )
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and holds(node.left) and not holds(node.right):
+            top = node.left
+            if isinstance(top, ast.BinOp) and isinstance(top.op, ast.Add) and holds(top.right) and not holds(top.left):
+                top = top.left
+            fixed = f"({ast.unparse(top)}) / ({ast.unparse(node.right)} + {m.group(1)})"
+            text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+            out.append(f"line {node.lineno}: `{text}` adds {m.group(1)} to the numerator: {fixed}")
+    return out

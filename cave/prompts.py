@@ -513,6 +513,10 @@ TYPED_NOTE = (
     "written before the code ran. Answer with the values the code computed (the output above), e.g. pass the "
     "variables themselves.{fix}"
 )
+VARIABLES_NOTE = (
+    "Not accepted yet: your code computed something else than the answer says: {wrong}. Values typed into "
+    "final_answer are guesses; send what the code computed (if the variable is the answer):\n```python\n{call}\n```"
+)
 TYPED_FIX = " Run:\n```python\n{call}\n```"
 GAVE_UP_NOTE = (
     "final_answer({value}) is not an answer: your previous code failed ({error}), so nothing computed what the task "
@@ -541,6 +545,17 @@ NAN_HELD_NOTE = (
 SELF_HELD_NOTE = (
     "Not accepted yet: this answer was picked from correlations that include the variable itself (the Note above), "
     "whose correlation with itself is always 1. Leave it out, pick again and answer again."
+)
+TEXT_HELD_NOTE = (
+    "Not accepted yet: this answer came from .max()/.min() of a text column (the Note above), which is alphabetical "
+    "order, not the row with the largest number. If the task asks which row has the largest value of a column, "
+    "use df.loc[df[col].idxmax(), name_col] and answer again; if it truly asks for the alphabetically last, "
+    "confirm with ```python\nfinal_answer(_final_answer)\n```."
+)
+POLARITY_HELD_NOTE = (
+    "Not accepted yet: a value named for the 'not' group was taken from the group labelled 1/True/yes (the Note "
+    "above), the opposite of its name. Pick each group by its label (.loc[0] is 'not', .loc[1] is 'yes') and "
+    "answer again; if the labels truly mean the reverse here, confirm with ```python\nfinal_answer(_final_answer)\n```."
 )
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"

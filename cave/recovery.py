@@ -314,102 +314,6 @@ def _with_suggested_column(line: str, message: str) -> str | None:
     return out
 
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
-
-
-def typed_numbers(code: str, seen: str) -> list[str]:
-    """Numbers typed into the last ``final_answer(...)`` of ``code`` that no text the model had seen shows (``seen``:
-    the task and the earlier observations), at the decimals they were typed with. A small model writes the answer
-    call in the cell that computes it and guesses the values before any output exists (DABench 14: it computed
-    16.65 and sent 15.45). Only float literals count: an int may be one the model knows (a year, a count), while
-    ``100.00`` is written as a computed result (DABench 109: it printed 141.36 and 118.57, and sent 100.00 and 120.00).
-
-    >>> code = "m = df.x.mean()\\nprint(m)\\nfinal_answer({'mean': 15.45, 'n': 3, 'sd': 6.72})"
-    >>> typed_numbers(code, "Observation: sd is 6.7234")
-    ['15.45']
-    >>> typed_numbers("m = df.x.mean()\\nfinal_answer({'mean': 100.00, 'year': 2018})", "")
-    ['100.00']
-    >>> typed_numbers("final_answer(s.quantile(0.95))", ""), typed_numbers("final_answer({'m': 40.82})", "40.8234")
-    ([], [])
-    """
-    found = _answer_call(code)
-    if found is None or len(found[0].body) < 2:  # an answer cell of its own is written after the output it copies
-        return []
-    call = found[1]
-    literals = [
-        n for n in _answer_values([*call.args, *(k.value for k in call.keywords)])
-        if type(n.value) is float
-    ]  # fmt: skip
-    if not literals:
-        return []
-    shown = [float(x) for x in _NUMBER.findall(seen[-50_000:])[:20_000]]
-    out = []
-    for node in literals:
-        text = ast.get_source_segment(code, node) or repr(node.value)
-        places = len(text.split(".")[1]) if "." in text and "e" not in text.lower() else None
-        value = float(node.value)
-        if not any(_same(x, value, places) for x in shown):
-            out.append(text)
-    return out
-
-
-def _answer_call(code: str) -> tuple[ast.Module, ast.Call] | None:
-    """The parsed code and its last ``final_answer(...)`` call in source order, or None."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "final_answer"]
-    return (tree, max(calls, key=lambda n: (n.lineno, n.col_offset))) if calls else None
-
-
-def _answer_values(nodes: list[Any]) -> list[Any]:
-    """The constants that are the answer's values: the arguments themselves and what dicts, lists and tuples hold,
-    not a parameter inside a computation (``quantile(0.95)``, ``round(x, 2)``)."""
-    out = []
-    for node in nodes:
-        if isinstance(node, ast.Constant):
-            out.append(node)
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
-            out.append(node.operand)
-        elif isinstance(node, ast.Dict):
-            out += _answer_values(list(node.values))
-        elif isinstance(node, ast.List | ast.Tuple | ast.Set):
-            out += _answer_values(list(node.elts))
-    return out
-
-
-def _same(shown: float, typed: float, places: int | None) -> bool:
-    if places is not None:
-        return abs(round(shown, places) - typed) <= 10 ** -(places + 3)
-    return abs(shown - typed) <= 1e-9 * max(1.0, abs(typed))
-
-
-def seen_text(traj: Trajectory) -> str:
-    """What the model had seen before its current reply: the task and every earlier observation."""
-    return "\n".join([traj.task, *(s.observation for s in traj.steps if s.observation)])
-
-
-def typed_call(code: str) -> str | None:
-    """The answer call with each typed value replaced by the variable of the same name the cell assigned, when every
-    key has one: ``final_answer({'mean': mean})``.
-
-    >>> typed_call("mean = df.x.mean()\\nfinal_answer({'mean': 15.45})")
-    "final_answer({'mean': mean})"
-    >>> typed_call("m = 1\\nfinal_answer({'mean': 15.45})") is None
-    True
-    """
-    found = _answer_call(code)
-    if found is None or not found[1].args or not isinstance(found[1].args[0], ast.Dict):
-        return None
-    tree, call = found
-    assigned = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    keys = [k.value if isinstance(k, ast.Constant) else None for k in call.args[0].keys]
-    if not keys or not all(isinstance(k, str) and k.isidentifier() and k in assigned for k in keys):
-        return None
-    return "final_answer({" + ", ".join(f"{k!r}: {k}" for k in keys) + "})"
-
-
 def gave_up_note(traj: Trajectory, value: Any) -> str | None:
     """An answer of nothing right after a failed cell is giving up, not an answer: send the model back to the error.
     (The 1.5B, asked for a table its code failed to build, called ``final_answer(None)`` and then confirmed it.)
@@ -561,7 +465,7 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
 
 
-HeldFor = Literal["loss", "empty", "tie", "nan", "self", "form", "warning"]
+HeldFor = Literal["loss", "empty", "tie", "nan", "self", "text", "polarity", "form", "warning"]
 
 # What an answer held for a cell's note still is when it comes back with the same note or the same summary.
 _STILL: dict[str, str] = {
@@ -570,6 +474,8 @@ _STILL: dict[str, str] = {
     "tie": "the answer is still the first of many tied entries, not what the task asks about",
     "nan": "the answer still rests on a test that returned nan over missing values",
     "self": "the answer is still the variable itself, picked from its own correlation of 1",
+    "text": "the answer is still the alphabetically last (first) text value, not the row with the extreme of a number",
+    "polarity": "a value named for the 'not' group still comes from the group labelled yes (1/True)",
 }
 
 

@@ -55,7 +55,9 @@ __all__ = [
     "HELPER",
     "MARK",
     "NAN_MARK",
+    "POLARITY_MARK",
     "SELF_MARK",
+    "TEXT_MARK",
     "TIE_MARK",
     "empty_note",
     "label_note",
@@ -72,6 +74,11 @@ MARK = "matched none of"  # in every note: how the agent knows an answer came fr
 TIE_MARK = "entries tied at"  # in every tie note
 NAN_MARK = "returned nan because"  # in every note on a test over missing values
 SELF_MARK = "its correlation with itself"  # in every note on a variable picked as its own strongest correlate
+TEXT_MARK = "the alphabetically"  # in every note on .max()/.min() of text
+POLARITY_MARK = "usually means yes"  # in every note on a 'not' value picked from the yes group
+_NO, _YES = frozenset({"0", "0.0", "false", "no", "n", "f"}), frozenset({"1", "1.0", "true", "yes", "y", "t"})
+_ISO = re.compile(r"\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2})?)?")
+_NEGATIONS = frozenset({"not", "non", "no", "without", "never"})
 METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
 EXAMPLES = 5
 # scipy.stats functions that return nan when their input holds NaN (nan_policy='propagate', the default)
@@ -112,6 +119,14 @@ def _literals(node: ast.AST) -> bool:
 
 class _Rewriter(ast.NodeTransformer):
     changed = False
+    target: str | None = None  # the name the statement being visited assigns, for the .iloc note
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        name = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
+        self.target = name
+        self.generic_visit(node)
+        self.target = None
+        return node
 
     def _helper(self, node: ast.AST, op: str, source: ast.expr, args: list[ast.expr], keywords: list) -> ast.AST:
         self.changed = True
@@ -149,7 +164,8 @@ class _Rewriter(ast.NodeTransformer):
             index = index.operand
         position = isinstance(index, ast.Constant) and type(index.value) is int
         if isinstance(node.ctx, ast.Load) and isinstance(value, ast.Attribute) and value.attr == "iloc" and position:
-            return self._helper(node, "iloc", value.value, [node.slice], [])
+            named = [ast.keyword("target", ast.Constant(self.target))] if self.target else []
+            return self._helper(node, "iloc", value.value, [node.slice], named)
         return node
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -207,7 +223,7 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         if op in PICKS:
             note = self_pick_note(op, line, source, result) or tie_note(op, line, source, kwargs)
         elif op == "iloc":
-            note = label_note(line, source, args[0])
+            note = label_note(line, source, args[0], kwargs.get("target"))
         elif op in EXTREMES:
             note = text_extreme_note(op, line, source, result)
         elif op == "test":
@@ -291,13 +307,17 @@ def tie_note(op: str, line: int, source: Any, kwargs: dict[str, Any] | None = No
     )
 
 
-def label_note(line: int, source: Any, position: int) -> str | None:
-    """Which label ``.iloc[position]`` picked, when the index holds named labels (a groupby's) and not row numbers.
+def label_note(line: int, source: Any, position: int, target: str | None = None) -> str | None:
+    """Which label ``.iloc[position]`` picked, when the index holds named labels (a groupby's) and not row numbers;
+    stronger when ``target``, the name it is assigned to, names the 'not' group and the label picked is the yes of
+    a 0/1 (False/True, no/yes) grouping (DABench 247: ``not_eligible = means.iloc[1]``, the eligible players).
 
     >>> import pandas as pd
     >>> means = pd.DataFrame({"eligible": [1, 0, 1], "runs": [50, 40, 60]}).groupby("eligible")["runs"].mean()
     >>> print(label_note(7, means, 0))
     Note (line 7): .iloc[0] is the entry labelled 0 of 'eligible' (labels in order: 0, 1); pick a group by its label with .loc[label].
+    >>> print(label_note(8, means, 1, "runs_not_eligible"))  # doctest: +ELLIPSIS
+    Note (line 8): ... but `runs_not_eligible` names the 'not' group, and 1 usually means yes: the 'not' group is .loc[0]. ...
     >>> label_note(1, pd.Series([5, 6]), 0) is None  # row numbers: nothing to say
     True
     """
@@ -310,10 +330,38 @@ def label_note(line: int, source: Any, position: int) -> str | None:
     labels = [repr(v.item() if hasattr(v, "item") else v)[:30] for v in index[:8]]
     picked = index[position]
     picked = picked.item() if hasattr(picked, "item") else picked
-    return (
+    where = (
         f"Note (line {line}): .iloc[{position}] is the entry labelled {picked!r} of {index.name!r} (labels in order: "
-        f"{', '.join(labels)}{', ...' if len(index) > 8 else ''}); pick a group by its label with .loc[label]."
+        f"{', '.join(labels)}{', ...' if len(index) > 8 else ''})"
     )
+    no = _the_no(list(index), picked) if target and _negated(target) else None
+    if no is not None:
+        return (
+            f"{where}, but `{target}` names the 'not' group, and {picked!r} {POLARITY_MARK}: the 'not' group is "
+            f".loc[{no!r}]. Pick each group by its label."
+        )
+    return f"{where}; pick a group by its label with .loc[label]."
+
+
+def _negated(name: str) -> bool:
+    """The name speaks of a 'not' group: ``not_eligible``, ``nonSmoker``, ``runs_without_bonus``.
+
+    >>> _negated("avg_not_eligible"), _negated("nonSmokerMean"), _negated("notes_mean"), _negated("eligible")
+    (True, True, False, False)
+    """
+    words = re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1_\2", name).lower())
+    return any(w in _NEGATIONS or (w.startswith("non") and len(w) > 5 and w != "nonzero") for w in words)
+
+
+def _the_no(labels: list[Any], picked: Any) -> Any:
+    """The 'no' label of a two-label yes/no index when ``picked`` is its 'yes' (None otherwise)."""
+    if len(labels) != 2:
+        return None
+    plain = [v.item() if hasattr(v, "item") else v for v in labels]
+    words = [str(v).strip().lower() for v in plain]
+    if str(picked).strip().lower() not in _YES or not any(w in _NO for w in words):
+        return None
+    return next(v for v, w in zip(plain, words, strict=True) if w in _NO)
 
 
 def text_extreme_note(op: str, line: int, source: Any, result: Any) -> str | None:
@@ -328,10 +376,12 @@ def text_extreme_note(op: str, line: int, source: Any, result: Any) -> str | Non
     pd = sys.modules.get("pandas")
     if pd is None or not isinstance(source, pd.Series) or not isinstance(result, str):
         return None
+    if _ISO.match(result) and bool(source.dropna().astype(str).str.match(_ISO).all()):
+        return None  # ISO dates and times sort as text the way they sort in time: the latest date is right
     name = source.name if isinstance(source.name, str) else "col"
     which, pick = ("last", "idxmax") if op == "max" else ("first", "idxmin")
     return (
-        f"Note (line {line}): .{op}() of the text column {name!r} is {result[:40]!r}, the alphabetically {which} of "
+        f"Note (line {line}): .{op}() of the text column {name!r} is {result[:40]!r}, {TEXT_MARK} {which} of "
         f"its values, not the row with the {'largest' if op == 'max' else 'smallest'} of another column; for that: "
         f"df.loc[df[other].{pick}(), {name!r}]."
     )

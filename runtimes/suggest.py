@@ -13,6 +13,7 @@ exist: pandas is never imported here.
 from __future__ import annotations
 
 import difflib
+import inspect
 import numbers
 import re
 import sys
@@ -103,6 +104,8 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     ...     print(did_you_mean(e, ns))
     A ShapiroResult has: count, index, pvalue, statistic.
     """
+    if isinstance(e, TypeError) and (m := _NO_KEYWORD.search(str(e))):
+        return _signature_hint(m.group(1), m.group(2), namespace)
     key = _missing_key(e)
     pd = sys.modules.get("pandas")
     if pd is not None and isinstance(e, ValueError) and (m := _NOT_A_NUMBER.search(str(e))):
@@ -139,6 +142,32 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
         if join:  # orders has no city, customers has: the 1.5B checked and re-raised for 7 steps (analyst city_revenue)
             lines.append(join)
     return " ".join(lines) or None
+
+
+_NO_KEYWORD = re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'")
+
+
+def _signature_hint(func: str, keyword: str, namespace: dict[str, Any]) -> str | None:
+    """What a function the namespace holds does take, when a call passed it a keyword it lacks (DABench 222:
+    ``skew(x, fisher=True)`` twice; scipy's skew has no ``fisher``, its kurtosis has).
+
+    >>> from scipy.stats import skew
+    >>> _signature_hint("skew", "fisher", {"skew": skew})  # doctest: +ELLIPSIS
+    "skew() has no 'fisher' argument; it takes (a, axis=0, bias=True, nan_policy='propagate', ...). Leave it out."
+    >>> _signature_hint("skew", "fisher", {}) is None
+    True
+    """
+    target = namespace.get(func)
+    if not callable(target):
+        return None
+    try:
+        params = str(inspect.signature(target))
+    except (TypeError, ValueError):  # a builtin without a signature
+        return None
+    params = re.sub(r"<[^<>]* at 0x[0-9a-f]+>", "...", params)  # a sentinel default's repr says nothing
+    if len(params) > 120:
+        params = params[:110].rsplit(",", 1)[0] + ", ...)"
+    return f"{func}() has no {keyword!r} argument; it takes {params}. Leave it out."
 
 
 def _join_line(key: str, owner: str, frames: list[tuple[str, Any]]) -> str | None:

@@ -157,3 +157,33 @@ def test_the_other_standard_deviation_than_the_task_names_is_held_once():
             result.trajectory.steps[0].observation
         )
         assert result.status == status and result.answer == answer, result.trajectory.error
+
+
+@pytest.mark.parametrize(
+    ("code", "flagged"),
+    [
+        ("skewness = kurtosis(df.x)", True),
+        ("median_age = df.age.mean()", True),
+        ("final_answer({'mean_price': df.price.median()})", True),
+        ("variance_ratio = df.a.std() / df.b.std()", True),
+        ("std_dev = np.sqrt(df.x.var())", False),  # a rooted variance is a std
+        ("var_x = df.x.std() ** 2", False),
+        ("mean_std = df.groupby('g').x.std().mean()", False),  # a name with two statistics says how they nest
+        ("total = df.x.sum()\nmean = total / len(df)", False),  # computed by hand: no call to judge
+        ("avg_count = df.groupby('g').size().mean()", False),
+        ("sd = df.x.std(ddof=0)", False),
+    ],
+)
+def test_a_value_named_for_one_statistic_and_computed_by_another(code, flagged):
+    assert bool(cave.misreadings.other_statistic(code)) is flagged
+
+
+def test_fisher_and_the_denominator_are_read_from_the_task():
+    kurt = "k = kurtosis(df.x, fisher=False)"
+    assert cave.misreadings.pearson_kurtosis("Fisher's definition", kurt)
+    assert not cave.misreadings.pearson_kurtosis("Use Pearson's kurtosis (Fisher's is excess)", kurt)
+    assert not cave.misreadings.pearson_kurtosis("Fisher's definition", "k = kurtosis(df.x)")
+    task = "Divide A by B. Add a small constant (1e-10) to the denominator (B) to avoid dividing by zero."
+    assert cave.misreadings.constant_not_in_denominator(task, "r = (df.A + 1e-10) / df.B")
+    assert not cave.misreadings.constant_not_in_denominator(task, "r = df.A / (df.B + 1e-10)")
+    assert not cave.misreadings.constant_not_in_denominator("Divide A by B.", "r = (df.A + 1e-10) / df.B")

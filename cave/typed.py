@@ -1,0 +1,269 @@
+"""Answers typed in rather than computed: the values a small model writes into ``final_answer(...)`` itself.
+
+A small model writes the answer call in the same reply as the code that computes it, so it guesses the values
+before any output exists, and when told, it types them again. These pure functions find such values:
+
+- ``typed_numbers``: float literals in the answer call that no output the model had seen shows (``seen_text``:
+  the task and the observations, less what the code printed as a literal string);
+- ``typed_call``: the answer call with the cell's variables in place of the typed values;
+- ``typed_keys`` and ``disagreements``: the typed values against the live variables of the same names (DABench
+  219: ``outlier_values`` held two values, the answer typed three).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cave.trajectory import Trajectory
+
+__all__ = ["answer_alone", "disagreements", "live_call", "seen_text", "typed_call", "typed_keys", "typed_numbers"]
+
+_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def typed_numbers(code: str, seen: str, *, alone: bool = False) -> list[str]:
+    """Numbers typed into the last ``final_answer(...)`` of ``code`` that no text the model had seen shows (``seen``:
+    the task and the earlier observations), at the decimals they were typed with. A small model writes the answer
+    call in the cell that computes it and guesses the values before any output exists (DABench 14: it computed
+    16.65 and sent 15.45). Only float literals count: an int may be one the model knows (a year, a count), while
+    ``100.00`` is written as a computed result (DABench 109: it printed 141.36 and 118.57, and sent 100.00 and 120.00).
+
+    >>> code = "m = df.x.mean()\\nprint(m)\\nfinal_answer({'mean': 15.45, 'n': 3, 'sd': 6.72})"
+    >>> typed_numbers(code, "Observation: sd is 6.7234")
+    ['15.45']
+    >>> typed_numbers("m = df.x.mean()\\nfinal_answer({'mean': 100.00, 'year': 2018})", "")
+    ['100.00']
+    >>> typed_numbers("final_answer(s.quantile(0.95))", ""), typed_numbers("final_answer({'m': 40.82})", "40.8234")
+    ([], [])
+
+    An answer cell of its own is written after the output it copies, so it is not asked about (``alone``: it is,
+    when it comes back after a hold for the numbers it types).
+    """
+    found = _answer_call(code)
+    if found is None or (len(found[0].body) < 2 and not alone):
+        return []
+    call = found[1]
+    literals = [
+        n for n in _answer_values([*call.args, *(k.value for k in call.keywords)])
+        if type(n.value) is float
+    ]  # fmt: skip
+    if not literals:
+        return []
+    shown = [float(x) for x in _NUMBER.findall(seen[-50_000:])[:20_000]]
+    out = []
+    for node in literals:
+        text = ast.get_source_segment(code, node) or repr(node.value)
+        places = len(text.split(".")[1]) if "." in text and "e" not in text.lower() else None
+        value = float(node.value)
+        if not any(_same(x, value, places) for x in shown):
+            out.append(text)
+    return out
+
+
+def _answer_call(code: str) -> tuple[ast.Module, ast.Call] | None:
+    """The parsed code and its last ``final_answer(...)`` call in source order, or None."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "final_answer"]
+    return (tree, max(calls, key=lambda n: (n.lineno, n.col_offset))) if calls else None
+
+
+def _answer_values(nodes: list[Any]) -> list[Any]:
+    """The constants that are the answer's values: the arguments themselves and what dicts, lists and tuples hold,
+    not a parameter inside a computation (``quantile(0.95)``, ``round(x, 2)``)."""
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Constant):
+            out.append(node)
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
+            out.append(node.operand)
+        elif isinstance(node, ast.Dict):
+            out += _answer_values(list(node.values))
+        elif isinstance(node, ast.List | ast.Tuple | ast.Set):
+            out += _answer_values(list(node.elts))
+    return out
+
+
+def _same(shown: float, typed: float, places: int | None) -> bool:
+    if places is not None:
+        return abs(round(shown, places) - typed) <= 10 ** -(places + 3)
+    return abs(shown - typed) <= 1e-9 * max(1.0, abs(typed))
+
+
+def seen_text(traj: Trajectory) -> str:
+    """What the model had seen before its current reply: the task and every earlier observation, less the text its
+    own code printed as a literal. A printed guess is not a result (DABench 219: the model printed the string
+    ``"@outlier_values[9.03, 9.00, 8.42]"`` it had made up, then sent those numbers as "shown").
+
+    >>> from cave.trajectory import Step
+    >>> traj = Trajectory(task="Outliers?", steps=[Step(1, code='print("values [9.03, 8.42]")\\nprint(v)',
+    ...                                              observation="values [9.03, 8.42]\\n[9.03]")])
+    >>> seen_text(traj).split()
+    ['Outliers?', '[9.03]']
+    """
+    return "\n".join([traj.task, *(_less_literals(_output(s.observation), s.code) for s in traj.steps)])
+
+
+def _output(observation: str) -> str:
+    """An observation without the hold note at its end: the numbers it quotes are the answer's, not output."""
+    return observation.split("Not accepted yet:", 1)[0]
+
+
+def _less_literals(observation: str, code: str | None) -> str:
+    """``observation`` without the string literals of ``code`` that hold a digit (what a print of them shows)."""
+    try:
+        tree = ast.parse(code or "")
+    except SyntaxError:
+        return observation
+    texts = {
+        n.value for n in ast.walk(tree)
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) > 2 and _NUMBER.search(n.value)
+    }  # fmt: skip
+    for text in sorted(texts, key=len, reverse=True):
+        observation = observation.replace(text, " ")
+    return observation
+
+
+def typed_call(code: str) -> str | None:
+    """The answer call with each typed value replaced by the variable of the same name the cell assigned, when every
+    key has one: ``final_answer({'mean': mean})``.
+
+    >>> typed_call("mean = df.x.mean()\\nfinal_answer({'mean': 15.45})")
+    "final_answer({'mean': mean})"
+    >>> typed_call("m = 1\\nfinal_answer({'mean': 15.45})") is None
+    True
+    """
+    found = _answer_call(code)
+    if found is None or not found[1].args or not isinstance(found[1].args[0], ast.Dict):
+        return None
+    tree, call = found
+    assigned = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    keys = [k.value if isinstance(k, ast.Constant) else None for k in call.args[0].keys]
+    if not keys or not all(isinstance(k, str) and k.isidentifier() and k in assigned for k in keys):
+        return None
+    return "final_answer({" + ", ".join(f"{k!r}: {k}" for k in keys) + "})"
+
+
+def answer_alone(code: str) -> bool:
+    """The cell is the answer call and nothing else, with values that compute nothing (literals, names): it
+    copies what an earlier cell computed or printed.
+
+    >>> answer_alone("final_answer({'m': 4.5, 'n': n})"), answer_alone("m = df.x.mean()\\nfinal_answer(m)")
+    (True, False)
+    >>> answer_alone("final_answer(df.loc[df.x.idxmax(), 'site'])")
+    False
+    """
+    found = _answer_call(code)
+    if found is None or len(found[0].body) != 1:
+        return False
+    call = found[1]
+    values = [*call.args, *(k.value for k in call.keywords)]
+    return not any(
+        isinstance(n, ast.Call | ast.Attribute | ast.Subscript | ast.BinOp) for v in values for n in ast.walk(v)
+    )
+
+
+def typed_keys(code: str) -> dict[str, str]:
+    """The keys of the answer dict whose values are typed literals (a constant, or a list of constants), with the
+    source they were typed as.
+
+    >>> typed_keys("final_answer({'ids': ['A1', 'B2'], 'mean': m, 'sd': -1.5})")
+    {'ids': "['A1', 'B2']", 'sd': '-1.5'}
+    """
+    found = _answer_call(code)
+    if found is None or not found[1].args or not isinstance(found[1].args[0], ast.Dict):
+        return {}
+    out = {}
+    for key, node in zip(found[1].args[0].keys, found[1].args[0].values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            continue
+        items = node.elts if isinstance(node, ast.List | ast.Tuple) else [node]
+        if items and all(n in _answer_values([n]) or _negative(n) for n in items):
+            out[key.value] = ast.get_source_segment(code, node) or ""
+    return out
+
+
+def _negative(node: ast.AST) -> bool:
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+
+
+def disagreements(value: Any, live: Mapping[str, Any], typed: Mapping[str, str]) -> list[str]:
+    """Typed answer values that a live variable of the same name contradicts: the code computed one thing and the
+    answer says another. Numbers agree at the decimals they were typed with; a value whose type says nothing
+    comparable (a table, a model) agrees.
+
+    >>> disagreements({"vals": [9.03, 9.0, 8.42], "mean": 4.5}, {"vals": [9.0312, 9.0], "mean": 4.4987},
+    ...               {"vals": "[9.03, 9.00, 8.42]", "mean": "4.5"})
+    ["'vals' is [9.03, 9.00, 8.42], but your variable `vals` holds [9.0312, 9.0]"]
+    """
+    if not isinstance(value, dict):
+        return []
+    out = []
+    for key, text in typed.items():
+        if key in value and key in live and not _agrees(value[key], live[key]):
+            out.append(f"{key!r} is {text[:120]}, but your variable `{key}` holds {_short(live[key])}")
+    return out
+
+
+def live_call(value: dict[str, Any], wrong: list[str]) -> str:
+    """The answer call with each contradicted key sent as its variable (``wrong``: ``disagreements``' lines).
+
+    >>> live_call({"vals": [9.0], "n": 2}, ["'vals' is [9.0], but your variable `vals` holds [9.03]"])
+    "final_answer({'vals': vals, 'n': 2})"
+    """
+    named = {line.split("`")[1] for line in wrong if line.count("`") >= 2}
+    items = [f"{k!r}: {k if k in named else repr(v)}" for k, v in value.items()]
+    return "final_answer({" + ", ".join(items) + "})"
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars, arrays, pandas Series and Index as Python values; anything else as it is."""
+    if type(value).__module__.startswith(("numpy", "pandas")) and hasattr(value, "tolist"):
+        try:
+            return value.tolist()
+        except Exception:  # a frame's tolist does not exist; anything odd: compare as it is
+            return value
+    return value
+
+
+def _agrees(typed: Any, actual: Any) -> bool:
+    actual = _plain(actual)
+    if isinstance(typed, list | tuple):
+        if isinstance(actual, list | tuple):
+            return len(typed) == len(actual) and all(map(_agrees, typed, actual))
+        return len(typed) == 1 and _agrees(typed[0], actual)
+    if isinstance(typed, bool) or isinstance(actual, bool):
+        return typed == actual if isinstance(typed, bool) and isinstance(actual, bool) else True
+    typed_number, actual_number = _number(typed), _number(actual)
+    if typed_number is not None and actual_number is not None:
+        if not (math.isfinite(typed_number) and math.isfinite(actual_number)):
+            return repr(typed_number) == repr(actual_number)
+        text = repr(typed) if isinstance(typed, float) else ""
+        places = len(text.split(".")[1]) if "." in text and "e" not in text else 0
+        # the same number as a percentage (ratio 0.2456 sent as 24.56) is the same result
+        return any(_same(actual_number * k, typed_number, p) for k in (1, 100) for p in (places, None))
+    if isinstance(typed, str) and isinstance(actual, str | int | float):
+        return typed.strip().lower() == str(actual).strip().lower()
+    return True
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.replace(",", ""))
+        except ValueError:
+            return None
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(_plain(value))
+    return text if len(text) <= 160 else text[:157] + "..."

@@ -1,0 +1,146 @@
+"""Answers that look done and are not: values typed in that the code's own variables contradict, a printed guess
+taken as output, a cell's note that sits in an earlier block (or the previous step) than the answer, the largest
+of a text column, a 'not' group picked from the yes group, and a statistic computed by another one's function.
+
+Each is held once with what to do, and sent again as it was it ends ``failed_checks``, not ``success``. Driven by
+the Scripted backend against a real InProcessRuntime; the cases are the DABench dev questions named.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from cave.runtimes.inprocess import InProcessRuntime
+
+from cave.agent import Agent
+from cave.llm.base import Scripted
+
+
+def code(*blocks: str) -> str:
+    return "I will do it.\n" + "\n".join(f"```python\n{b}\n```" for b in blocks)
+
+
+@pytest.fixture
+def sites() -> pd.DataFrame:
+    return pd.DataFrame({"site": ["57", "99", "HA2", "121"], "score": [9.031, 1.5, 2.25, 9.0]})
+
+
+def run(replies: list[str], table: pd.DataFrame, task: str, **kw):
+    agent = Agent(model=Scripted(replies), runtime=InProcessRuntime(), **kw)
+    agent.runtime.inject("df", table)
+    return agent.run(task)
+
+
+OUTLIERS = "Which sites are outliers (score above 5)? @sites[...] @values[...] rounded to 2 decimals."
+
+
+def test_a_printed_guess_is_no_output_and_the_variable_it_contradicts_holds_the_answer(sites):
+    # DABench 219: the model printed a string it made up ("[9.03, 9.00, 8.42]"), typed those numbers into the
+    # answer, was told they were typed, and sent them again alone: `success` with a value the code never computed
+    work = (
+        "out = df[df.score > 5]\nsites = out.site.tolist()\nvalues = [round(v, 2) for v in out.score]\n"
+        'print("@sites[57, 121, 280] @values[9.03, 9.00, 8.42]")'
+    )
+    typed = "final_answer({'sites': ['57', '121', '280'], 'values': [9.03, 9.00, 8.42]})"
+    result = run([code(work, typed), code(typed), code(typed)], sites, OUTLIERS)
+    first, second = (s.observation for s in result.trajectory.steps[:2])
+    assert "numbers typed in (9.03, 9.00, 8.42)" in first
+    assert "'values' is [9.03, 9.00, 8.42], but your variable `values` holds [9.03, 9.0]" in second
+    assert "final_answer({'sites': sites, 'values': values})" in second
+    assert result.status == "failed_checks" and result.answer == {"sites": ["57", "121", "280"],
+                                                                   "values": [9.03, 9.0, 8.42]}
+    assert "typed in that no computed output shows" in result.trajectory.error
+    fixed = run([code(work, typed), code(typed), code("final_answer({'sites': sites, 'values': values})")],
+                sites, OUTLIERS)
+    assert fixed.status == "success" and fixed.answer == {"sites": ["57", "121"], "values": [9.03, 9.0]}
+
+
+def test_typed_values_that_agree_with_the_variables_stand(sites):
+    # rounded, as a percentage, in another case: the same result as the variable of that name
+    work = "mean = df.score.mean()\nshare = (df.score > 5).mean()\nlabel = 'High'\nprint(mean, share, label)"
+    answer = "final_answer({'mean': 5.45, 'share': 50.0, 'label': 'high'})"
+    result = run([code(work), code(answer)], sites, "Mean score, share above 5 (%), and the label?")
+    assert result.status == "success" and len(result.trajectory.steps) == 2
+
+
+def test_a_note_from_an_earlier_block_or_the_previous_step_holds_the_answer_that_copies_it():
+    # DABench 109: a t-test over NaN in block 1 (its note), typed values in block 2 (held for that first), then the
+    # printed values sent alone: the NaN note was in neither answer cell, and "no significant" stood as `success`
+    table = pd.DataFrame({"grad": ["G", "N"] * 4, "loan": [1.0, 2.0, None, 4.0, 5.0, 6.0, 7.0, 9.0]})
+    work = (
+        "from scipy.stats import ttest_ind\np = ttest_ind(df[df.grad == 'G'].loan, df[df.grad == 'N'].loan).pvalue\n"
+        "verdict = 'significant' if p < 0.05 else 'no significant'\nprint(verdict)"
+    )
+    task = "Do loans differ by grad (t-test, alpha 0.05)? @significance[significant/no significant] @mean[...]"
+    typed = "final_answer({'significance': 'no significant', 'mean': 4.86})"
+    replies = [code(work, typed), code("final_answer({'significance': 'no significant', 'mean': 4.86})")] * 2
+    result = run(replies, table, task)
+    steps = result.trajectory.steps
+    assert "numbers typed in (4.86)" in steps[0].observation
+    assert "this answer rests on a test that returned nan" in steps[1].observation
+    assert result.status == "failed_checks"
+
+
+def test_the_largest_of_a_text_column_is_held_and_iso_dates_are_not(sites):
+    # DABench 217: "the site with the highest positive_diffsel" answered df['site'].max(), '99' (alphabetical)
+    task = "Which site has the highest score?"
+    result = run([code("final_answer(df['site'].max())")] * 2, sites, task)
+    assert "the alphabetically last of its values" in result.trajectory.steps[0].observation
+    assert "Not accepted yet: this answer came from .max()/.min() of a text column" in result.trajectory.steps[0].observation
+    assert result.status == "failed_checks" and result.answer == "HA2"
+    fixed = run([code("final_answer(df['site'].max())"), code("final_answer(df.loc[df.score.idxmax(), 'site'])")],
+                sites, task)
+    assert fixed.status == "success" and fixed.answer == "57"
+    days = pd.DataFrame({"day": ["2025-01-03", "2025-02-11", "2024-12-30"]})
+    latest = run([code("final_answer(df['day'].max())")], days, "The latest day?")
+    assert latest.status == "success" and latest.answer == "2025-02-11"  # ISO dates sort as text the way they sort
+
+
+def test_a_not_group_picked_from_the_yes_group_is_held():
+    # DABench 247: means.iloc[0] sent as the eligible players and .iloc[1] as the not eligible: swapped, `success`
+    table = pd.DataFrame({"eligible": [1, 0, 1, 0], "runs": [60, 40, 50, 30]})
+    swapped = (
+        "m = df.groupby('eligible')['runs'].mean()\neligible_runs = m.iloc[0]\nnot_eligible_runs = m.iloc[1]\n"
+        "final_answer({'eligible_runs': eligible_runs, 'not_eligible_runs': not_eligible_runs})"
+    )
+    task = "Average runs of eligible and of not eligible players?"
+    result = run([code(swapped)] * 2, table, task)
+    first = result.trajectory.steps[0].observation
+    assert "`not_eligible_runs` names the 'not' group, and 1 usually means yes: the 'not' group is .loc[0]" in first
+    assert "Not accepted yet: a value named for the 'not' group" in first
+    assert result.status == "failed_checks"
+    by_label = "final_answer({'eligible_runs': m.loc[1], 'not_eligible_runs': m.loc[0]})"
+    fixed = run([code(swapped), code(by_label)], table, task)
+    assert fixed.status == "success" and fixed.answer == {"eligible_runs": 55.0, "not_eligible_runs": 35.0}
+
+
+def test_a_statistic_computed_by_another_ones_function_is_held(sites):
+    # DABench 222: skew(x, fisher=True) raised twice, then `skewness_value = kurtosis(...)`: -0.3 for 0.14, `success`
+    task = "Skewness and kurtosis (Fisher's) of score. @skewness_value[...] @kurtosis_value[...]"
+    failing = code("from scipy.stats import skew\ns = skew(df.score, fisher=True)")
+    swapped = code(
+        "from scipy.stats import kurtosis\nskewness_value = kurtosis(df.score)\n"
+        "kurtosis_value = kurtosis(df.score, fisher=False)\n"
+        "final_answer({'skewness_value': skewness_value, 'kurtosis_value': kurtosis_value})"
+    )
+    right = code(
+        "from scipy.stats import skew, kurtosis\n"
+        "final_answer({'skewness_value': skew(df.score), 'kurtosis_value': kurtosis(df.score)})"
+    )
+    result = run([failing, swapped, right], sites, task)
+    hint, held = (s.observation for s in result.trajectory.steps[:2])
+    assert "skew() has no 'fisher' argument; it takes (a, axis=0, bias=True" in hint
+    assert "`skewness_value = kurtosis(df.score)` computes kurtosis, not skew" in held
+    assert "is Pearson's kurtosis; the task asks for Fisher's" in held
+    assert result.status == "success" and len(result.trajectory.steps) == 3
+
+
+def test_doctests():
+    import doctest
+
+    import cave.typed
+    from cave.runtimes import suggest
+
+    for module in (cave.typed, suggest):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
