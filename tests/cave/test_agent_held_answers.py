@@ -47,11 +47,14 @@ def test_a_printed_guess_is_no_output_and_the_variable_it_contradicts_holds_the_
     assert "numbers typed in (9.03, 9.00, 8.42)" in first
     assert "'values' is [9.03, 9.00, 8.42], but your variable `values` holds [9.03, 9.0]" in second
     assert "final_answer({'sites': sites, 'values': values})" in second
-    assert result.status == "failed_checks" and result.answer == {"sites": ["57", "121", "280"],
-                                                                   "values": [9.03, 9.0, 8.42]}
+    assert result.status == "failed_checks" and result.answer == {
+        "sites": ["57", "121", "280"],
+        "values": [9.03, 9.0, 8.42],
+    }
     assert "typed in that no computed output shows" in result.trajectory.error
-    fixed = run([code(work, typed), code(typed), code("final_answer({'sites': sites, 'values': values})")],
-                sites, OUTLIERS)
+    fixed = run(
+        [code(work, typed), code(typed), code("final_answer({'sites': sites, 'values': values})")], sites, OUTLIERS
+    )
     assert fixed.status == "success" and fixed.answer == {"sites": ["57", "121"], "values": [9.03, 9.0]}
 
 
@@ -86,10 +89,14 @@ def test_the_largest_of_a_text_column_is_held_and_iso_dates_are_not(sites):
     task = "Which site has the highest score?"
     result = run([code("final_answer(df['site'].max())")] * 2, sites, task)
     assert "the alphabetically last of its values" in result.trajectory.steps[0].observation
-    assert "Not accepted yet: this answer came from .max()/.min() of a text column" in result.trajectory.steps[0].observation
+    assert (
+        "Not accepted yet: this answer came from .max()/.min() of a text column"
+        in result.trajectory.steps[0].observation
+    )
     assert result.status == "failed_checks" and result.answer == "HA2"
-    fixed = run([code("final_answer(df['site'].max())"), code("final_answer(df.loc[df.score.idxmax(), 'site'])")],
-                sites, task)
+    fixed = run(
+        [code("final_answer(df['site'].max())"), code("final_answer(df.loc[df.score.idxmax(), 'site'])")], sites, task
+    )
     assert fixed.status == "success" and fixed.answer == "57"
     days = pd.DataFrame({"day": ["2025-01-03", "2025-02-11", "2024-12-30"]})
     latest = run([code("final_answer(df['day'].max())")], days, "The latest day?")
@@ -138,8 +145,9 @@ def test_a_statistic_computed_by_another_ones_function_is_held(sites):
 def test_doctests():
     import doctest
 
-    import cave.typed
     from cave.runtimes import suggest
+
+    import cave.typed
 
     for module in (cave.typed, suggest):
         result = doctest.testmod(module)
