@@ -40,6 +40,7 @@ class Acceptance:
     given_tables: Callable[[], dict[str, Any]]
     missing_outputs: Callable[[], Awaitable[list[str]]]
     variables: Callable[[list[str]], Awaitable[dict[str, Any]]] | None = None  # the live values of these names
+    restore_given: Callable[[], Awaitable[list[str]]] | None = None  # given variables back as given; a note each
 
     async def hold(self, traj: Trajectory, value: Any, code: str, stderr: str) -> str | None:
         """Why final_answer's ``value`` is not accepted yet (None: accept it). ``code``: the whole reply's code, all
@@ -81,7 +82,12 @@ class Acceptance:
             if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
                 traj.meta[f"held_for_{kind}"] = True  # once: the answer came from what the cell's note says
                 await _held_for(traj, kind, value)
-                return note
+                kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
+                if kept is None:
+                    return note
+                # the lossy line wrote into a given table: the code to run needs the values as they were given
+                restored = await self.restore_given() if self.restore_given is not None else []
+                return note + "".join(f"\nNote: {r}" for r in restored) + prompts.NUMBERS_KEPT_FIX.format(code=kept)
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
@@ -103,6 +109,19 @@ class Acceptance:
                 await _held_for(traj, "warning", value, what)
             return prompts.review_note(traj.task, what)
         return None
+
+    async def settled_form(self, traj: Trajectory, value: Any) -> Any:
+        """The answer sent again after a hold for its form, with what the form check fixes fixed (the decimal places
+        and the Yes/No words the task asks for), when that is all that is wrong with its form; otherwise ``value``.
+        A small model resends 6.306690 for "two decimal places" as it was (DABench 64, 125, 216, 271, 273): the
+        number is right and the rounding is mechanical, so the run ends with the form the task asks for."""
+        if "form" not in traj.meta.get("held_for", ()) or traj.meta.get("form_settled"):
+            return value
+        form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
+        if not form.problems or not form.fixable:
+            return value
+        traj.meta["form_settled"] = form.problems
+        return form.fixed
 
     async def _disagreements(self, value: Any, code: str) -> list[str]:
         """The answer's typed values that the live variables of the same names contradict (``typed.disagreements``)."""
@@ -128,8 +147,8 @@ class Acceptance:
             same = repr(value)[:2000] == misread["answer"] or (verdicts and misreadings.verdicts(value) == verdicts)
             if same or misreadings.found(code, traj.task):
                 problems.append("the answer still misreads the result it was held for (see the note above)")
-        held = traj.meta.get("held_for")
-        if not held:
+        held = [k for k in traj.meta.get("held_for", ()) if k != "form" or not traj.meta.get("form_settled")]
+        if not held:  # (a settled form is fixed in the answer that ends the run: settled_form)
             return problems
         summary = await asyncio.to_thread(answer_summary, value)
         return problems + await asyncio.to_thread(

@@ -521,7 +521,8 @@ class Agent(Compaction):
             if cell.final and (failures or held):
                 break
             if cell.final:
-                traj.status, traj.final_answer = "success", cell.value
+                value = cell.value if self.checks else await self.acceptance.settled_form(traj, cell.value)
+                traj.status, traj.final_answer = "success", value
                 if self.checks:  # the task's own checks passed: they define success
                     traj.meta.pop("failed_checks", None)
                     traj.meta["checks"] = {"passed": sorted(self.checks)}
@@ -641,6 +642,7 @@ class Agent(Compaction):
             given_tables=self._given_tables,
             missing_outputs=self._missing_outputs,
             variables=self._live_values,
+            restore_given=lambda: self._restore_given(list(self._protected())),
         )
 
     async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:

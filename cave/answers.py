@@ -33,8 +33,30 @@ def _place_count(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
 
 
+# "where mean_value is a positive integer", "rounded to the nearest integer": no decimal places (DABench 55)
+_INTEGER = re.compile(
+    r"\b(?:is|as|be|are)\s+(?:an?\s+)?(?:positive\s+|non-negative\s+|whole\s+)?(?:integers?|whole\s+numbers?)\b"
+    r"|\bnearest\s+(?:integer|whole\s+number)\b|\brounded\s+to\s+(?:an?\s+)?integer\b",
+    re.I,
+)
+
+
+def _mentions(text: str) -> list[tuple[int, int]]:
+    """Where the text asks for decimal places, and how many: (position, places); an integer asked is 0.
+
+    >>> _mentions("the mean rounded to two decimals, where count is a positive integer")
+    [(20, 2), (46, 0)]
+    """
+    found = [(m.start(), _place_count(m.group(1))) for m in _PLACES.finditer(text)]
+    return sorted(found + [(m.start(), 0) for m in _INTEGER.finditer(text)])
+
+
+def _asked(places: int) -> str:
+    return f"{places} decimal places" if places else "a whole number"
+
+
 def _places(text: str) -> set[int]:
-    return {_place_count(m) for m in _PLACES.findall(text)}
+    return {places for _, places in _mentions(text)}
 
 
 def asks_yes_no(task: str) -> bool:
@@ -79,9 +101,13 @@ def rounding_for(task: str, key: str | None = None, keys: Iterable[str] = ()) ->
     >>> task = '@r[r_value] @p[p_value] where "r_value" is rounded to two decimal places. "p_value" to 4 decimals.'
     >>> rounding_for(task, "r", ["r", "p"]), rounding_for(task, "p", ["r", "p"]), rounding_for(task)
     (2, 4, None)
+    >>> task = '@n[count] @m[mean] where "count" is an integer and "mean" is a float.'
+    >>> rounding_for(task, "n", ["n", "m"]), rounding_for(task, "m", ["n", "m"]), rounding_for("It is a whole number.")
+    (0, None, 0)
     """
     every = _places(task)
-    if key is not None and len(every) > 1:
+    integer = bool(_INTEGER.search(task))  # "n is an integer" is one answer's, never the others'
+    if key is not None and (len(every) > 1 or integer):
         low = task.lower()
         mentions = sorted(
             (m.start(), k)
@@ -90,14 +116,17 @@ def rounding_for(task: str, key: str | None = None, keys: Iterable[str] = ()) ->
             for m in re.finditer(rf"(?<![\w]){re.escape(n)}", low)  # "skew" names "skewness" too
         )
         near = set()
-        for m in _PLACES.finditer(task):
-            ends = [e.end() for e in _SENTENCE_END.finditer(task, 0, m.start())]
+        for start, places in _mentions(task):
+            ends = [e.end() for e in _SENTENCE_END.finditer(task, 0, start)]
             floor = ends[-1] if ends else 0  # the start of the sentence this mention is in
-            owner = [k for pos, k in mentions if floor <= pos < m.start()]
+            owner = [k for pos, k in mentions if floor <= pos < start]
             if owner and owner[-1] == key:
-                near.add(_place_count(m.group(1)))
+                near.add(places)
         if len(near) == 1:
             return near.pop()
+        if integer:
+            decimals = {_place_count(m) for m in _PLACES.findall(task)}
+            return decimals.pop() if len(decimals) == 1 else None
     return every.pop() if len(every) == 1 else None
 
 
@@ -126,15 +155,15 @@ def _form_fix(
     if isinstance(value, float) and value == value and abs(value) != float("inf"):
         places = rounding_for(task, key, keys or ())
         if places is not None and abs(round(value, places) - value) > 1e-12 * max(1.0, abs(value)):
-            fixed = round(value, places)
-            return fixed, [f"{label} is {value!r}; the task asks for {places} decimal places: {fixed!r}"]
+            fixed = round(value, places) if places else round(value)  # no decimals asked: an int, not 12.0
+            return fixed, [f"{label} is {value!r}; the task asks for {_asked(places)}: {fixed!r}"]
         return value, []
     if isinstance(value, str) and _FLOAT_TEXT.fullmatch(value.strip()):
         places = rounding_for(task, key, keys or ())
         digits = len(value.strip().split(".")[1])
         if places is not None and digits > places:
-            fixed = f"{round(float(value), places):.{places}f}"
-            return fixed, [f"{label} is {value!r}; the task asks for {places} decimal places: {fixed!r}"]
+            fixed = f"{round(float(value), places):.{places}f}" if places else str(round(float(value)))
+            return fixed, [f"{label} is {value!r}; the task asks for {_asked(places)}: {fixed!r}"]
         return value, []
     if isinstance(value, list | tuple) and 0 < len(value) <= 20:
         out, problems = [], []

@@ -527,6 +527,7 @@ LOSS_HELD_NOTE = (
     "it leaves them out. If those values hold data the task needs, recover them and answer again; if they are "
     "truly missing, confirm with ```python\nfinal_answer(_final_answer)\n```."
 )
+NUMBERS_KEPT_FIX = "\nYour code with the number in each value kept (run it):\n```python\n{code}\n```"
 EMPTY_HELD_NOTE = (
     "Not accepted yet: this answer was computed from a selection that matched nothing (the Note above), so it "
     "counts or averages no rows. Look at the values (e.g. print(df[col].unique()[:20])), match what they hold and "

@@ -28,7 +28,7 @@ import ast
 import sys
 from typing import Any
 
-__all__ = ["HELPER", "LOSS_MARK", "audited", "loss_note", "rewrite"]
+__all__ = ["HELPER", "LOSS_MARK", "audited", "loss_note", "numbers_kept", "rewrite"]
 
 LOSS_MARK = "so they now count as missing"  # in every note: how the agent knows an answer came from lossy data
 HELPER = "__cave_coerce__"  # the name the rewritten calls use, from the cell's builtins
@@ -142,6 +142,45 @@ def loss_note(name: str, line: int, source: Any, result: Any, text: str = "") ->
         f"written, {LOSS_MARK} and every result from them leaves them out. If they hold one, {fix}; if they are "
         "truly missing, keep going."
     )
+
+
+_EXTRACT = ".astype(str).str.replace(',', '').str.extract(r'(-?\\d+(?:\\.\\d+)?)')[0]"
+
+
+def numbers_kept(code: str, notes: str) -> str | None:
+    """``code`` with each ``to_numeric(x, errors='coerce')`` whose note (in ``notes``) said it lost numbers written
+    with more around them ('298[110-510]') converting the number in each instead; None when there is none. The
+    1.5B, told how to keep them, ran the same lossy line again (DABench 55-59): the code to run is what it uses.
+
+    >>> code = "df['n'] = pd.to_numeric(df['n'], errors='coerce')\\nfinal_answer(df['n'].mean())"
+    >>> note = "keep the number in each: pd.to_numeric(df['n'].astype(str).str.replace"
+    >>> print(numbers_kept(code, note))
+    df['n'] = pd.to_numeric(df['n'].astype(str).str.replace(',', '').str.extract(r'(-?\\d+(?:\\.\\d+)?)')[0], errors='coerce')
+    final_answer(df['n'].mean())
+    >>> numbers_kept(code, "") is None
+    True
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    spans = []
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name != "to_numeric" or not node.args or node.args[0].end_lineno != node.args[0].lineno:  # type: ignore[union-attr]
+            continue
+        arg = node.args[0]  # type: ignore[union-attr]
+        text = ast.get_source_segment(code, arg)
+        if text and f"keep the number in each: pd.to_numeric({text}.astype(str)" in notes:
+            spans.append((arg.lineno, arg.col_offset, arg.end_col_offset, text))
+    if not spans:
+        return None
+    lines = code.splitlines()
+    for line, start, end, text in sorted(spans, reverse=True):  # right to left, bottom up: offsets stay valid
+        row = lines[line - 1].encode()  # ast columns are UTF-8 byte offsets
+        lines[line - 1] = (row[:start] + (text + _EXTRACT).encode() + row[end:]).decode()  # type: ignore[operator]
+    return "\n".join(lines)
 
 
 _WORDS = {  # name: (what lost values become, what they are not, how to keep them)

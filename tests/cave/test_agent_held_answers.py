@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 from cave.runtimes.inprocess import InProcessRuntime
+from cave.runtimes.kernel import KernelRuntime
 
 from cave.agent import Agent
 from cave.llm.base import Scripted
@@ -152,3 +153,38 @@ def test_doctests():
     for module in (cave.typed, suggest):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_right_numbers_sent_again_unrounded_end_in_the_form_the_task_asks(sites):
+    # DABench 64, 125, 216, 271, 273: held for "two decimal places", the model sent the same 6.306690 again and the
+    # run ended failed_checks with an answer that exact match scores wrong; the rounding is mechanical
+    task = "Mean and std of score, rounded to two decimal places. Is the mean above 5? Yes or No."
+    unrounded = "final_answer({'mean': df.score.mean(), 'std': df.score.std(), 'above': bool(df.score.mean() > 5)})"
+    result = run([code(unrounded)] * 2, sites, task)
+    assert "the task asks for 2 decimal places: 5.45" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == {"mean": 5.45, "std": 4.13, "above": "Yes"}
+    assert "'mean' is 5.4452" in result.trajectory.meta["form_settled"][0]
+    # only what the form check fixes: an answer that still misses a key the task spells out is not settled
+    keys = "Call final_answer({'mean': ..., 'median': ...}) with the mean rounded to two decimal places."
+    missing = run([code("final_answer({'mean': df.score.mean()})")] * 2, sites, keys)
+    assert missing.status == "failed_checks" and missing.answer == {"mean": 5.44525}
+
+
+def test_numbers_lost_to_a_coercion_come_back_with_the_code_that_keeps_them():
+    # DABench 55-59: '630308[495000-801000]' coerced to NaN, held, and the same lossy line sent again: the note now
+    # carries the model's own code with the number in each value kept
+    table = pd.DataFrame({"cases": ["630308[495000-801000]", "120", "32924[30000-36000]", None]})
+    lossy = "df['cases'] = pd.to_numeric(df['cases'], errors='coerce')\nfinal_answer(round(df['cases'].mean()))"
+    kept = (
+        "df['cases'] = pd.to_numeric(df['cases'].astype(str).str.replace(',', '')"
+        ".str.extract(r'(-?\\d+(?:\\.\\d+)?)')[0], errors='coerce')\nfinal_answer(round(df['cases'].mean()))"
+    )
+    replies = [code("import pandas as pd\n" + lossy), code("import pandas as pd\n" + kept)]
+    with KernelRuntime(timeout=30) as runtime:  # a kernel: the host keeps the table as it was given
+        agent = Agent(model=Scripted(replies), runtime=runtime)
+        agent.runtime.inject("df", table)
+        result = agent.run("Mean cases?")
+    note = result.trajectory.steps[0].observation
+    assert "`df` had been changed by earlier code" in note  # the lossy line wrote into it: back as given
+    assert "Your code with the number in each value kept (run it):\n```python\nimport pandas as pd\n" + kept in note
+    assert result.status == "success" and result.answer == 221117
