@@ -25,10 +25,20 @@ from typing import Any, Literal
 
 from cave import answers, misreadings, prompts, recovery, typed
 from cave.runtimes import coercion, matches
+from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary
 from cave.trajectory import Trajectory
 
-__all__ = ["Acceptance"]
+__all__ = ["Acceptance", "answer_notes"]
+
+
+def answer_notes(traj: Trajectory, executions: list[Execution], code: str) -> str:
+    """What the cells behind an answer wrote to stderr (their notes: a lossy conversion, a test over NaN): every
+    block of this reply, and the previous step's cells too when the answer cell only copies values from it
+    (DABench 109: a t-test returned nan in one block, the answer was typed in the next and sent again alone)."""
+    notes = [e.stderr for e in executions]
+    previous = traj.steps[-1].execution if traj.steps and typed.answer_alone(code) else None
+    return "\n".join([previous.stderr if previous is not None else "", *notes])
 
 
 @dataclass

@@ -39,8 +39,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from cave import answers, prompts, recovery, typed
-from cave.acceptance import Acceptance
+from cave import answers, prompts, recovery
+from cave.acceptance import Acceptance, answer_notes
 from cave.checks import CheckSpec, averify, failed_checks_note
 from cave.compaction import Compaction, next_index
 from cave.events import (
@@ -56,11 +56,12 @@ from cave.events import (
     TextChunk,
 )
 from cave.generation import Generation, strip_reopened_fence
+from cave.given import Given
 from cave.guard import guard_code, rereads
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
-from cave.runtimes.describe import guide, preview, type_name
+from cave.runtimes.describe import guide
 from cave.trajectory import RunStatus, Step, Trajectory
 
 __all__ = [
@@ -148,7 +149,7 @@ class Cell:
 
 
 # -- the agent -----------------------------------------------------------------------------------
-class Agent(Compaction):
+class Agent(Compaction, Given):
     """A code-as-action agent: an LLM backend plus a persistent runtime.
 
     The runtime persists across ``run`` calls, so a second run sees what the first one left behind.
@@ -511,7 +512,7 @@ class Agent(Compaction):
             held, notes = None, ""
             if cell.final and not failures:
                 # the whole reply: its blocks were written together, before any of them ran
-                notes = self._notes(traj, executions, code)
+                notes = answer_notes(traj, executions, code)
                 held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), notes)
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
                 text += "\n" + held
@@ -684,64 +685,6 @@ class Agent(Compaction):
                     ex.error = ExecError("TransferError", f"{prompts.UNTRANSFERABLE_ANSWER} ({e})")
         self._restore_final_answer()
         return Cell(ex, is_final, value, notes, code)
-
-    async def _restore_given(self, names: list[str]) -> list[str]:
-        """Put back, as they were given, the variables in ``names`` that earlier cells changed (their shape, columns
-        or dtypes differ from the host's copy); one note for each. A cell that reads a given table from its file
-        again wants the data as it was given, and its line is skipped (guard_code)."""
-        if not names:
-            return []
-        live = {v.name: v.preview for v in await self.describe()}
-        notes = []
-        for name in names:
-            reg = self.runtime.registered.get(name)
-            if reg is None or reg.kind != "variable":
-                continue
-            given = preview(reg.value)
-            if live.get(name) == given:
-                continue
-            await asyncio.to_thread(self.runtime.inject, name, reg.value, reg.description)
-            notes.append(
-                f"`{name}` had been changed by earlier code ({(live.get(name) or 'deleted')[:80]}); it is back as it was "
-                f"given ({given[:80]})."
-            )
-        return notes
-
-    def _protected(self) -> dict[str, str]:
-        """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""
-        return {name: type_name(reg.value) for name, reg in self.runtime.registered.items() if reg.kind == "variable"}
-
-    def _given_tables(self) -> dict[str, Any]:
-        """The given DataFrames by name (the host's copies): where the form check looks up names for ids."""
-        return {
-            name: reg.value
-            for name, reg in self.runtime.registered.items()
-            if reg.kind == "variable" and type_name(reg.value) == "pandas.DataFrame"
-        }
-
-    @staticmethod
-    def _notes(traj: Trajectory, executions: list[Execution], code: str) -> str:
-        """What the cells behind an answer wrote to stderr (their notes: a lossy conversion, a test over NaN): every
-        block of this reply, and the previous step's cells too when the answer cell only copies values from it
-        (DABench 109: a t-test returned nan in one block, the answer was typed in the next and sent again alone)."""
-        notes = [e.stderr for e in executions]
-        previous = traj.steps[-1].execution if traj.steps and typed.answer_alone(code) else None
-        return "\n".join([previous.stderr if previous is not None else "", *notes])
-
-    async def _live_values(self, names: list[str]) -> dict[str, Any]:
-        """The session's variables of these names that the code made (not the given objects); absent ones left out."""
-        out = {}
-        for name in names:
-            if name.isidentifier() and name not in self.runtime.registered:
-                try:
-                    out[name] = await asyncio.to_thread(self.runtime.retrieve, name)
-                except Exception:  # absent, or not retrievable (unpicklable): nothing to compare with
-                    pass
-        return out
-
-    def _given_functions(self) -> list[str]:
-        """The functions the session was given (tools, skills): the model calls them, never redefines them."""
-        return [name for name, reg in self.runtime.registered.items() if reg.kind == "function"]
 
     def _restore_final_answer(self) -> None:
         """Code can still shadow final_answer in ways guard_code does not see; put ours back (in-process only)."""

@@ -1,0 +1,74 @@
+"""The objects the host gave a session (injected tables, engines, functions): what the agent knows of them and
+how it keeps them as given. ``Agent`` takes these methods from ``Given``; they use its ``runtime`` and
+``describe()``.
+
+The given variables are protected (``guard_code`` keeps the model from replacing or reloading them), looked up by
+the answer checks (the tables, for names where an answer has ids; the functions, for tasks done by calling them),
+put back as given when code changed them and the model reads them again, and a variable the model made is read
+back by name to compare it with what an answer typed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from cave.runtimes.describe import preview, type_name
+
+__all__ = ["Given"]
+
+
+class Given:
+    """The given-objects half of ``Agent`` (see the module docstring)."""
+
+    runtime: Any
+    describe: Any
+
+    async def _restore_given(self, names: list[str]) -> list[str]:
+        """Put back, as they were given, the variables in ``names`` that earlier cells changed (their shape, columns
+        or dtypes differ from the host's copy); one note for each. A cell that reads a given table from its file
+        again wants the data as it was given, and its line is skipped (guard_code)."""
+        if not names:
+            return []
+        live = {v.name: v.preview for v in await self.describe()}
+        notes = []
+        for name in names:
+            reg = self.runtime.registered.get(name)
+            if reg is None or reg.kind != "variable":
+                continue
+            given = preview(reg.value)
+            if live.get(name) == given:
+                continue
+            await asyncio.to_thread(self.runtime.inject, name, reg.value, reg.description)
+            notes.append(
+                f"`{name}` had been changed by earlier code ({(live.get(name) or 'deleted')[:80]}); it is back as it was "
+                f"given ({given[:80]})."
+            )
+        return notes
+
+    def _protected(self) -> dict[str, str]:
+        """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""
+        return {name: type_name(reg.value) for name, reg in self.runtime.registered.items() if reg.kind == "variable"}
+
+    def _given_tables(self) -> dict[str, Any]:
+        """The given DataFrames by name (the host's copies): where the form check looks up names for ids."""
+        return {
+            name: reg.value
+            for name, reg in self.runtime.registered.items()
+            if reg.kind == "variable" and type_name(reg.value) == "pandas.DataFrame"
+        }
+
+    async def _live_values(self, names: list[str]) -> dict[str, Any]:
+        """The session's variables of these names that the code made (not the given objects); absent ones left out."""
+        out = {}
+        for name in names:
+            if name.isidentifier() and name not in self.runtime.registered:
+                try:
+                    out[name] = await asyncio.to_thread(self.runtime.retrieve, name)
+                except Exception:  # absent, or not retrievable (unpicklable): nothing to compare with
+                    pass
+        return out
+
+    def _given_functions(self) -> list[str]:
+        """The functions the session was given (tools, skills): the model calls them, never redefines them."""
+        return [name for name, reg in self.runtime.registered.items() if reg.kind == "function"]
