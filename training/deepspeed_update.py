@@ -16,8 +16,15 @@ tests/training/test_deepspeed.py on CPU with gloo, stages 0-3):
   norm and steps whatever it is, so there the client optimizer (``_ClippingAdamW``) clips, records and skips;
 - with several ranks DeepSpeed *averages* the gradients: each rank scales its loss by the world size, over the
   token count of all ranks, so the step equals one rank's step on all the samples;
-- ZeRO-2 keeps no per-parameter gradient between two backward passes of a step (``safe_get_full_grad`` raises), so
-  per-role gradient norms on a shared model fall back to the model's norm there; stages 0, 1 and 3 have them.
+- ZeRO-2 keeps no per-parameter gradient between two backward passes of a step (``safe_get_full_grad`` raises): for
+  per-role gradient norms on a shared model (``keep_grads``) a hook on each weight adds every backward's gradient,
+  before DeepSpeed reduces and partitions it, into an fp32 copy (one more gradient in memory, as stage 3's
+  ``safe_get_full_grad`` gathers one); ``grads()`` averages it over the ranks as DeepSpeed does. Stages 0, 1 and 3
+  show DeepSpeed's own gradient;
+- ZeRO-3 partitions the weights, and its forward hooks all-gather each layer's weights for every forward and
+  release them after: a generation would gather the whole model once per decoded token. ``for_generation()`` gathers
+  the weights once and takes the hooks off for the block (TRL's ``unwrap_model_for_generation`` does the same),
+  putting them back after; the rollout engine on the live model generates inside it, once per batch.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import contextlib
 import math
 import os
 import socket
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +160,9 @@ class DeepSpeedUpdate:
     DeepSpeed's (ZeRO) optimizer. The model keeps its own parameter names (no ``module.`` prefix).
     """
 
-    def __init__(self, model: torch.nn.Module, optim: Any) -> None:
+    def __init__(self, model: torch.nn.Module, optim: Any, *, keep_grads: bool = False) -> None:
+        """``keep_grads``: ``grads()`` must show the gradient between backward passes (per-role norms on a shared
+        model); under ZeRO-2 that costs an fp32 copy of the gradient, kept by hooks (stages 0, 1 and 3 have it)."""
         ds = optim.deepspeed
         deepspeed = import_deepspeed()
         init_distributed()
@@ -169,20 +179,36 @@ class DeepSpeedUpdate:
         self.module = self.engine
         self.stage = ds.zero_stage
         self.world_size = int(torch.distributed.get_world_size())
-        self.has_grads = self.stage != 2
         self._backwards = 0  # since the last step (DeepSpeed has no gradient to show before the first)
+        # ZeRO-2: each backward's gradient, added up here before DeepSpeed reduces and partitions it
+        self._tap: list[torch.Tensor | None] | None = None
+        self._tapping = False  # only backward() adds: a probe's torch.autograd.grad fires the hooks too
+        if self.stage == 2 and keep_grads:
+            self._tap = [None] * len(params)
+            for i, p in enumerate(params):
+                p.register_hook(self._tap_hook(i))
+        self.has_grads = self.stage != 2 or self._tap is not None
+        self._generating = threading.Lock()  # for_generation's count of open blocks, and what the first gathered
+        self._generations = 0
+        self._gathered_for_generation: tuple[Any, Any] | None = None
 
     def zero_grad(self) -> None:
         pass  # step() and discard() leave no gradient behind
 
     def backward(self, loss: torch.Tensor) -> None:
-        self.engine.backward(loss)
+        self._tapping = self._tap is not None
+        try:
+            self.engine.backward(loss)
+        finally:
+            self._tapping = False
         self._backwards += 1
 
     def step(self) -> tuple[float, bool]:
         """Reduce, clip and step; returns the global norm before clipping and whether the update was applied."""
         self.engine.step()
         self._backwards = 0
+        if self._tap is not None:
+            self._tap = [None] * len(self.params)
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else math.nan, bool(self.engine.was_step_applied())
 
@@ -192,12 +218,13 @@ class DeepSpeedUpdate:
         self.step()
 
     def grads(self) -> list[torch.Tensor | None]:
-        """The full gradient accumulated so far, one per trainable parameter (not under ZeRO-2: ``has_grads``)."""
+        """The full gradient accumulated so far, one per trainable parameter (under ZeRO-2 only with ``keep_grads``:
+        ``has_grads``)."""
         from deepspeed.utils import safe_get_full_grad
 
         if not self._backwards:
             return [None] * len(self.params)
-        out = [safe_get_full_grad(p) for p in self.params]
+        out = list(self._tap) if self._tap is not None else [safe_get_full_grad(p) for p in self.params]
         if self.world_size > 1 and self.stage < 3:  # still this rank's own: average like DeepSpeed's reduction will
             out = [None if g is None else g.detach().clone() for g in out]
             for g in out:
@@ -205,6 +232,47 @@ class DeepSpeedUpdate:
                     torch.distributed.all_reduce(g)
                     g /= self.world_size
         return out
+
+    def _tap_hook(self, i: int) -> Any:
+        def hook(grad: torch.Tensor) -> None:
+            if self._tapping:
+                tap = self._tap
+                tap[i] = grad.detach().float().clone() if tap[i] is None else tap[i].add_(grad.detach())
+
+        return hook
+
+    @contextlib.contextmanager
+    def for_generation(self) -> Any:
+        """The block in which the rollout engine generates with the live model: under ZeRO-3 its full weights,
+        gathered once (not once per forward), with DeepSpeed's forward hooks off so that no layer is released after
+        its forward; they are put back (and the weights partitioned again) on the way out. Nothing on stages 0-2.
+        Blocks may overlap (concurrent unbatched calls, each in its thread): the first in gathers, the last out
+        releases."""
+        if self.stage != 3:
+            yield
+            return
+        import deepspeed
+
+        with self._generating:
+            if not self._generations:
+                offload = getattr(self.optimizer, "parameter_offload", None) or self.optimizer
+                gathered = deepspeed.zero.GatheredParameters(list(self.model.parameters()))
+                gathered.__enter__()
+                _remove_zero3_hooks(offload)
+                self._gathered_for_generation = (gathered, offload)
+            self._generations += 1
+        try:
+            yield
+        finally:
+            with self._generating:
+                self._generations -= 1
+                if not self._generations:
+                    gathered, offload = self._gathered_for_generation
+                    self._gathered_for_generation = None
+                    try:
+                        _add_zero3_hooks(offload)
+                    finally:
+                        gathered.__exit__(None, None, None)
 
     def reduce(self, values: list[float], op: str = "sum") -> list[float]:
         """``values`` summed (or max/min) over all ranks."""
@@ -279,6 +347,25 @@ class _ClippingAdamW(torch.optim.AdamW):
         self._global_grad_norm = float(torch.nn.utils.clip_grad_norm_(params, self.max_norm, error_if_nonfinite=False))
         self.overflow = not math.isfinite(self._global_grad_norm)
         return None if self.overflow else super().step(closure)
+
+
+def _remove_zero3_hooks(offload: Any) -> None:
+    """Take ZeRO-3's per-module forward/backward hooks off (as TRL's ``remove_hooks``): gathered weights stay."""
+    from deepspeed.runtime.zero.partitioned_param_coordinator import iter_params
+
+    for p in iter_params(offload.module, recurse=True):
+        p.ds_active_sub_modules.clear()
+    for hook in [*offload.forward_hooks, *offload.backward_hooks]:
+        hook.remove()
+    offload.forward_hooks, offload.backward_hooks = [], []
+
+
+def _add_zero3_hooks(offload: Any) -> None:
+    """Put them back, with the recorded prefetch trace dropped (the generation's forwards were not recorded)."""
+    coordinator = offload.get_param_coordinator()
+    if not coordinator.is_invalid_trace():
+        coordinator._invalidate_trace()
+    offload._register_deepspeed_module(offload.module)
 
 
 def _client_clips(ds: DeepSpeedConfig) -> bool:

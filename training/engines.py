@@ -15,7 +15,8 @@ Engines (``build_engine(kind, ...)``; add one with ``@register_engine("name")``)
 
 ``transformers``
     ``cave.training.rollout.BatchedPolicyLLM`` on a live torch model, in this process. When the engine's
-    model IS the trainer's model (the default on CPU) ``load_weights`` has nothing to do.
+    model IS the trainer's model (the default on CPU) ``load_weights`` has nothing to do, and its generations
+    run inside the trainer's ``generation_context`` (under DeepSpeed ZeRO-3: the weights gathered once a batch).
 ``vllm``
     vLLM in this process (``cave.llm.vllm.VLLMEngine``; CUDA): weights through a safetensors file
     and ``collective_rpc``, prefix cache reset, ``sleep(level=1)`` / ``wake_up``.
@@ -181,6 +182,8 @@ class TransformersEngine:
 
     ``model``: the live model (usually the very object the trainer updates) or an HF directory.
     ``load_weights`` copies tensors into the engine's model, skipping those that already are its own.
+    ``generation_context``: a callable giving the context manager every generation runs in (the trainer's
+    ``AgentPolicies.for_generation``: under DeepSpeed ZeRO-3 the partitioned weights are gathered there).
     """
 
     kind = "transformers"
@@ -194,6 +197,7 @@ class TransformersEngine:
         device: str | None = None,
         dtype: Any = None,
         seed: int | None = None,
+        generation_context: Callable[[], Any] | None = None,
         **llm_options: Any,
     ) -> None:
         if isinstance(model, str | os.PathLike):
@@ -208,11 +212,11 @@ class TransformersEngine:
         if batched:
             from cave.training.rollout import BatchedPolicyLLM
 
-            self.llm = BatchedPolicyLLM(model, tokenizer, **llm_options)
+            self.llm = BatchedPolicyLLM(model, tokenizer, generation_context=generation_context, **llm_options)
         else:
-            from cave.llm.hf import TransformersLLM
+            from cave.training.rollout import LivePolicyLLM
 
-            self.llm = TransformersLLM(model, tokenizer, seed=seed, **llm_options)
+            self.llm = LivePolicyLLM(model, tokenizer, seed=seed, generation_context=generation_context, **llm_options)
         self.weight_version = 0
 
     def load_weights(self, named_tensors: Mapping[str, Any]) -> None:

@@ -162,7 +162,8 @@ class AgentPolicies:
             if config.deepspeed is not None:
                 from cave.training.deepspeed_update import DeepSpeedUpdate
 
-                stepper = DeepSpeedUpdate(model, config)
+                # ZeRO-2 keeps a gradient copy for per-role norms only when they are asked for
+                stepper = DeepSpeedUpdate(model, config, keep_grads=per_role_grad_norm and len(roles) > 1)
             else:
                 stepper = TorchUpdate(model, config)
             slot = ModelSlot("+".join(roles), model, tuple(roles), config, stepper, reference)
@@ -176,6 +177,11 @@ class AgentPolicies:
 
     def model(self, role: str) -> torch.nn.Module:
         return self.slot(role).model
+
+    def for_generation(self, role: str) -> Any:
+        """The block a rollout engine generates in with this role's live model: a context manager (under ZeRO-3 the
+        weights are gathered once for the whole block; nothing to do otherwise)."""
+        return self.slot(role).stepper.for_generation()
 
     def slot(self, role: str) -> ModelSlot:
         if role not in self._slot_of:

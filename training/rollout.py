@@ -9,20 +9,23 @@ then becomes one ``Sample`` (``cave.training.samples.build_samples``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cave.llm.base import LLM, Completion, Message
+from cave.llm.hf import TransformersLLM, generate_batch
 from cave.team import LocalPool, Team, TeamResult, TeamSpec, derive_seed
 from cave.trajectory import Trajectory
 
 __all__ = [
     "BatchedPolicyLLM",
     "Episode",
+    "LivePolicyLLM",
     "POLICY_KEY",
     "Rollout",
     "arollout",
@@ -63,6 +66,30 @@ class Rollout:
         return sum(len(s.token_ids or ()) for e in self.episodes for s in e.trajectory.steps)
 
 
+GenerationContext = Callable[[], contextlib.AbstractContextManager]
+
+
+class LivePolicyLLM(TransformersLLM):
+    """``TransformersLLM`` on the live policy whose every generation runs inside ``generation_context()``.
+
+    The trainer passes its stepper's ``for_generation``: under DeepSpeed ZeRO-3 the block where the weights are
+    gathered once, instead of once per decoded token by DeepSpeed's forward hooks.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, *, generation_context: GenerationContext | None = None,
+                 **options: Any) -> None:  # fmt: skip
+        super().__init__(model, tokenizer, **options)
+        self.generation_context = generation_context or contextlib.nullcontext
+
+    def generate_batch(self, prompts: Any, **kwargs: Any) -> Any:
+        with self.generation_context():
+            return super().generate_batch(prompts, **kwargs)
+
+    def _generate(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        with self.generation_context():
+            yield from super()._generate(*args, **kwargs)
+
+
 class BatchedPolicyLLM(LLM):
     """The live policy as a cave backend that batches the calls of concurrent team runs into one forward.
 
@@ -70,18 +97,26 @@ class BatchedPolicyLLM(LLM):
     and ask for the same sampling settings are sampled together by ``cave.llm.hf.generate_batch`` (left-padded, KV cache): on a
     CPU the decode steps cost about the same for 1 or 8 rows. Each call still gets its own prompt ids,
     response ids and sampling-time logprobs. A batch uses the seed of its first call, so a run is
-    reproducible given the same batches (not call by call, as with TransformersLLM).
+    reproducible given the same batches (not call by call, as with TransformersLLM). Each batch is sampled inside
+    ``generation_context()`` (under DeepSpeed ZeRO-3: with the weights gathered once for the batch).
     """
 
     name = "transformers-batched"
     supports_prefix = True  # a role's response_prefix is prompt tokens (never trained), as in TransformersLLM
 
     def __init__(
-        self, model: Any, tokenizer: Any, *, window_s: float = 0.05, max_wait_s: float = 1.0, max_batch: int = 64
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        window_s: float = 0.05,
+        max_wait_s: float = 1.0,
+        max_batch: int = 64,
+        generation_context: GenerationContext | None = None,
     ) -> None:
-        from cave.llm.hf import TransformersLLM
-
-        self.single = TransformersLLM(model, tokenizer)  # prompt encoding, tool calls, limits
+        # prompt encoding, tool calls, limits
+        self.single = LivePolicyLLM(model, tokenizer, generation_context=generation_context)
+        self.generation_context = self.single.generation_context
         self.model, self.tokenizer = model, tokenizer
         self.context_window = self.single.context_window
         self.window_s, self.max_wait_s, self.max_batch = window_s, max_wait_s, max_batch
@@ -113,9 +148,11 @@ class BatchedPolicyLLM(LLM):
         gen.prefix = prefix  # the reply's text starts with it; its tokens stay in prompt_ids
         return gen.completion(self.single.model_name)
 
-    async def _drain(self) -> None:
-        from cave.llm.hf import generate_batch
+    def _generate(self, prompts: list[list[int]], **kwargs: Any) -> Any:
+        with self.generation_context():
+            return generate_batch(self.model, self.tokenizer, prompts, **kwargs)
 
+    async def _drain(self) -> None:
         # let the other team runs' calls of this turn arrive: wait while they keep coming (runs start a few ms
         # apart: each builds its runtime and prompt first), at most max_wait_s
         waited, seen = 0.0, -1
@@ -131,9 +168,7 @@ class BatchedPolicyLLM(LLM):
             self.batches.append(len(batch))
             try:
                 gens = await asyncio.to_thread(
-                    generate_batch,
-                    self.model,
-                    self.tokenizer,
+                    self._generate,
                     [b[1] for b in batch],
                     max_new_tokens=max_tokens,
                     temperature=temperature,

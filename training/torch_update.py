@@ -1,10 +1,11 @@
 """The optimizer verbs of the update loop on a plain torch AdamW: what ``AgentPolicies`` calls for a model without
 DeepSpeed (``training/deepspeed_update.py`` has the same verbs on a ZeRO engine): zero_grad, backward, step, discard,
-grads, reduce, and the state a checkpoint keeps.
+grads, reduce, for_generation, and the state a checkpoint keeps.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,10 @@ class TorchUpdate:
 
     def backward(self, loss: torch.Tensor) -> None:
         loss.backward()
+
+    def for_generation(self) -> contextlib.AbstractContextManager:
+        """Where a rollout engine generates with the live model: nothing to do (ZeRO-3 gathers its weights there)."""
+        return contextlib.nullcontext()
 
     def step(self) -> tuple[float, bool]:
         """Clip and step; returns the norm before clipping and whether the step was taken (not when non-finite)."""

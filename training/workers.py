@@ -19,6 +19,7 @@ actors (``cave.training.ray_workers``) use too, so one config means the same thi
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,7 @@ class LocalWorkers:
         init_torch(cfg)
         self.models = load_models(cfg, resolve_device(cfg.device))
         self.policies = build_policies(cfg, self.models)
-        self.engines = build_engines(cfg, self.models)
+        self.engines = build_engines(cfg, self.models, self.policies)
         self.team = build_team(cfg, self.engines)
 
     def rollout(self, examples: Sequence[Mapping[str, Any]], step: int) -> Any:
@@ -182,8 +183,12 @@ def build_policies(cfg: TrainConfig, models: Mapping[str, tuple[Any, Any]]) -> A
     )
 
 
-def build_engines(cfg: TrainConfig, models: Mapping[str, tuple[Any, Any]]) -> dict[str, Any]:
-    """model name -> the rollout engine that serves its current weights (``cave.training.engines``)."""
+def build_engines(cfg: TrainConfig, models: Mapping[str, tuple[Any, Any]], policies: Any = None) -> dict[str, Any]:
+    """model name -> the rollout engine that serves its current weights (``cave.training.engines``).
+
+    ``policies``: the AgentPolicies that train these very models (one process): a transformers engine then
+    generates inside their ``for_generation`` block (under DeepSpeed ZeRO-3: the weights gathered once a batch).
+    """
     from cave.training.engines import build_engine
 
     engines = {}
@@ -191,7 +196,13 @@ def build_engines(cfg: TrainConfig, models: Mapping[str, tuple[Any, Any]]) -> di
         m = cfg.models[name]
         r, kind = m.rollout, m.rollout.resolved()
         if kind == "transformers":  # the live model itself: nothing to sync on one device
-            engines[name] = build_engine("transformers", model, tok, batched=cfg.batch_rollouts, seed=cfg.seed)
+            role = next((role for role, a in cfg.agents.items() if a.model == name), None)
+            context = None
+            if policies is not None and role in policies.roles and policies.model(role) is model:
+                context = functools.partial(policies.for_generation, role)
+            engines[name] = build_engine(
+                "transformers", model, tok, batched=cfg.batch_rollouts, seed=cfg.seed, generation_context=context
+            )
         elif kind == "vllm":  # sleeps during updates, so several engines and the trainers share the GPU
             settings = {"dtype": m.dtype, "logprobs_mode": "processed_logprobs", **r.engine_args}
             engines[name] = build_engine(

@@ -4,7 +4,7 @@
 # Needs, beside the working tree: .whl/ (wheels of what the GPU image lacks: pydantic, sqlalchemy, trl, datasets,
 # deepspeed built with DS_BUILD_OPS=0, transformers, and cave itself) and .gpu/smol/ (SmolLM2-135M's config and
 # tokenizer files, e.g. from ~/.cache/cave/hf/smollm2-*/ without model.safetensors: the weights are random).
-# Env: RUNS (plain zero2 zero3), PERF_SIZES (8x8 2x4), TRAIN_LIMIT / PERF_LIMIT (seconds each).
+# Env: RUNS (plain zero2 zero3), PERF_SIZES (8x8 2x4; empty: no perf run), TRAIN_LIMIT / PERF_LIMIT (seconds each).
 DEV=${1:-cuda}; STEPS=${2:-12}; OUT=${3:-$OUT}; W=/tmp/gpuwork; mkdir -p $W $OUT
 export PYTHONUNBUFFERED=1 CAVE_HOME=$W/home TOKENIZERS_PARALLELISM=false
 PY=${PY:-python3}
@@ -25,9 +25,9 @@ for run in ${RUNS:-plain zero2 zero3}; do
   tail -3 $OUT/train-$run.log | cut -c1-300
   cp $W/$run/metrics.jsonl $OUT/$run.jsonl 2>/dev/null
 done
-for pn in ${PERF_SIZES:-8x8 2x4}; do set -- ${pn%x*} ${pn#*x}
+for pn in ${PERF_SIZES-8x8 2x4}; do set -- ${pn%x*} ${pn#*x}
   echo "== perf.train $1x$2"
   timeout ${PERF_LIMIT:-150} $PY -m cave.benchmarks.perf.train --device $DEV --dtype $([ $DEV = cuda ] && echo bfloat16 || echo float32) --source $W/smol --prompts $1 --n $2 --max-tokens 32 --micro-batch 0 --out $OUT/perf$1x$2.json > $W/perf$1x$2.log 2>&1; echo "rc=$?"
   grep -A6 "^one RL iteration" $W/perf$1x$2.log; grep -E "Error|error:" $W/perf$1x$2.log | tail -2 | cut -c1-300
 done
-echo "== summary"; $PY scripts/gpu/summary.py $W/plain $W/zero2 $W/zero3
+echo "== summary"; $PY scripts/gpu/summary.py $(for run in ${RUNS:-plain zero2 zero3}; do echo $W/$run; done)

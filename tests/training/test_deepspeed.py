@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import doctest
+import functools
 import importlib.util
 import io
 import os
@@ -107,9 +108,9 @@ def test_one_update_equals_the_torch_update(ds, stage):
     np.testing.assert_allclose(got.grad_norms, want.grad_norms, rtol=1e-5)
     assert_same_change(weights(ds_pol), weights(torch_pol), start)
     for role in ("solver", "verifier"):
-        # ZeRO-2 has no per-parameter gradient between backward passes: a role's norm is then the model's
-        expected = got.grad_norms if stage == 2 else want.role_grad_norms[role]
-        np.testing.assert_allclose(got.role_grad_norms[role], expected, rtol=1e-5)
+        # (ZeRO-2 keeps no per-parameter gradient between backward passes: its hooks' fp32 copy gives the same norms)
+        np.testing.assert_allclose(got.role_grad_norms[role], want.role_grad_norms[role], rtol=1e-5)
+    assert not np.allclose(want.role_grad_norms["solver"], want.grad_norms)  # each role's own, not the model's
     assert got.metrics["loss"] == pytest.approx(want.metrics["loss"], rel=1e-5)
 
 
@@ -190,26 +191,128 @@ def test_checkpoint_round_trip(ds, stage):
         assert all(torch.equal(model[n].detach().cpu(), w) for n, w in saved["trainable"].items())
 
 
+def _count_gathers(model: torch.nn.Module) -> list[str]:
+    """Every all-gather of a ZeRO-3 model's weights from now on (DeepSpeed calls these on its parameters)."""
+    calls: list[str] = []
+    for p in model.parameters():
+        for name in ("all_gather", "all_gather_coalesced"):
+            real = getattr(p, name)
+
+            def counted(*args, _real=real, _name=name, **kwargs):
+                calls.append(_name)
+                return _real(*args, **kwargs)
+
+            setattr(p, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_zero3_rollout_engine_gathers_the_weights_once_per_generation(ds, batched):
+    """The transformers engine on a ZeRO-3 model generates inside ``for_generation``: one all-gather of the weights
+    for the whole generation (DeepSpeed's hooks would gather them for every forward, i.e. every decoded token), the
+    same tokens and logprobs as the plain model, the weights partitioned again after, and training goes on."""
+    from cave.training.engines import build_engine
+
+    from tests.training.test_engines import complete
+    from tests.training.test_rollout import smollm2_tokenizer
+
+    tok = smollm2_tokenizer()
+    model = tiny_llama(len(tok))
+    twin, torch_twin = copy.deepcopy(model), copy.deepcopy(model)
+    cfg = OptimizerConfig(lr=1e-2, deepspeed=DeepSpeedConfig(zero_stage=3))
+    pol = AgentPolicies({"solver": model, "verifier": model}, cfg, per_role_grad_norm=True)
+    offload = pol.slot("solver").optimizer.parameter_offload
+    hooks = len(offload.forward_hooks)
+    assert all(p.numel() == 0 for p in model.parameters()) and hooks  # partitioned, hooked
+    want = complete(build_engine("transformers", twin, tok, batched=batched).llm, max_tokens=8)
+
+    context = functools.partial(pol.for_generation, "solver")
+    engine = build_engine("transformers", model, tok, batched=batched, generation_context=context)
+    gathers = _count_gathers(model)
+    got = complete(engine.llm, max_tokens=8)
+    assert len(want.token_ids) == 8 and got.token_ids == want.token_ids
+    assert got.logprobs == pytest.approx(want.logprobs, abs=1e-5)
+    assert len(gathers) == 1
+    assert all(p.numel() == 0 for p in model.parameters()) and len(offload.forward_hooks) == hooks
+
+    gathers.clear()  # the same engine without the gather: the hooks' per-forward path, many gathers, same tokens
+    hooked = complete(build_engine("transformers", model, tok, batched=batched).llm, max_tokens=8)
+    assert hooked.token_ids == want.token_ids and len(gathers) > 8
+
+    # the hooks that were taken off and put back still drive ZeRO-3's training step
+    torch_pol = AgentPolicies({"solver": torch_twin, "verifier": torch_twin}, OptimizerConfig(lr=1e-2),
+                              per_role_grad_norm=True)  # fmt: skip
+    start = weights(torch_pol)
+    samples, adv = make_samples(6, with_logprobs=True), np.linspace(-1, 1, 6)
+    a = torch_pol.update(samples, adv)["solver+verifier"]
+    b = pol.update(samples, adv)["solver+verifier"]
+    assert b.ok
+    np.testing.assert_allclose(b.grad_norms, a.grad_norms, rtol=1e-5)
+    np.testing.assert_allclose(b.role_grad_norms["solver"], a.role_grad_norms["solver"], rtol=1e-5)
+    assert_same_change(weights(pol), weights(torch_pol), start)
+
+
+def test_generation_blocks_may_overlap(ds):
+    """Concurrent unbatched calls each open a block: the first gathers, the last releases."""
+    model = tiny_llama(VOCAB)
+    pol = AgentPolicies({"solver": model}, OptimizerConfig(deepspeed=DeepSpeedConfig(zero_stage=3)))
+    with pol.for_generation("solver"):
+        with pol.for_generation("solver"):
+            assert all(p.numel() > 0 for p in model.parameters())
+        assert all(p.numel() > 0 for p in model.parameters())
+    assert all(p.numel() == 0 for p in model.parameters())
+    with AgentPolicies({"solver": tiny_llama(VOCAB)}, OptimizerConfig()).for_generation("solver"):
+        pass  # the torch path: nothing to gather
+
+
+def test_local_workers_roll_out_a_zero3_model_inside_its_gather(ds, tmp_path):
+    """The trainer's wiring: LocalWorkers' transformers engine generates inside the policies' for_generation."""
+    from cave.training.workers import LocalWorkers
+
+    from tests.training.test_rollout import save_tiny
+    from tests.training.test_trainer import tiny_config
+
+    src = save_tiny(tmp_path / "model")
+    ds_model = {"base": {"source": str(src), "deepspeed": {"zero_stage": 3}}}
+    workers = LocalWorkers(tiny_config(src, tmp_path / "run", models=ds_model, group_size=2))
+    stepper = workers.policies.slot("solver").stepper
+    real, entered = stepper.for_generation, []
+
+    def counted():
+        entered.append(1)
+        return real()
+
+    stepper.for_generation = counted
+    try:
+        roll = workers.rollout([{"question": "What is 2 + 3?", "answer": 5}], 1)
+    finally:
+        workers.close()
+    assert roll.generated_tokens and entered
+    assert all(p.numel() == 0 for p in workers.models["base"][0].parameters())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _rank(rank: int, port: int, out: str) -> None:
-    """One of two ranks: ZeRO-2 on its half of the samples."""
+def _rank(rank: int, port: int, out: str, roles: tuple[str, ...]) -> None:
+    """One of two ranks: ZeRO-2 on its half of the samples (``roles`` share the model, with per-role norms)."""
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK="0")
     cfg = OptimizerConfig(lr=1e-2, micro_batch_size=2, grad_clip=0.05, deepspeed=DeepSpeedConfig(zero_stage=2))
-    pol = AgentPolicies({"solver": tiny_llama(VOCAB)}, cfg)
-    samples, adv = make_samples(5, roles=("solver",)), np.linspace(-1, 1.5, 5)
-    mine = [0, 1, 2] if rank == 0 else [3, 4]  # 2 micro-batches on rank 0, 1 on rank 1
-    res = pol.update([samples[i] for i in mine], adv[mine])["solver"]
+    model = tiny_llama(VOCAB)
+    pol = AgentPolicies(dict.fromkeys(roles, model), cfg, per_role_grad_norm=True)
+    samples, adv = make_samples(5, roles=roles), np.linspace(-1, 1.5, 5)
+    mine = [0, 1, 2] if rank == 0 else [3, 4]  # 2 micro-batches on rank 0, 1 on rank 1 (one role)
+    res = pol.update([samples[i] for i in mine], adv[mine])["+".join(roles)]
     opt = pol.slot("solver").optimizer
     torch.save(
         {
             "params": weights(pol),
             "grad_norms": res.grad_norms,
+            "role_grad_norms": res.role_grad_norms,
             "steps": res.steps,
             "partition": sum(t.numel() for t in opt.single_partition_of_fp32_groups),
             "exp_avg": sum(s["exp_avg"].numel() for s in opt.optimizer.state.values()),
@@ -218,17 +321,23 @@ def _rank(rank: int, port: int, out: str) -> None:
     )
 
 
-def test_two_ranks_zero2_equal_one_rank_on_all_samples(ds, tmp_path):
-    torch.multiprocessing.spawn(_rank, args=(_free_port(), str(tmp_path)), nprocs=2, join=True)
+@pytest.mark.parametrize("roles", [("solver",), ("solver", "verifier")])
+def test_two_ranks_zero2_equal_one_rank_on_all_samples(ds, tmp_path, roles):
+    """The same step, and with two roles on the model the same per-role norms (ZeRO-2's hooked gradient copy,
+    averaged over the ranks as DeepSpeed averages the gradient)."""
+    torch.multiprocessing.spawn(_rank, args=(_free_port(), str(tmp_path), roles), nprocs=2, join=True)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
     model = tiny_llama(VOCAB)
     start = params_vector(model)
     n_params = sum(p.numel() for p in model.parameters())
-    pol = AgentPolicies({"solver": model}, OptimizerConfig(lr=1e-2, micro_batch_size=2, grad_clip=0.05))
-    want = pol.update(make_samples(5, roles=("solver",)), np.linspace(-1, 1.5, 5))["solver"]
+    cfg = OptimizerConfig(lr=1e-2, micro_batch_size=2, grad_clip=0.05)
+    pol = AgentPolicies(dict.fromkeys(roles, model), cfg, per_role_grad_norm=True)
+    want = pol.update(make_samples(5, roles=roles), np.linspace(-1, 1.5, 5))["+".join(roles)]
     for r in ranks:
         assert r["steps"] == 1
         np.testing.assert_allclose(r["grad_norms"], want.grad_norms, rtol=1e-5)
+        for role in roles:
+            np.testing.assert_allclose(r["role_grad_norms"][role], want.role_grad_norms[role], rtol=1e-5)
         assert_same_change(r["params"], params_vector(model), start)
         # each rank holds half of the fp32 master weights and of the Adam moments
         assert r["partition"] == r["exp_avg"] and abs(r["partition"] - n_params / 2) <= 16
