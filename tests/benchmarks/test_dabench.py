@@ -101,10 +101,11 @@ def test_the_code_agent_computes_from_df() -> None:
     unrounded = "```python\nfinal_answer({'mean_price': df['price'].mean()})\n```"
     llm = Scripted([unrounded, "```python\nfinal_answer(_final_answer)\n```"])  # confirms it as it is
     r = run_question(q, FIXTURE, "code", llm, runtime="inprocess")
-    assert not r.score.strict and r.score.rounded  # 41.00666... is right only after rounding
-    # the agent's form check named the rounding the question asks for, with the call that fixes it
+    # the agent's form check named the rounding the question asks for, with the call that fixes it; confirmed as
+    # it was, the right number ends in the form the task asks (41.00666... is right only after rounding)
     note = r.trajectory.steps[0].observation
     assert "'mean_price' is 41.00666666666667; the task asks for 2 decimal places: 41.01" in note
+    assert r.score.strict and r.answer == {"mean_price": 41.01} and r.trajectory.status == "success"
     fixed = run_question(
         q, FIXTURE, "code", Scripted([unrounded, "```python\n" + note.split("```python\n")[1]]), runtime="inprocess"
     )
