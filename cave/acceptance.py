@@ -86,7 +86,11 @@ class Acceptance:
             misread = misreadings.note(code, traj.task)
             if misread is not None:  # once: is_normal = p < 0.05, or an MSE sent as the RMSE
                 traj.meta["misread_asked"] = True
-                traj.meta["held_misread"] = {"verdicts": misreadings.verdicts(value), "answer": repr(value)[:2000]}
+                traj.meta["held_misread"] = {
+                    "verdicts": misreadings.verdicts(value),
+                    "answer": repr(value)[:2000],
+                    "values": typed.plain_values(value),
+                }
                 return misread
         for kind, mark, note in _NOTED:
             if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
@@ -155,6 +159,7 @@ class Acceptance:
         if misread is not None:  # the same answer or verdict again, or code that still misreads the result
             verdicts = misread["verdicts"]
             same = repr(value)[:2000] == misread["answer"] or (verdicts and misreadings.verdicts(value) == verdicts)
+            same = same or typed.agrees(value, misread.get("values"))  # the same numbers, rounded (DABench 375)
             if same or misreadings.found(code, traj.task):
                 problems.append("the answer still misreads the result it was held for (see the note above)")
         held = [k for k in traj.meta.get("held_for", ()) if k != "form" or not traj.meta.get("form_settled")]

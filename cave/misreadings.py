@@ -43,6 +43,7 @@ __all__ = [
     "note",
     "null_word",
     "other_statistic",
+    "pandas_moments",
     "other_std",
     "pearson_kurtosis",
     "turned_around",
@@ -147,7 +148,7 @@ def found(code: str, task: str = "") -> list[str]:
     than the one ``task`` names."""
     return (
         backwards(code) + unrooted(code) + other_std(task, code) + other_statistic(code)
-        + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code)
+        + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code) + pandas_moments(task, code)
     )  # fmt: skip
 
 
@@ -178,6 +179,7 @@ def note(code: str, task: str = "") -> str | None:
         (other_statistic(code), OTHER_STAT_NOTE),
         (pearson_kurtosis(task, code), FISHER_NOTE),
         (constant_not_in_denominator(task, code), DENOMINATOR_NOTE),
+        (pandas_moments(task, code), PANDAS_MOMENT_NOTE),
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))
@@ -597,4 +599,49 @@ def constant_not_in_denominator(task: str, code: str) -> list[str]:
             fixed = f"({ast.unparse(top)}) / ({ast.unparse(node.right)} + {m.group(1)})"
             text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
             out.append(f"line {node.lineno}: `{text}` adds {m.group(1)} to the numerator: {fixed}")
+    return out
+
+
+PANDAS_MOMENT_NOTE = (
+    "Not accepted yet: the task asks for scipy's skewness/kurtosis, and the code uses pandas':\n{lines}\n"
+    "pandas' .skew() and .kurt() are the bias-corrected estimators; scipy.stats.skew(x) and scipy.stats.kurtosis(x) "
+    "(bias=True by default) give other values. Use scipy's, as the task says, and call final_answer again."
+)
+_SCIPY_MOMENTS = re.compile(r"scipy\b.{0,200}\b(skew|kurtosis)|\b(skew|kurtosis).{0,200}\bscipy", re.I | re.S)
+_PANDAS_MOMENTS = {
+    "skew": "scipy.stats.skew(x)",
+    "kurt": "scipy.stats.kurtosis(x)",
+    "kurtosis": "scipy.stats.kurtosis(x)",
+}
+
+
+def pandas_moments(task: str, code: str) -> list[str]:
+    """The pandas ``.skew()`` / ``.kurt()`` calls of ``code`` when ``task`` asks for scipy's (DABench 375: "For
+    skewness and kurtosis use Python's scipy library"; pandas' 0.1546 was sent for scipy's 0.1520).
+
+    >>> pandas_moments("For skewness use Python's scipy library.", "s = df['trips'].skew()\\nk = stats.kurtosis(x)")
+    ["line 1: `df['trips'].skew()` is pandas' bias-corrected skewness; the task asks for scipy's: scipy.stats.skew(x)"]
+    >>> pandas_moments("What is the skewness?", "s = df['trips'].skew()")
+    []
+    """
+    if not _SCIPY_MOMENTS.search(task):
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if not (isinstance(func, ast.Attribute) and func.attr in _PANDAS_MOMENTS) or node.args:  # type: ignore[union-attr]
+            continue
+        owner = func.value
+        if (isinstance(owner, ast.Name) and owner.id in ("stats", "st", "ss", "scipy")) or _name(owner) == "stats":
+            continue  # stats.skew(x) is scipy's
+        what = "skewness" if func.attr == "skew" else "kurtosis"
+        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        out.append(
+            f"line {node.lineno}: `{text}` is pandas' bias-corrected {what}; the task asks for scipy's: "
+            f"{_PANDAS_MOMENTS[func.attr]}"
+        )
     return out

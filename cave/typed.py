@@ -20,7 +20,17 @@ from typing import Any
 
 from cave.trajectory import Trajectory
 
-__all__ = ["answer_alone", "disagreements", "live_call", "seen_text", "typed_call", "typed_keys", "typed_numbers"]
+__all__ = [
+    "agrees",
+    "answer_alone",
+    "disagreements",
+    "live_call",
+    "plain_values",
+    "seen_text",
+    "typed_call",
+    "typed_keys",
+    "typed_numbers",
+]
 
 _NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 
@@ -222,6 +232,45 @@ def live_call(value: dict[str, Any], wrong: list[str]) -> str:
     return "final_answer({" + ", ".join(items) + "})"
 
 
+def plain_values(value: Any) -> Any:
+    """An answer as JSON values (numbers, text, lists of them, a dict of those), or None when it holds anything else:
+    what a held answer is remembered as, to tell whether the next one is the same (``agrees``).
+
+    >>> import numpy as np
+    >>> plain_values({"skew": np.float64(0.1545633), "n": 3}), plain_values(object()) is None
+    ({'skew': 0.1545633, 'n': 3}, True)
+    """
+    value = _plain(value)
+    if isinstance(value, dict):
+        out = {str(k): plain_values(v) for k, v in value.items()}
+        return None if any(v is None for v in out.values()) else out
+    if isinstance(value, list | tuple):
+        items = [plain_values(v) for v in value]
+        return None if any(v is None for v in items) else items
+    return value if isinstance(value, str | int | float | bool) else None
+
+
+def agrees(answer: Any, held: Any) -> bool:
+    """The answer says what ``held`` (``plain_values`` of an earlier one) said, at the decimals it is written with:
+    a held 0.1545633 sent again as 0.1546 is the same answer.
+
+    >>> agrees({"skew": 0.1546, "n": 3}, {"skew": 0.1545633, "n": 3}), agrees({"skew": 0.152}, {"skew": 0.1545633})
+    (True, False)
+    >>> agrees({"is_normal": "no"}, {"is_normal": True})  # a word for a bool: not known to be the same
+    False
+    """
+    if held is None:
+        return False
+    answer = _plain(answer)
+    if isinstance(held, dict):
+        return (
+            isinstance(answer, dict)
+            and set(map(str, answer)) == set(held)
+            and all(_agrees(v, held[str(k)], unknown=False) for k, v in answer.items())
+        )
+    return _agrees(answer, held, unknown=False)
+
+
 def _plain(value: Any) -> Any:
     """numpy scalars, arrays, pandas Series and Index as Python values; anything else as it is."""
     if type(value).__module__.startswith(("numpy", "pandas")) and hasattr(value, "tolist"):
@@ -232,14 +281,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _agrees(typed: Any, actual: Any) -> bool:
+def _agrees(typed: Any, actual: Any, unknown: bool = True) -> bool:
+    """``typed`` says ``actual`` (at the decimals it is typed with, or as a percentage); ``unknown``: what a pair
+    of values that cannot be compared (a table, a bool and a word) counts as."""
     actual = _plain(actual)
     if isinstance(typed, list | tuple):
         if isinstance(actual, list | tuple):
-            return len(typed) == len(actual) and all(map(_agrees, typed, actual))
-        return len(typed) == 1 and _agrees(typed[0], actual)
+            return len(typed) == len(actual) and all(_agrees(t, a, unknown) for t, a in zip(typed, actual, strict=True))
+        return len(typed) == 1 and _agrees(typed[0], actual, unknown)
     if isinstance(typed, bool) or isinstance(actual, bool):
-        return typed == actual if isinstance(typed, bool) and isinstance(actual, bool) else True
+        return typed == actual if isinstance(typed, bool) and isinstance(actual, bool) else unknown
     typed_number, actual_number = _number(typed), _number(actual)
     if typed_number is not None and actual_number is not None:
         if not (math.isfinite(typed_number) and math.isfinite(actual_number)):
@@ -250,7 +301,7 @@ def _agrees(typed: Any, actual: Any) -> bool:
         return any(_same(actual_number * k, typed_number, p) for k in (1, 100) for p in (places, None))
     if isinstance(typed, str) and isinstance(actual, str | int | float):
         return typed.strip().lower() == str(actual).strip().lower()
-    return True
+    return unknown
 
 
 def _number(value: Any) -> float | None:

@@ -188,3 +188,16 @@ def test_numbers_lost_to_a_coercion_come_back_with_the_code_that_keeps_them():
     assert "`df` had been changed by earlier code" in note  # the lossy line wrote into it: back as given
     assert "Your code with the number in each value kept (run it):\n```python\nimport pandas as pd\n" + kept in note
     assert result.status == "success" and result.answer == 221117
+
+
+def test_pandas_moments_where_the_task_asks_for_scipy_are_held_and_rounding_them_is_no_fix(sites):
+    # DABench 375: "For skewness and kurtosis use Python's scipy library"; pandas' bias-corrected .skew() (0.1546)
+    # was sent, held, and sent again typed at four decimals: still pandas' number, so not a success
+    task = "Skewness of score. Use Python's scipy library for skewness. @skewness[value] to four decimal places."
+    pandas_skew = code("final_answer({'skewness': df.score.skew()})")
+    typed = code(f"final_answer({{'skewness': {round(float(sites.score.skew()), 4)}}})")
+    result = run([pandas_skew, typed], sites, task)
+    assert "the code uses pandas'" in result.trajectory.steps[0].observation
+    assert result.status == "failed_checks" and "still misreads" in result.trajectory.error
+    scipy_skew = code("from scipy.stats import skew\nfinal_answer({'skewness': round(float(skew(df.score)), 4)})")
+    assert run([pandas_skew, scipy_skew], sites, task).status == "success"
