@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from cave import answers, prompts, recovery
+from cave import answers, prompts, recovery, typed
 from cave.acceptance import Acceptance, answer_notes
 from cave.checks import CheckSpec, averify, failed_checks_note
 from cave.compaction import Compaction, next_index
@@ -527,7 +527,10 @@ class Agent(Compaction, Given):
                 if self.checks:  # the task's own checks passed: they define success
                     traj.meta.pop("failed_checks", None)
                     traj.meta["checks"] = {"passed": sorted(self.checks)}
-                shown = "\n".join(e.stdout for e in executions[:-1])
+                # what the reply's earlier blocks printed, less their printed literals (typed.seen_text)
+                shown = "\n".join(
+                    typed.less_literals(e.stdout, c) for e, c in zip(executions[:-1], blocks, strict=False)
+                )
                 kept = [] if self.checks else await self.acceptance.kept(traj, cell.value, notes, code, shown)
                 if kept:  # the answer stands, but not as a success: it still has what it was held for
                     traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True

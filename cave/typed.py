@@ -24,6 +24,7 @@ __all__ = [
     "agrees",
     "answer_alone",
     "disagreements",
+    "less_literals",
     "live_call",
     "plain_values",
     "seen_text",
@@ -117,7 +118,7 @@ def seen_text(traj: Trajectory) -> str:
     >>> seen_text(traj).split()
     ['Outliers?', '[9.03]']
     """
-    return "\n".join([traj.task, *(_less_literals(_output(s.observation), s.code) for s in traj.steps)])
+    return "\n".join([traj.task, *(less_literals(_output(s.observation), s.code) for s in traj.steps)])
 
 
 def _output(observation: str) -> str:
@@ -125,7 +126,7 @@ def _output(observation: str) -> str:
     return observation.split("Not accepted yet:", 1)[0]
 
 
-def _less_literals(observation: str, code: str | None) -> str:
+def less_literals(observation: str, code: str | None) -> str:
     """``observation`` without the string literals of ``code`` that hold a digit (what a print of them shows)."""
     try:
         tree = ast.parse(code or "")

@@ -201,3 +201,12 @@ def test_pandas_moments_where_the_task_asks_for_scipy_are_held_and_rounding_them
     assert result.status == "failed_checks" and "still misreads" in result.trajectory.error
     scipy_skew = code("from scipy.stats import skew\nfinal_answer({'skewness': round(float(skew(df.score)), 4)})")
     assert run([pandas_skew, scipy_skew], sites, task).status == "success"
+
+
+def test_a_guess_printed_in_an_earlier_block_of_the_answering_reply_is_no_output_either(sites):
+    work = "out = df[df.score > 5]\nvalues = [round(v, 2) for v in out.score]"
+    typed = "final_answer({'values': [9.03, 9.00, 8.42]})"
+    again = code('print("values: 9.03, 9.00, 8.42")', typed)  # the guess printed, then typed, in one reply
+    result = run([code(work, typed), again, again], sites, OUTLIERS)
+    assert result.status == "failed_checks"
+    assert "typed in that no computed output shows: ['9.03', '9.00', '8.42']" in result.trajectory.error
