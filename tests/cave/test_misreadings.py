@@ -17,8 +17,11 @@ from cave.misreadings import backwards, unrooted
 
 
 def test_doctests():
-    result = doctest.testmod(cave.misreadings)
-    assert result.attempted > 0 and result.failed == 0
+    import cave.estimators
+
+    for module in (cave.misreadings, cave.estimators):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,293 @@
+"""Which estimator a value is, against what its name and the task say: a statistic computed by another one's
+function (``skewness_value = kurtosis(x)``: DABench 222), the other standard deviation than the task names
+(pandas' ``.std()`` is the sample one, ``np.std`` the population one: 129), Pearson's kurtosis where the task says
+Fisher's (222), pandas' bias-corrected ``.skew()``/``.kurt()`` where it says scipy's (375), and the constant the
+task adds to a denominator added to the numerator (272).
+
+Each check reads only the code (and the task) and returns the lines it finds, as ``line N: `source` ...``;
+``cave.misreadings`` turns them into the note that holds an answer once.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+__all__ = [
+    "DENOMINATOR_NOTE",
+    "FISHER_NOTE",
+    "OTHER_STAT_NOTE",
+    "PANDAS_MOMENT_NOTE",
+    "STD_NOTE",
+    "constant_not_in_denominator",
+    "name_tokens",
+    "node_name",
+    "other_statistic",
+    "other_std",
+    "pandas_moments",
+    "pearson_kurtosis",
+]
+
+
+def name_tokens(name: str) -> list[str]:
+    """A name's words: ``isNormal`` and ``is_normal`` are ['is', 'normal']."""
+    return [t.lower() for t in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if t]
+
+
+def node_name(node: ast.AST) -> str:
+    """What a name or attribute node is called (``stats.skew`` is 'skew'); '' for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+_POPULATION = re.compile(r"population (standard deviation|std|variance)|ddof\s*=\s*0", re.I)
+_SAMPLE = re.compile(r"sample (standard deviation|std|variance)|ddof\s*=\s*1", re.I)
+_NUMPY = frozenset({"np", "numpy"})
+STD_NOTE = (
+    "Not accepted yet: a standard deviation of the other kind than the task names:\n{lines}\n"
+    "pandas' .std() and .var() divide by n - 1 (the sample one); np.std and np.var divide by n (the population "
+    "one). Use the kind the task names and call final_answer again."
+)
+
+
+def other_std(task: str, code: str) -> list[str]:
+    r"""The lines of ``code`` that compute the other standard deviation (or variance) than the one ``task`` names,
+    each as ``line N: `source` is the sample/population one``; empty when the task names neither or both.
+
+    >>> other_std("Report the population standard deviation of Fare.", "sd = df['Fare'].std()")
+    ["line 1: `df['Fare'].std()` is the sample standard deviation (ddof=1); the task asks for the population one: .std(ddof=0)"]
+    >>> other_std("the population standard deviation", "sd = df['Fare'].std(ddof=0)\nv = np.std(df.Fare)")
+    []
+    >>> other_std("Use the sample standard deviation.", "sd = np.std(df['Fare'])")[0][-51:]
+    'the task asks for the sample one: np.std(x, ddof=1)'
+    >>> other_std("standard deviation", "sd = df.x.std()")
+    []
+    """
+    population, sample = bool(_POPULATION.search(task)), bool(_SAMPLE.search(task))
+    if population == sample or not re.search(r"\b(std|var)\(", code):
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    out = []
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("std", "var")):
+            continue
+        ddof = next((k.value for k in node.keywords if k.arg == "ddof"), None)
+        if ddof is not None and not isinstance(ddof, ast.Constant):
+            continue  # a ddof the code computes: its own business
+        numpy = isinstance(func.value, ast.Name) and func.value.id in _NUMPY
+        divisor = ddof.value if ddof is not None else (0 if numpy else 1)  # type: ignore[union-attr]
+        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        what = "standard deviation" if func.attr == "std" else "variance"
+        if population and divisor == 1:
+            fix = f"np.{func.attr}(x)" if numpy else f".{func.attr}(ddof=0)"
+            out.append(f"line {node.lineno}: `{text}` is the sample {what} (ddof=1); the task asks for "
+                       f"the population one: {fix}")  # fmt: skip
+        elif sample and divisor == 0:
+            fix = f"np.{func.attr}(x, ddof=1)" if numpy else f".{func.attr}()"
+            out.append(f"line {node.lineno}: `{text}` is the population {what} (ddof=0); the task asks "
+                       f"for the sample one: {fix}")  # fmt: skip
+    return out
+
+
+_STAT_WORDS = {
+    "skew": ("skew", "skewness"), "kurtosis": ("kurt", "kurtosis"), "mean": ("mean", "average", "avg"),
+    "median": ("median",), "std": ("std", "stdev", "stddev", "sd"), "var": ("var", "variance"),
+}  # fmt: skip
+_STAT_CALLS = {
+    "skew": "skew", "kurtosis": "kurtosis", "kurt": "kurtosis", "mean": "mean", "nanmean": "mean",
+    "average": "mean", "median": "median", "nanmedian": "median", "std": "std", "nanstd": "std", "stdev": "std",
+    "pstdev": "std", "var": "var", "nanvar": "var", "variance": "var", "pvariance": "var",
+}  # fmt: skip
+OTHER_STAT_NOTE = (
+    "Not accepted yet: a value named for one statistic is computed by another:\n{lines}\n"
+    "Compute each value with the function its name (and the task) says, and call final_answer again."
+)
+
+
+def _named_stat(name: str) -> str | None:
+    """The one statistic a name says (None for none or several: ``mean_std`` is a std of means)."""
+    named = {stat for t in name_tokens(name) for stat, words in _STAT_WORDS.items() if t in words}
+    return named.pop() if len(named) == 1 else None
+
+
+def _computed_stats(node: ast.AST) -> set[str]:
+    """The statistics the calls in ``node`` compute; a square root (or ``** 0.5``) makes a variance a std."""
+    stats = {
+        _STAT_CALLS[node_name(n.func)]
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call) and node_name(n.func) in _STAT_CALLS
+    }
+    powers = any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Pow) for n in ast.walk(node))
+    rooted = powers or any(isinstance(n, ast.Call) and node_name(n.func) in ("sqrt", "square") for n in ast.walk(node))
+    if rooted and stats & {"std", "var"}:
+        stats |= {"std", "var"}
+    return stats
+
+
+def other_statistic(code: str) -> list[str]:
+    """The lines of ``code`` that give a name saying one statistic (skewness, kurtosis, mean, median, std, variance)
+    a value that only other statistics compute, as ``line N: `name = source` computes kurtosis, not skew``.
+
+    >>> other_statistic("skewness_value = round(kurtosis(df['x'], fisher=True), 2)")
+    ["line 1: `skewness_value = round(kurtosis(df['x'], fisher=True), 2)` computes kurtosis, not skew"]
+    >>> other_statistic("median_age = df.age.mean()\\nfinal_answer({'mean_age': df.age.median()})")[1]
+    "line 2: `'mean_age': df.age.median()` computes median, not mean"
+    >>> other_statistic("sd = np.sqrt(df.x.var())\\nmean_std = df.groupby('g').x.std().mean()\\nn_mean = len(df)")
+    []
+    """
+    if not any(word in code for word in ("skew", "kurt", "mean", "median", "std", "var", "average", "avg", "sd")):
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    pairs: list[tuple[str, ast.AST, ast.AST]] = []  # (name, value, where)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            pairs.append((node.targets[0].id, node.value, node))
+        elif isinstance(node, ast.Dict):
+            pairs += [
+                (k.value, v, v) for k, v in zip(node.keys, node.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and v is not None
+            ]  # fmt: skip
+    out: dict[int, str] = {}
+    for name, value, where in pairs:
+        said, computed = _named_stat(name), _computed_stats(value)
+        if said is None or not computed or said in computed:
+            continue
+        text = ast.get_source_segment(code, where) or ast.unparse(where)
+        if where is value:
+            text = f"{name!r}: {text}"
+        out.setdefault(
+            where.lineno,
+            f"line {where.lineno}: `{text.splitlines()[0][:120]}` computes {', '.join(sorted(computed))}, not {said}",
+        )
+    return [out[k] for k in sorted(out)]
+
+
+FISHER_NOTE = (
+    "Not accepted yet: the task asks for Fisher's kurtosis (excess kurtosis, 0 for a normal distribution):\n{lines}\n"
+    "scipy.stats.kurtosis(x) is Fisher's by default (fisher=True), as is pandas' .kurt(); fisher=False is "
+    "Pearson's (3 for a normal distribution). Fix it and call final_answer again."
+)
+
+
+def pearson_kurtosis(task: str, code: str) -> list[str]:
+    """The kurtosis calls of ``code`` with ``fisher=False`` when ``task`` asks for Fisher's (DABench 222).
+
+    >>> pearson_kurtosis("using Fisher's method", "k = kurtosis(df.x, fisher=False)")
+    ["line 1: `kurtosis(df.x, fisher=False)` is Pearson's kurtosis; the task asks for Fisher's: kurtosis(x)"]
+    >>> pearson_kurtosis("kurtosis", "k = kurtosis(df.x, fisher=False)")
+    []
+    """
+    if not re.search(r"\bfisher", task, re.I) or re.search(r"\bpearson'?s? kurtosis", task, re.I):
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node_name(node.func) == "kurtosis":
+            fisher = next((k.value for k in node.keywords if k.arg == "fisher"), None)
+            if isinstance(fisher, ast.Constant) and fisher.value is False:
+                text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+                out.append(
+                    f"line {node.lineno}: `{text}` is Pearson's kurtosis; the task asks for Fisher's: kurtosis(x)"
+                )
+    return out
+
+
+DENOMINATOR_NOTE = (
+    "Not accepted yet: the task adds a constant to the denominator, and the code adds it elsewhere:\n{lines}\n"
+    "Write numerator / (denominator + constant) and call final_answer again."
+)
+_TO_DENOMINATOR = re.compile(
+    r"(?:add|adding)\s+(?:a\s+small\s+constant\s*)?\(?\s*([0-9.eE+-]+)\s*\)?\s+to\s+the\s+denominator", re.I
+)
+
+
+def constant_not_in_denominator(task: str, code: str) -> list[str]:
+    """The divisions of ``code`` that add the constant the task puts in the denominator to the numerator instead
+    (DABench 272: "add a small constant (1e-10) to the denominator"; the model wrote ``(a + 1e-10) / b``).
+
+    >>> constant_not_in_denominator("Add a small constant (1e-10) to the denominator", "r = (df.a + 1e-10) / df.b")
+    ['line 1: `(df.a + 1e-10) / df.b` adds 1e-10 to the numerator: (df.a) / (df.b + 1e-10)']
+    >>> constant_not_in_denominator("Add 1e-10 to the denominator", "r = df.a / (df.b + 1e-10)")
+    []
+    """
+    m = _TO_DENOMINATOR.search(task)
+    if m is None:
+        return []
+    try:
+        value, tree = float(m.group(1)), ast.parse(code)
+    except (ValueError, SyntaxError):
+        return []
+
+    def holds(node: ast.AST) -> bool:
+        return any(
+            isinstance(n, ast.Constant) and type(n.value) in (int, float) and n.value == value for n in ast.walk(node)
+        )
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and holds(node.left) and not holds(node.right):
+            top = node.left
+            if isinstance(top, ast.BinOp) and isinstance(top.op, ast.Add) and holds(top.right) and not holds(top.left):
+                top = top.left
+            fixed = f"({ast.unparse(top)}) / ({ast.unparse(node.right)} + {m.group(1)})"
+            text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+            out.append(f"line {node.lineno}: `{text}` adds {m.group(1)} to the numerator: {fixed}")
+    return out
+
+
+PANDAS_MOMENT_NOTE = (
+    "Not accepted yet: the task asks for scipy's skewness/kurtosis, and the code uses pandas':\n{lines}\n"
+    "pandas' .skew() and .kurt() are the bias-corrected estimators; scipy.stats.skew(x) and scipy.stats.kurtosis(x) "
+    "(bias=True by default) give other values. Use scipy's, as the task says, and call final_answer again."
+)
+_SCIPY_MOMENTS = re.compile(r"scipy\b.{0,200}\b(skew|kurtosis)|\b(skew|kurtosis).{0,200}\bscipy", re.I | re.S)
+_PANDAS_MOMENTS = {
+    "skew": "scipy.stats.skew(x)",
+    "kurt": "scipy.stats.kurtosis(x)",
+    "kurtosis": "scipy.stats.kurtosis(x)",
+}
+
+
+def pandas_moments(task: str, code: str) -> list[str]:
+    """The pandas ``.skew()`` / ``.kurt()`` calls of ``code`` when ``task`` asks for scipy's (DABench 375: "For
+    skewness and kurtosis use Python's scipy library"; pandas' 0.1546 was sent for scipy's 0.1520).
+
+    >>> pandas_moments("For skewness use Python's scipy library.", "s = df['trips'].skew()\\nk = stats.kurtosis(x)")
+    ["line 1: `df['trips'].skew()` is pandas' bias-corrected skewness; the task asks for scipy's: scipy.stats.skew(x)"]
+    >>> pandas_moments("What is the skewness?", "s = df['trips'].skew()")
+    []
+    """
+    if not _SCIPY_MOMENTS.search(task):
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        func = node.func if isinstance(node, ast.Call) else None
+        if not (isinstance(func, ast.Attribute) and func.attr in _PANDAS_MOMENTS) or node.args:  # type: ignore[union-attr]
+            continue
+        owner = func.value
+        if (isinstance(owner, ast.Name) and owner.id in ("stats", "st", "ss", "scipy")) or node_name(owner) == "stats":
+            continue  # stats.skew(x) is scipy's
+        what = "skewness" if func.attr == "skew" else "kurtosis"
+        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        out.append(
+            f"line {node.lineno}: `{text}` is pandas' bias-corrected {what}; the task asks for scipy's: "
+            f"{_PANDAS_MOMENTS[func.attr]}"
+        )
+    return out
