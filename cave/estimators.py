@@ -34,6 +34,14 @@ def name_tokens(name: str) -> list[str]:
     return [t.lower() for t in re.split(r"[_\W]+|(?<=[a-z])(?=[A-Z])", name) if t]
 
 
+def _nodes(code: str) -> list[ast.AST]:
+    """Every node of ``code``'s syntax tree; none when it does not parse."""
+    try:
+        return list(ast.walk(ast.parse(code)))
+    except SyntaxError:
+        return []
+
+
 def node_name(node: ast.AST) -> str:
     """What a name or attribute node is called (``stats.skew`` is 'skew'); '' for anything else."""
     if isinstance(node, ast.Name):
@@ -69,12 +77,8 @@ def other_std(task: str, code: str) -> list[str]:
     population, sample = bool(_POPULATION.search(task)), bool(_SAMPLE.search(task))
     if population == sample or not re.search(r"\b(std|var)\(", code):
         return []
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
     out = []
-    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
+    for node in sorted((n for n in _nodes(code) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)):
         func = node.func
         if not (isinstance(func, ast.Attribute) and func.attr in ("std", "var")):
             continue
@@ -144,12 +148,8 @@ def other_statistic(code: str) -> list[str]:
     """
     if not any(word in code for word in ("skew", "kurt", "mean", "median", "std", "var", "average", "avg", "sd")):
         return []
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
     pairs: list[tuple[str, ast.AST, ast.AST]] = []  # (name, value, where)
-    for node in ast.walk(tree):
+    for node in _nodes(code):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             pairs.append((node.targets[0].id, node.value, node))
         elif isinstance(node, ast.Dict):
@@ -189,12 +189,8 @@ def pearson_kurtosis(task: str, code: str) -> list[str]:
     """
     if not re.search(r"\bfisher", task, re.I) or re.search(r"\bpearson'?s? kurtosis", task, re.I):
         return []
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
     out = []
-    for node in ast.walk(tree):
+    for node in _nodes(code):
         if isinstance(node, ast.Call) and node_name(node.func) == "kurtosis":
             fisher = next((k.value for k in node.keywords if k.arg == "fisher"), None)
             if isinstance(fisher, ast.Constant) and fisher.value is False:
@@ -227,8 +223,8 @@ def constant_not_in_denominator(task: str, code: str) -> list[str]:
     if m is None:
         return []
     try:
-        value, tree = float(m.group(1)), ast.parse(code)
-    except (ValueError, SyntaxError):
+        value = float(m.group(1))
+    except ValueError:
         return []
 
     def holds(node: ast.AST) -> bool:
@@ -237,7 +233,7 @@ def constant_not_in_denominator(task: str, code: str) -> list[str]:
         )
 
     out = []
-    for node in ast.walk(tree):
+    for node in _nodes(code):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and holds(node.left) and not holds(node.right):
             top = node.left
             if isinstance(top, ast.BinOp) and isinstance(top.op, ast.Add) and holds(top.right) and not holds(top.left):
@@ -272,12 +268,8 @@ def pandas_moments(task: str, code: str) -> list[str]:
     """
     if not _SCIPY_MOMENTS.search(task):
         return []
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
     out = []
-    for node in ast.walk(tree):
+    for node in _nodes(code):
         func = node.func if isinstance(node, ast.Call) else None
         if not (isinstance(func, ast.Attribute) and func.attr in _PANDAS_MOMENTS) or node.args:  # type: ignore[union-attr]
             continue
