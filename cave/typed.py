@@ -195,7 +195,7 @@ def typed_keys(code: str) -> dict[str, str]:
         if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
             continue
         items = node.elts if isinstance(node, ast.List | ast.Tuple) else [node]
-        if items and all(n in _answer_values([n]) or _negative(n) for n in items):
+        if items and all(isinstance(n, ast.Constant) or _negative(n) for n in items):
             out[key.value] = ast.get_source_segment(code, node) or ""
     return out
 
