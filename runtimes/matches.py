@@ -64,6 +64,7 @@ __all__ = [
     "matched",
     "maybe",
     "nan_test_note",
+    "near_values",
     "self_pick_note",
     "rewrite",
     "tie_note",
@@ -268,6 +269,8 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         fix = f"They are text: compare with {str(value)!r}, or convert the column first."
     elif isinstance(value, str) and values.dtype.kind in "iuf" and re.fullmatch(r"-?\d+(\.\d+)?", value.strip()):
         fix = f"They are numbers: compare with {value.strip()} (no quotes)."
+    elif near := near_values(values, value):
+        fix = _near_fix(what, op, value, near)
     else:
         fix = (
             "Match what the values hold (their case, spaces and format; parse dates with "
@@ -277,6 +280,44 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; they look like "
         f"{', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}. {fix}"
     )
+
+
+def _key(text: str) -> str:
+    """A text value as a person reads it: no case, spaces or punctuation ('Mr.' and ' mr' are both 'mr')."""
+    return re.sub(r"[\W_]+", "", text.casefold())
+
+
+def near_values(values: Any, wanted: Any) -> dict[str, str]:
+    """Each sought text that the column holds written another way (case, spaces, punctuation) -> how it is written.
+
+    >>> import pandas as pd
+    >>> near_values(pd.Series(["Mr", "Mrs", "Miss", "Don"]), ["Mr.", "Mrs.", "Rev."])
+    {'Mr.': 'Mr', 'Mrs.': 'Mrs'}
+    >>> near_values(pd.Series(["North", "south "]), "SOUTH")
+    {'SOUTH': 'south '}
+    >>> near_values(pd.Series([1, 2]), "1")
+    {}
+    """
+    sought = [wanted] if isinstance(wanted, str) else list(wanted) if isinstance(wanted, list | tuple | set) else []
+    sought = [w for w in sought if isinstance(w, str) and _key(w)]
+    if not sought:
+        return {}
+    held: dict[str, str] = {}
+    for v in values.drop_duplicates().iloc[:100_000]:
+        if isinstance(v, str):
+            held.setdefault(_key(v), v)
+    return {w: held[_key(w)] for w in sought if _key(w) in held and held[_key(w)] != w}
+
+
+def _near_fix(what: str, op: str, value: Any, near: dict[str, str]) -> str:
+    """What to write instead, when the sought texts are in the column written another way."""
+    said = "; ".join(f"{w!r} is written {v!r}" for w, v in list(near.items())[:EXAMPLES])
+    if op == "isin" and isinstance(value, list | tuple | set):
+        fixed = [near.get(w, w) if isinstance(w, str) else w for w in value]
+        return f"Here {said}: use .isin({fixed!r}) (drop what none of the values hold)."
+    if op in ("==", "==r"):
+        return f"Here {said}: compare with == {near[value]!r}."
+    return f"Here {said}; match that."
 
 
 def tie_note(op: str, line: int, source: Any, kwargs: dict[str, Any] | None = None) -> str | None:
