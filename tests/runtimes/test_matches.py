@@ -48,7 +48,9 @@ def test_a_selection_that_matched_nothing_is_reported_and_the_result_is_unchange
 def test_texts_the_column_holds_written_another_way_get_the_line_to_write(bare_rt):
     # DABench 308: the titles were extracted without their dot, and the model kept asking for 'Mr.' (seven times)
     bare_rt.inject("df", pd.DataFrame({"Title": ["Mr", "Mrs", "Miss", "Master", "Don", "Mr"], "Fare": range(6)}))
-    ex = bare_rt.execute("sel = df[df['Title'].isin(['Mr.', 'Mrs.', 'Miss.', 'Master.'])]\nn = int((df.Title == 'MISS').sum())")
+    ex = bare_rt.execute(
+        "sel = df[df['Title'].isin(['Mr.', 'Mrs.', 'Miss.', 'Master.'])]\nn = int((df.Title == 'MISS').sum())"
+    )
     assert ex.error is None and len(bare_rt.retrieve("sel")) == 0 and bare_rt.retrieve("n") == 0
     assert "'Mr.' is written 'Mr'" in ex.stderr
     assert "use .isin(['Mr', 'Mrs', 'Miss', 'Master'])" in ex.stderr
