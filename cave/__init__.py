@@ -7,7 +7,7 @@
     result.answer, result.status, result.trajectory
 
 Names are imported on first use, so ``import cave`` stays cheap (a kernel that
-unpickles ``final_answer`` imports ``cave.agent`` and nothing else).
+unpickles ``final_answer`` imports ``cave.cells`` and nothing heavy).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ __version__ = "0.1.0"
 _EXPORTS = {
     "Agent": "cave.agent",
     "RunResult": "cave.agent",
-    "FinalAnswer": "cave.agent",
-    "final_answer": "cave.agent",
+    "FinalAnswer": "cave.cells",
+    "final_answer": "cave.cells",
     "Runtime": "cave.sdk",
     "run_task": "cave.sdk",
     "arun_task": "cave.sdk",
@@ -58,7 +58,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from cave.agent import Agent, FinalAnswer, RunResult, final_answer
+    from cave.agent import Agent, RunResult
+    from cave.cells import FinalAnswer, final_answer
     from cave.llm.base import LLM, Completion, Scripted, Usage, create_backend
     from cave.sdk import Runtime, arun_task, run_task
     from cave.store import Store

@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +40,7 @@ from typing import Any, Literal, Protocol
 
 from cave import answers, prompts, recovery, typed
 from cave.acceptance import Acceptance, answer_notes
+from cave.cells import FINAL_VAR, Cell, Cells, FinalAnswer, final_answer, is_final_error
 from cave.checks import CheckSpec, averify, failed_checks_note
 from cave.compaction import Compaction, next_index
 from cave.events import (
@@ -55,11 +55,11 @@ from cave.events import (
     StepStarted,
     TextChunk,
 )
-from cave.generation import Generation, strip_reopened_fence
+from cave.generation import Generation, Replying
 from cave.given import Given
 from cave.guard import guard_code, rereads
 from cave.history import answer_note, resume_messages
-from cave.llm.base import LLM, Completion, Message, TextDelta, Usage, create_backend
+from cave.llm.base import LLM, Message, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
 from cave.runtimes.describe import guide
 from cave.trajectory import RunStatus, Step, Trajectory
@@ -84,30 +84,6 @@ __all__ = [
     "final_answer",
     "resume_messages",
 ]
-
-
-# -- the final_answer signal -------------------------------------------------------------------
-class FinalAnswer(BaseException):  # noqa: N818 - a signal, not an error
-    """Raised by ``final_answer``. A BaseException so ``except Exception`` in the model's code cannot swallow it."""
-
-    def __init__(self, value: Any = None) -> None:
-        super().__init__("final_answer() was called")
-        self.value = value
-
-
-FINAL_VAR = "_final_answer"
-
-
-def final_answer(value: Any) -> None:
-    """Finish the task with ``value``: the result object itself (a DataFrame, a number, a list), not a description."""
-    # Stash the value in the namespace of the code that called us (the runtime's globals), so a
-    # host on the far side of a process boundary can retrieve it even if only the error type crosses.
-    sys._getframe(1).f_globals[FINAL_VAR] = value
-    raise FinalAnswer(value)
-
-
-def _is_final_error(error: ExecError | None) -> bool:
-    return error is not None and error.type.rsplit(".", 1)[-1] == "FinalAnswer"
 
 
 class Skills(Protocol):
@@ -137,19 +113,8 @@ class RunResult:
         return self.status in ("success", "no_code")
 
 
-@dataclass
-class Cell:
-    """One code block run in the runtime."""
-
-    execution: Execution
-    final: bool  # final_answer was called
-    value: Any  # what final_answer was called with (the live object)
-    notes: list[str]  # what guard_code changed before it ran (e.g. a reassigned input that was skipped)
-    code: str = ""  # the block as the model wrote it
-
-
 # -- the agent -----------------------------------------------------------------------------------
-class Agent(Compaction, Given):
+class Agent(Compaction, Given, Replying):
     """A code-as-action agent: an LLM backend plus a persistent runtime.
 
     The runtime persists across ``run`` calls, so a second run sees what the first one left behind.
@@ -440,34 +405,9 @@ class Agent(Compaction, Given):
         step = Step(index=index, role=self.role, messages=list(messages), run_id=traj.run_id, started_at=t0)
         step.team_run_id = traj.team_run_id
         gen = Generation()
-        async for event in self._generate(index, messages, gen):
+        async for event in self._reply(traj, messages, head, step, gen):
             yield event
         blocks = prompts.extract_code(gen.text)
-        for attempt, temperature in enumerate(recovery.retry_temperatures(self.retry_temperature)):
-            if not self._repeats(traj, gen.text, blocks):
-                break
-            # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
-            # reply again at retry_temperature, then hotter once more (usage of every call is counted).
-            step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
-            if attempt == 0 and blocks:  # the failing code leaves the context: a small model copies what it sees
-                error = recovery.error_line(recovery.last_code_step(traj)) or "a failed check"
-                folded = recovery.fold_failed(messages, "\n\n".join(blocks), error, start=head)
-                if folded:
-                    step.meta["folded"] = folded
-                    step.messages = list(messages)
-            seed = None if self.seed is None else self.seed + index + 1 + attempt
-            self._override = {"temperature": temperature, "seed": seed}
-            usage, n_calls = gen.usage, gen.calls
-            retry = Generation()
-            try:
-                async for event in self._generate(index, messages, retry):
-                    yield event
-            finally:
-                self._override = {}
-            retry.usage = usage + retry.usage
-            retry.calls += n_calls
-            gen = retry
-            blocks = prompts.extract_code(gen.text)
         gen.fill(step, time.time() - t0)
         messages.append({"role": "assistant", "content": gen.text})
         cut = gen.finish_reason == "length" and prompts.unclosed_code(gen.text) is not None
@@ -488,19 +428,35 @@ class Agent(Compaction, Given):
             yield StepFinished(step)
             return
 
-        formatted: list[str] = []
-        records: list[dict[str, Any]] = []
-        executions: list[Execution] = []
-        skipped = 0
+        cells = Cells()
+        async for event in self._run_blocks(traj, index, blocks, cells):
+            yield event
+        step.code = "\n\n".join(blocks)
+        step.execution = Execution.merge(cells.executions)
+        step.meta["blocks"] = cells.records
+        step.observation = prompts.observation_message(cells.formatted, cells.skipped)
+        if cut:
+            step.observation += "\n" + prompts.CUT_NOTE.format(max_tokens=self.max_tokens)
+        previous = recovery.last_code_step(traj)
+        if previous is not None and previous.code == step.code and traj.status == "running":
+            step.observation += "\n" + prompts.REPEAT_NOTE  # greedy decoding loops; break the echo
+        if traj.status == "running":
+            messages.append({"role": "user", "content": await self._next_message(traj, step, cells.records)})
+        step.duration = time.time() - t0
+        traj.steps.append(step)
+        yield StepFinished(step)
+
+    async def _run_blocks(self, traj: Trajectory, index: int, blocks: list[str], cells: Cells) -> AsyncIterator[Event]:
+        """Run the reply's blocks in order, into ``cells``, until one fails or gives the answer."""
         for b, code in enumerate(blocks):
             yield CodeStarted(index, b, code)
             cell = await self._execute(code)
             ex = cell.execution
-            executions.append(ex)
+            cells.executions.append(ex)
             record = {"code": code, "execution": ex.to_dict(), "final": cell.final}
             if cell.notes:
                 record["notes"] = cell.notes
-            records.append(record)
+            cells.records.append(record)
             text = prompts.format_execution(ex, limit=self.observation_limit, notes=cell.notes)
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
             if failures:  # not accepted: the agent sees why and goes on
@@ -512,105 +468,60 @@ class Agent(Compaction, Given):
             held, notes = None, ""
             if cell.final and not failures:
                 # the whole reply: its blocks were written together, before any of them ran
-                notes = answer_notes(traj, executions, code)
+                notes = answer_notes(traj, cells.executions, code)
                 held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), notes)
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
                 text += "\n" + held
                 record["held"] = held.split(":", 1)[0]
-            formatted.append(text)
+            cells.formatted.append(text)
             yield Observation(index, b, ex, text, cell.final and not failures and not held)
             if cell.final and (failures or held):
-                break
-            if cell.final:
-                value = cell.value if self.checks else await self.acceptance.settled_form(traj, cell.value)
-                traj.status, traj.final_answer = "success", value
-                if self.checks:  # the task's own checks passed: they define success
-                    traj.meta.pop("failed_checks", None)
-                    traj.meta["checks"] = {"passed": sorted(self.checks)}
-                # what the reply's earlier blocks printed, less their printed literals (typed.seen_text)
-                shown = "\n".join(
-                    typed.less_literals(e.stdout, c) for e, c in zip(executions[:-1], blocks, strict=False)
-                )
-                kept = [] if self.checks else await self.acceptance.kept(traj, cell.value, notes, code, shown)
-                if kept:  # the answer stands, but not as a success: it still has what it was held for
-                    traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
-                    traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
-                break
-            if not ex.ok:
-                skipped = len(blocks) - b - 1
-                break
-        step.code = "\n\n".join(blocks)
-        step.execution = Execution.merge(executions)
-        step.meta["blocks"] = records
-        step.observation = prompts.observation_message(formatted, skipped)
-        if cut:
-            step.observation += "\n" + prompts.CUT_NOTE.format(max_tokens=self.max_tokens)
-        previous = recovery.last_code_step(traj)
-        if previous is not None and previous.code == step.code and traj.status == "running":
-            step.observation += "\n" + prompts.REPEAT_NOTE  # greedy decoding loops; break the echo
-        if traj.status == "running":
-            infos = await self.describe()
-            unknown = recovery.unknown_function_note(step, self._given_functions())
-            if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
-                step.observation += "\n" + unknown
-                step.meta["unknown_function"] = True
-            features = recovery.features_note(traj.task, step, self._given_tables())
-            if features:  # text reached a model: the columns the task names, encoded
-                step.observation += "\n" + features
-            loop = recovery.loop_note(traj, step, records, infos)
-            if loop:
-                step.observation += "\n" + loop
-                step.meta["loop_note"] = True
-            message = step.observation
-            if self.prompt_layout == "stable":  # the state note travels in the message, not in the observation
-                note = self._state_note(infos)
-                if note:  # before the observation: what to do next (an error, a fix) is what the model reads last
-                    step.meta["state"] = note
-                    message = f"{note}\n\n{step.observation}"
-            messages.append({"role": "user", "content": message})
-        step.duration = time.time() - t0
-        traj.steps.append(step)
-        yield StepFinished(step)
-
-    async def _generate(
-        self, index: int, messages: list[Message], gen: Generation, *, prose: bool = False
-    ) -> AsyncIterator[Event]:
-        """One LLM reply, continued when the length limit cut it inside a code block.
-
-        ``prose``: a call that asks for text (the summary at max_steps, a compaction summary): no response prefix.
-        """
-        convo = messages
-        for attempt in range(self.max_continuations + 1):
-            completion: Completion | None = None
-            async for item in self._call(convo, prose=prose):
-                if isinstance(item, TextDelta):
-                    yield TextChunk(index, item.text)
-                else:
-                    completion = item
-            assert completion is not None
-            gen.completions.append(completion)
-            gen.calls += 1
-            gen.usage = gen.usage + completion.usage
-            gen.finish_reason = completion.finish_reason
-            gen.text += strip_reopened_fence(completion.text) if attempt else completion.text
-            if completion.finish_reason != "length" or prompts.unclosed_code(gen.text) is None:
-                if self.stop and completion.finish_reason == "stop" and prompts.unclosed_code(gen.text) is not None:
-                    gen.text = gen.text.rstrip("\n") + "\n```"  # a stop sequence ate the closing fence
                 return
-            if attempt < self.max_continuations:
-                convo = [
-                    *messages,
-                    {"role": "assistant", "content": gen.text},
-                    {"role": "user", "content": prompts.CONTINUE_PROMPT},
-                ]
-                if not self._room_for_reply(convo):  # the cell stays cut off (and is said to be), not a run error
-                    return
+            if cell.final:
+                await self._accept(traj, cell, blocks, cells.executions, notes)
+                return
+            if not ex.ok:
+                cells.skipped = len(blocks) - b - 1
+                return
 
-    def _repeats(self, traj: Trajectory, text: str, blocks: list[str]) -> bool:
-        """Whether this reply repeats the last failing cell or the last refused prose (then it is sampled again)."""
-        if self.retry_temperature is None or self.retry_temperature <= self.temperature:
-            return False
-        return recovery.repeats_failure(traj, blocks) or recovery.repeats_refused_prose(traj, text, blocks)
+    async def _accept(
+        self, traj: Trajectory, cell: Cell, blocks: list[str], executions: list[Execution], notes: str
+    ) -> None:
+        """The run ends with this answer: ``success``, or ``failed_checks`` when it kept what it was held for."""
+        value = cell.value if self.checks else await self.acceptance.settled_form(traj, cell.value)
+        traj.status, traj.final_answer = "success", value
+        if self.checks:  # the task's own checks passed: they define success
+            traj.meta.pop("failed_checks", None)
+            traj.meta["checks"] = {"passed": sorted(self.checks)}
+            return
+        # what the reply's earlier blocks printed, less their printed literals (typed.seen_text)
+        shown = "\n".join(typed.less_literals(e.stdout, c) for e, c in zip(executions[:-1], blocks, strict=False))
+        kept = await self.acceptance.kept(traj, cell.value, notes, cell.code, shown)
+        if kept:  # the answer stands, but not as a success: it still has what it was held for
+            traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
+            traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
+
+    async def _next_message(self, traj: Trajectory, step: Step, records: list[dict[str, Any]]) -> str:
+        """What the model reads after this step: the observation, its notes, and (stable layout) the state."""
+        infos = await self.describe()
+        unknown = recovery.unknown_function_note(step, self._given_functions())
+        if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
+            step.observation += "\n" + unknown
+            step.meta["unknown_function"] = True
+        features = recovery.features_note(traj.task, step, self._given_tables())
+        if features:  # text reached a model: the columns the task names, encoded
+            step.observation += "\n" + features
+        loop = recovery.loop_note(traj, step, records, infos)
+        if loop:
+            step.observation += "\n" + loop
+            step.meta["loop_note"] = True
+        message = step.observation
+        if self.prompt_layout == "stable":  # the state note travels in the message, not in the observation
+            note = self._state_note(infos)
+            if note:  # before the observation: what to do next (an error, a fix) is what the model reads last
+                step.meta["state"] = note
+                message = f"{note}\n\n{step.observation}"
+        return message
 
     async def _prose_refusal(self, traj: Trajectory, text: str) -> str | None:
         """Why a reply without code cannot end the run here (None: it can be the answer)."""
@@ -649,23 +560,6 @@ class Agent(Compaction, Given):
             restore_given=lambda: self._restore_given(list(self._protected())),
         )
 
-    async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:
-        """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""
-        kwargs: dict[str, Any] = dict(max_tokens=self.max_tokens, temperature=self.temperature, seed=self.seed)
-        kwargs.update(self._override)
-        if self.stop:
-            kwargs["stop"] = self.stop
-        if self.response_prefix and not prose:  # a prefix opening a code block would contradict "do not write code"
-            kwargs["prefix"] = self.response_prefix
-        if self.use_stream:
-            async for item in self.llm.stream(messages, **kwargs):
-                yield item
-        else:
-            completion = await self.llm.complete(messages, **kwargs)
-            if completion.text:
-                yield TextDelta(completion.text)
-            yield completion
-
     async def _execute(self, code: str) -> Cell:
         """Run one block of the model's code (after guard_code) in the runtime."""
         t0 = time.perf_counter()
@@ -678,7 +572,7 @@ class Agent(Compaction, Given):
         except FinalAnswer as signal:  # a runtime that lets BaseExceptions through
             ex, is_final, value = Execution(duration=time.perf_counter() - t0), True, signal.value
         else:
-            is_final, value = _is_final_error(ex.error), None
+            is_final, value = is_final_error(ex.error), None
             if is_final:  # the signal came back as an error type name (possibly across a process boundary)
                 ex.error = None
                 try:

@@ -35,7 +35,7 @@ from cave.config import ConfigModel
 __all__ = ["ANSWER", "CheckSpec", "RowRange", "SortSpec", "averify", "describe_check", "failed_checks_note", "report"]
 
 ANSWER = "answer"  # the name that stands for the final answer
-_FINAL_VAR = "_final_answer"  # where final_answer leaves the answer in the runtime (cave.agent.FINAL_VAR)
+_FINAL_VAR = "_final_answer"  # where final_answer leaves the answer in the runtime (cave.cells.FINAL_VAR)
 _KINDS = {"number", "integer", "float", "string", "datetime", "bool", "category"}
 
 

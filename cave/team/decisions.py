@@ -1,6 +1,6 @@
 """Structured decisions: the functions injected into a deciding role's runtime (``verdict``, ``route``,
 ``publish``) and their parsing on the host. Kept free of heavy imports: a kernel that unpickles
-``verdict`` imports this module and ``cave.agent`` only."""
+``verdict`` imports this module and ``cave.cells`` only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cave.agent import FINAL_VAR, FinalAnswer
+from cave.cells import FINAL_VAR, FinalAnswer
 
 __all__ = [
     "ANSWER_PREVIEW",
@@ -45,7 +45,7 @@ class Route:
 
 
 def _end_turn(value: Any) -> None:
-    # Same contract as cave.agent.final_answer: the value goes into the namespace of the code that
+    # Same contract as cave.cells.final_answer: the value goes into the namespace of the code that
     # called us (frame 2: the agent's cell), so a host across a process boundary can retrieve it.
     sys._getframe(2).f_globals[FINAL_VAR] = value
     raise FinalAnswer(value)
