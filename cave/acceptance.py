@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cave import answers, misreadings, prompts, recovery, typed
+from cave import answers, held_notes, misreadings, prompts, recovery, typed
 from cave.runtimes import coercion, matches
 from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary
@@ -75,13 +75,13 @@ class Acceptance:
             if numbers:  # once: the values were guessed before the code that computes them ran
                 traj.meta["typed_asked"] = True
                 call = typed.typed_call(code)
-                fix = prompts.TYPED_FIX.format(call=call) if call else ""
-                return prompts.TYPED_NOTE.format(numbers=", ".join(numbers[:6]), fix=fix)
+                fix = held_notes.TYPED_FIX.format(call=call) if call else ""
+                return held_notes.TYPED_NOTE.format(numbers=", ".join(numbers[:6]), fix=fix)
         if self.review and not traj.meta.get("variables_asked"):
             wrong = await self._disagreements(value, code)
             if wrong:  # once: a typed value that the code's own variable of that name contradicts
                 traj.meta["variables_asked"] = True
-                return prompts.VARIABLES_NOTE.format(wrong="; ".join(wrong[:4]), call=typed.live_call(value, wrong))
+                return held_notes.VARIABLES_NOTE.format(wrong="; ".join(wrong[:4]), call=typed.live_call(value, wrong))
         if self.review and not traj.meta.get("misread_asked"):
             misread = misreadings.note(code, traj.task)
             if misread is not None:  # once: is_normal = p < 0.05, or an MSE sent as the RMSE
@@ -101,7 +101,7 @@ class Acceptance:
                     return note
                 # the lossy line wrote into a given table: the code to run needs the values as they were given
                 restored = await self.restore_given() if self.restore_given is not None else []
-                return note + "".join(f"\nNote: {r}" for r in restored) + prompts.NUMBERS_KEPT_FIX.format(code=kept)
+                return note + "".join(f"\nNote: {r}" for r in restored) + held_notes.NUMBERS_KEPT_FIX.format(code=kept)
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
@@ -113,7 +113,7 @@ class Acceptance:
                 if warnings:  # DABench 34: a p-value of -0.1318 went back for its decimals only, and stood
                     await _held_for(traj, "warning", value, what)
                 fixed = answers.literal(form.fixed) if form.fixable and not warnings else None
-                return prompts.form_note([*form.problems, *(f"WARNING: {w}" for w in warnings)], fixed)
+                return held_notes.form_note([*form.problems, *(f"WARNING: {w}" for w in warnings)], fixed)
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             what = await asyncio.to_thread(answer_summary, value)
             if self.review == "auto" and not recovery.needs_review(traj.task, value, what):
@@ -121,7 +121,7 @@ class Acceptance:
             traj.meta["reviewed"] = True
             if recovery.summary_warnings(what):
                 await _held_for(traj, "warning", value, what)
-            return prompts.review_note(traj.task, what)
+            return held_notes.review_note(traj.task, what)
         return None
 
     async def settled_form(self, traj: Trajectory, value: Any) -> Any:
@@ -183,13 +183,13 @@ class Acceptance:
 # a wide tie, a test returned nan over missing values, the strongest correlate picked was the variable itself, the
 # largest of a text column is its alphabetically last, a value named for the 'not' group came from the yes group.
 _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
-    ("loss", coercion.LOSS_MARK, prompts.LOSS_HELD_NOTE),
-    ("empty", matches.MARK, prompts.EMPTY_HELD_NOTE),
-    ("tie", matches.TIE_MARK, prompts.TIE_HELD_NOTE),
-    ("nan", matches.NAN_MARK, prompts.NAN_HELD_NOTE),
-    ("self", matches.SELF_MARK, prompts.SELF_HELD_NOTE),
-    ("text", matches.TEXT_MARK, prompts.TEXT_HELD_NOTE),
-    ("polarity", matches.POLARITY_MARK, prompts.POLARITY_HELD_NOTE),
+    ("loss", coercion.LOSS_MARK, held_notes.LOSS_HELD_NOTE),
+    ("empty", matches.MARK, held_notes.EMPTY_HELD_NOTE),
+    ("tie", matches.TIE_MARK, held_notes.TIE_HELD_NOTE),
+    ("nan", matches.NAN_MARK, held_notes.NAN_HELD_NOTE),
+    ("self", matches.SELF_MARK, held_notes.SELF_HELD_NOTE),
+    ("text", matches.TEXT_MARK, held_notes.TEXT_HELD_NOTE),
+    ("polarity", matches.POLARITY_MARK, held_notes.POLARITY_HELD_NOTE),
 )
 
 

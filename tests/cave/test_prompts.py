@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from cave.runtimes.base import ExecError, Execution, VariableInfo
 
-from cave import prompts
+from cave import held_notes, prompts
 from cave.prompts import (
     extract_code,
     format_execution,
@@ -23,6 +23,8 @@ from cave.prompts import (
 def test_doctests():
     result = doctest.testmod(prompts)
     assert result.attempted > 10 and result.failed == 0
+    result = doctest.testmod(held_notes)
+    assert result.attempted >= 2 and result.failed == 0
 
 
 # -- system prompt -------------------------------------------------------------------------------
