@@ -51,9 +51,9 @@ TIE_HELD_NOTE = (
     "counts, and answer again."
 )
 NAN_HELD_NOTE = (
-    "Not accepted yet: this answer rests on a test that returned nan (the Note above): its input had missing values, "
-    "and every comparison with nan is False, so a verdict from it says nothing. Drop the missing values first (e.g. "
-    "shapiro(df[col].dropna())) and answer again."
+    "Not accepted yet: this answer rests on a scipy.stats call that returned nan (the Note above): its input had "
+    "missing values, so the number (and any verdict from it, every comparison with nan being False) says nothing. "
+    "Drop the missing values first (e.g. shapiro(df[col].dropna()), skew(df[col].dropna())) and answer again."
 )
 SELF_HELD_NOTE = (
     "Not accepted yet: this answer was picked from correlations that include the variable itself (the Note above), "

@@ -88,9 +88,13 @@ TESTS = frozenset(
      "ttest_ind", "ttest_rel", "ttest_1samp", "mannwhitneyu", "wilcoxon", "kruskal", "f_oneway", "levene",
      "bartlett", "zscore", "skewtest", "kurtosistest", "anderson", "kstest"}
 )  # fmt: skip
+# scipy.stats statistics that are nan when their input holds NaN (the same default); audited as the tests are
+ESTIMATES = frozenset({"skew", "kurtosis", "moment", "sem", "variation", "gmean", "hmean", "gstd", "iqr", "entropy"})
 _STATS_MODULES = frozenset({"stats", "st", "ss", "scipy_stats"})
 _HINT = re.compile(
-    r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|\b(?:" + "|".join(sorted(TESTS)) + r")\("
+    r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|\b(?:"
+    + "|".join(sorted(TESTS | ESTIMATES))
+    + r")\("
 )
 PICKS = frozenset({"idxmax", "idxmin"})
 EXTREMES = frozenset({"max", "min"})
@@ -174,7 +178,7 @@ class _Rewriter(ast.NodeTransformer):
         func = node.func
         # a test by name (from scipy.stats import shapiro); with a nan_policy the code chose what NaN does
         policy = any(k.arg == "nan_policy" for k in node.keywords)
-        if isinstance(func, ast.Name) and func.id in TESTS and node.args and not policy:
+        if isinstance(func, ast.Name) and func.id in TESTS | ESTIMATES and node.args and not policy:
             return self._helper(node, "test", func, list(node.args), node.keywords)
         if not isinstance(func, ast.Attribute):
             return node
@@ -186,7 +190,7 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper(node, func.attr, func.value, [], node.keywords)
         if func.attr in EXTREMES and not node.args and not node.keywords:
             return self._helper(node, func.attr, func.value, [], [])
-        if func.attr in TESTS and _stats_module(func.value) and node.args and not policy:
+        if func.attr in TESTS | ESTIMATES and _stats_module(func.value) and node.args and not policy:
             return self._helper(node, "test", func, list(node.args), node.keywords)
         return node
 
@@ -429,7 +433,8 @@ def text_extreme_note(op: str, line: int, source: Any, result: Any) -> str | Non
 
 
 def nan_test_note(line: int, func: Any, args: tuple[Any, ...], result: Any) -> str | None:
-    """The note for a scipy.stats test that returned nan because an input held NaN (None otherwise).
+    """The note for a scipy.stats test (or statistic: skew, kurtosis, ...) that returned nan because an input held
+    NaN (None otherwise).
 
     >>> import numpy as np, pandas as pd
     >>> from scipy.stats import shapiro
@@ -438,6 +443,9 @@ def nan_test_note(line: int, func: Any, args: tuple[Any, ...], result: Any) -> s
     Note (line 3): shapiro() returned nan because 1 of the 6 values of 'nsamplecov' are missing (NaN), and every comparison with nan is False; drop them first: shapiro(df['nsamplecov'].dropna()) (two columns: df[[a, b]].dropna()).
     >>> nan_test_note(1, shapiro, (x.dropna(),), shapiro(x.dropna())) is None
     True
+    >>> from scipy.stats import skew
+    >>> print(nan_test_note(2, skew, (x,), skew(x)))  # doctest: +ELLIPSIS
+    Note (line 2): skew() returned nan because 1 of the 6 values of 'nsamplecov' are missing (NaN), and a statistic over a nan is nan; drop them first: skew(df['nsamplecov'].dropna()) ...
     """
     np = sys.modules.get("numpy")
     if np is None or not _has_nan(np, result):
@@ -453,10 +461,10 @@ def nan_test_note(line: int, func: Any, args: tuple[Any, ...], result: Any) -> s
             label = f" of {name!r}" if isinstance(name, str) else ""
             column = f"df[{name!r}]" if isinstance(name, str) else "x"
             call = getattr(func, "__name__", "the test")
+            why = "a statistic over a nan is nan" if call in ESTIMATES else "every comparison with nan is False"
             return (
                 f"Note (line {line}): {call}() {NAN_MARK} {missing} of the {values.size} values{label} are missing "
-                f"(NaN), and every comparison with nan is False; drop them first: {call}({column}.dropna()) "
-                "(two columns: df[[a, b]].dropna())."
+                f"(NaN), and {why}; drop them first: {call}({column}.dropna()) (two columns: df[[a, b]].dropna())."
             )
     return None
 

@@ -391,10 +391,23 @@ def test_a_verdict_from_a_test_over_missing_values_is_held_and_cannot_stand(sale
     result = agent_with([code(guess)] * 2, sales).run("Is units normal (Shapiro-Wilk, alpha 0.05)? yes or no.")
     obs = result.trajectory.steps[0].observation
     assert "shapiro() returned nan because 1 of the 4 values of 'units' are missing" in obs
-    assert "this answer rests on a test that returned nan" in obs
+    assert "this answer rests on a scipy.stats call that returned nan" in obs
     assert result.status == "failed_checks" and "returned nan over missing values" in result.trajectory.error
     fixed = code("from scipy.stats import shapiro\np = shapiro(sales['units'].dropna()).pvalue\nfinal_answer({'p': p})")
     assert agent_with([code(guess), fixed], sales).run("Shapiro p-value of units?").status == "success"
+
+
+def test_a_statistic_over_missing_values_is_held_with_the_call_that_drops_them(sales):
+    # DABench 309: scipy's skew/kurtosis of Age (177 NaN) were nan; the answer sent them twice and ended failed_checks
+    sales = sales.assign(units=[1.0, None, 3.0, 4.0])
+    nan = "from scipy.stats import skew, kurtosis\nfinal_answer({'skew': skew(sales['units']), 'kurt': kurtosis(sales.units)})"
+    fixed = "final_answer({'skew': round(skew(sales['units'].dropna()), 2)})"
+    result = agent_with([code(nan), code(fixed)], sales).run("Skewness of units (scipy)?")
+    obs = result.trajectory.steps[0].observation
+    assert "skew() returned nan because 1 of the 4 values of 'units' are missing" in obs
+    assert "a statistic over a nan is nan; drop them first: skew(df['units'].dropna())" in obs
+    assert "skew(df[col].dropna())" in obs  # the hold says it too
+    assert result.status == "success" and result.answer == {"skew": -0.38}
 
 
 def test_a_variable_sent_as_its_own_strongest_correlate_is_held(sales):

@@ -135,12 +135,16 @@ def test_a_test_over_missing_values_says_why_it_returned_nan(bare_rt):
         "r = stats.pearsonr(df['cov'], df['b'])[0]\n"
         "ok = shapiro(df['cov'].dropna()).pvalue\n"
         "z = stats.zscore(df['cov'], nan_policy='omit')\n"
-        "s = df['cov'].skew()"  # pandas skips NaN: not a scipy test, nothing to say
+        "s = df['cov'].skew()\n"  # pandas skips NaN: not a scipy test, nothing to say
+        "k = stats.kurtosis(df['cov'])\n"
+        "k2 = stats.kurtosis(df['cov'], nan_policy='omit')"
     )
     assert ex.error is None
     assert "Note (line 3): shapiro() returned nan because 1 of the 7 values of 'cov' are missing" in ex.stderr
     assert "Note (line 4): pearsonr() returned nan because" in ex.stderr
     assert "line 5" not in ex.stderr and "line 6" not in ex.stderr and "line 7" not in ex.stderr
+    assert "Note (line 8): kurtosis() returned nan because" in ex.stderr and "a statistic over a nan" in ex.stderr
+    assert "line 9" not in ex.stderr
     assert rt_nan(bare_rt.retrieve("p")) and not rt_nan(bare_rt.retrieve("ok"))
 
 
