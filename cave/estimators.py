@@ -19,6 +19,7 @@ __all__ = [
     "OTHER_STAT_NOTE",
     "PANDAS_MOMENT_NOTE",
     "STD_NOTE",
+    "SUM_SHARE_NOTE",
     "constant_not_in_denominator",
     "name_tokens",
     "node_name",
@@ -26,6 +27,7 @@ __all__ = [
     "other_std",
     "pandas_moments",
     "pearson_kurtosis",
+    "sum_share",
 ]
 
 
@@ -282,4 +284,74 @@ def pandas_moments(task: str, code: str) -> list[str]:
             f"line {node.lineno}: `{text}` is pandas' bias-corrected {what}; the task asks for scipy's: "
             f"{_PANDAS_MOMENTS[func.attr]}"
         )
+    return out
+
+
+SUM_SHARE_NOTE = (
+    "Not accepted yet: the task asks for a share of rows (how many of them), and the code divides sums of a "
+    "column (how much of it):\n{lines}\nA share of orders over $150 is len(orders[orders['amount'] > 150]) / "
+    "len(orders); a share of the amount would be the sums. Count the rows, unless the task truly asks for the "
+    "column's total, and call final_answer again."
+)
+# "what share / fraction / percentage / proportion of (all / the / total) <plural noun>"
+_COUNT_SHARE = re.compile(
+    r"\b(?:share|fraction|proportion|percentage|percent|ratio|rate)\s+of\s+(?:(?:all|the|total)\s+)*([a-z]+s)\b", re.I
+)
+_NOT_COUNTS = frozenset({"sales", "revenues", "earnings", "profits", "costs", "payments", "hours", "minutes"})
+
+
+def _summed_column(node: ast.AST, names: dict[str, ast.AST]) -> tuple[str, ast.AST] | None:
+    """``frame[col].sum()`` (directly, rounded, or through a variable) -> (col, frame); None for anything else."""
+    for _ in range(4):  # a name, or a wrapper, stands for what it holds
+        if isinstance(node, ast.Name) and node.id in names:
+            node = names[node.id]
+        elif isinstance(node, ast.Call) and node_name(node.func) in ("round", "float") and node.args:
+            node = node.args[0]
+        else:
+            break
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "sum"):
+        return None
+    if node.args or node.keywords:
+        return None
+    column = node.func.value
+    if isinstance(column, ast.Subscript) and isinstance(column.slice, ast.Constant):
+        if isinstance(column.slice.value, str):
+            return column.slice.value, column.value
+    if isinstance(column, ast.Attribute) and isinstance(column.value, ast.Name | ast.Subscript | ast.Call):
+        return column.attr, column.value
+    return None
+
+
+def sum_share(task: str, code: str) -> list[str]:
+    """The divisions of ``code`` that take a share of rows the task counts as a ratio of one column's sums
+    (analyst suite: "What share of orders are over $150?" answered with the share of the amount).
+
+    >>> sum_share("What share of orders are over $150?",
+    ...           "big = orders[orders['amount'] > 150]['amount'].sum()\\nshare = big / orders['amount'].sum()")
+    ["line 2: `big / orders['amount'].sum()` is a share of 'amount': len(orders[orders['amount'] > 150]) / len(orders)"]
+    >>> sum_share("What share of revenue comes from orders over $150?", "s = a['amount'].sum() / b['amount'].sum()")
+    []
+    >>> sum_share("What share of orders are over $150?", "s = len(orders[orders.amount > 150]) / len(orders)")
+    []
+    """
+    m = _COUNT_SHARE.search(task)
+    if m is None or m.group(1).lower() in _NOT_COUNTS:
+        return []
+    noun = m.group(1).lower()
+    nodes = _nodes(code)
+    names = {
+        n.targets[0].id: n.value for n in nodes if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+    }
+    out = []
+    for node in nodes:
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+            continue
+        top, bottom = _summed_column(node.left, names), _summed_column(node.right, names)
+        if top is None or bottom is None or top[0] != bottom[0]:
+            continue
+        if noun.rstrip("s") in name_tokens(top[0]) or noun in name_tokens(top[0]):  # "share of sales": a sum
+            continue
+        fixed = f"len({ast.unparse(top[1])}) / len({ast.unparse(bottom[1])})"
+        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        out.append(f"line {node.lineno}: `{text}` is a share of {top[0]!r}: {fixed}")
     return out

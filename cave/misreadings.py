@@ -12,7 +12,8 @@ said ``success``. An eighth of DABench's dev questions are normality tests. And 
 
 The same holds for the estimator checks of ``cave.estimators`` (the other standard deviation or kurtosis than the
 task names, a statistic computed by another one's function, pandas' moments where the task says scipy, the task's
-denominator constant in the numerator): ``found`` and ``note`` cover them too.
+denominator constant in the numerator, a share of rows taken as a ratio of one column's sums): ``found`` and
+``note`` cover them too.
 
 ``found(code)`` lists such lines in the code that sent an answer; the agent holds the answer once with ``note``,
 which quotes them (``cave.acceptance``), and the same answer sent again ends ``failed_checks``. Only the code is
@@ -40,6 +41,7 @@ from cave.estimators import (
     OTHER_STAT_NOTE,
     PANDAS_MOMENT_NOTE,
     STD_NOTE,
+    SUM_SHARE_NOTE,
     constant_not_in_denominator,
     name_tokens,
     node_name,
@@ -47,6 +49,7 @@ from cave.estimators import (
     other_std,
     pandas_moments,
     pearson_kurtosis,
+    sum_share,
 )
 
 __all__ = [
@@ -61,6 +64,7 @@ __all__ = [
     "pandas_moments",
     "other_std",
     "pearson_kurtosis",
+    "sum_share",
     "turned_around",
     "unrooted",
     "verdicts",
@@ -152,6 +156,7 @@ def found(code: str, task: str = "") -> list[str]:
     return (
         backwards(code) + unrooted(code) + other_std(task, code) + other_statistic(code)
         + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code) + pandas_moments(task, code)
+        + sum_share(task, code)
     )  # fmt: skip
 
 
@@ -183,6 +188,7 @@ def note(code: str, task: str = "") -> str | None:
         (pearson_kurtosis(task, code), FISHER_NOTE),
         (constant_not_in_denominator(task, code), DENOMINATOR_NOTE),
         (pandas_moments(task, code), PANDAS_MOMENT_NOTE),
+        (sum_share(task, code), SUM_SHARE_NOTE),
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))

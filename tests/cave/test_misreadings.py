@@ -190,3 +190,37 @@ def test_fisher_and_the_denominator_are_read_from_the_task():
     assert cave.misreadings.constant_not_in_denominator(task, "r = (df.A + 1e-10) / df.B")
     assert not cave.misreadings.constant_not_in_denominator(task, "r = df.A / (df.B + 1e-10)")
     assert not cave.misreadings.constant_not_in_denominator("Divide A by B.", "r = (df.A + 1e-10) / df.B")
+
+
+@pytest.mark.parametrize(
+    ("task", "code", "flagged"),
+    [
+        ("What share of orders are over $150?", "s = o[o.amount > 150].amount.sum() / o.amount.sum()", True),
+        (
+            "Fraction of all customers in the West?",
+            "a = c[c.region == 'W']['spend'].sum()\ns = a / c['spend'].sum()",
+            True,
+        ),
+        ("What share of revenue comes from big orders?", "s = o[o.amount > 150].amount.sum() / o.amount.sum()", False),
+        ("What share of sales are returns?", "s = o[o.ret].sales.sum() / o.sales.sum()", False),
+        ("Percentage of orders with a discount?", "s = o.discounted.sum() / len(o)", False),  # a count of 0/1 values
+        ("What share of orders are over $150?", "s = len(o[o.amount > 150]) / len(o)", False),
+        ("Share of units sold by orders over $150?", "s = o[o.amount > 150].units.sum() / o.units.sum()", False),
+    ],
+)
+def test_a_share_of_rows_taken_as_a_ratio_of_sums_is_found(task, code, flagged):
+    assert bool(cave.misreadings.sum_share(task, code)) is flagged
+
+
+def test_a_share_of_orders_answered_as_the_share_of_the_amount_is_held_once_then_the_count_succeeds():
+    # analyst suite, share_big_orders: the share of the amount (0.364) sent for the share of orders (0.175), `success`
+    orders = pd.DataFrame({"amount": [200.0, 20.0, 30.0, 160.0, 10.0]})
+    summed = "big = orders[orders['amount'] > 150]['amount'].sum()\nfinal_answer(big / orders['amount'].sum())"
+    counted = "final_answer(len(orders[orders['amount'] > 150]) / len(orders))"
+    for second, status, answer in ((counted, "success", 0.4), (summed, "failed_checks", 360 / 420)):
+        agent = Agent(model=Scripted([f"```python\n{summed}\n```", f"```python\n{second}\n```"]), runtime="inprocess")
+        agent.runtime.inject("orders", orders)
+        result = agent.run("What share of orders are over $150?")
+        obs = result.trajectory.steps[0].observation
+        assert "the task asks for a share of rows" in obs and "len(orders[orders['amount'] > 150]) / len(orders)" in obs
+        assert result.status == status and result.answer == pytest.approx(answer), result.trajectory.error
