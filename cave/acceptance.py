@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cave import answers, held_notes, misreadings, prompts, recovery, typed
+from cave import answers, entities, held_notes, misreadings, prompts, recovery, typed
 from cave.runtimes import coercion, matches
 from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary
@@ -92,6 +92,17 @@ class Acceptance:
                     "values": typed.plain_values(value),
                 }
                 return misread
+        if self.review and not traj.meta.get("repeats_asked") and _count(value) is not None:
+            found = entities.repeated(traj.task, code, self.given_tables())
+            verified = await self._repeats(found) if found else False
+            if found and verified is not False:  # once: rows counted where the task counts users (with repeats)
+                traj.meta["repeats_asked"] = True
+                traj.meta["held_repeats"] = {
+                    "count": _count(value),
+                    "verified": bool(verified),
+                    "entity": found[0].entity,
+                }
+                return entities.note(found)
         for kind, mark, note in _NOTED:
             if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
                 traj.meta[f"held_for_{kind}"] = True  # once: the answer came from what the cell's note says
@@ -145,6 +156,12 @@ class Acceptance:
         live = await self.variables(list(keys))  # type: ignore[misc]
         return typed.disagreements(value, live, keys)
 
+    async def _repeats(self, found: list[entities.Repeated]) -> bool | None:
+        """Whether the rows the code counted repeat an id (read back when they are variables; None: unknown)."""
+        names = [n for r in found for n in r.counted]
+        live = await self.variables(names) if names and self.variables is not None else {}
+        return entities.repeats_in(found[0], live)
+
     async def kept(self, traj: Trajectory, value: Any, stderr: str, code: str = "", shown: str = "") -> list[str]:
         """The problems an answer was held for that the answer sent again still has (``recovery.kept_problems``);
         ``code``: the code of the reply that sent it, ``shown``: what its earlier blocks printed."""
@@ -162,6 +179,9 @@ class Acceptance:
             same = same or typed.agrees(value, misread.get("values"))  # the same numbers, rounded (DABench 375)
             if same or misreadings.found(code, traj.task):
                 problems.append("the answer still misreads the result it was held for (see the note above)")
+        repeats = traj.meta.get("held_repeats")
+        if repeats and repeats["verified"] and _count(value) == repeats["count"] and not entities.deduplicates(code):
+            problems.append(f"the answer still counts rows where the task counts {repeats['entity']}s (some repeat)")
         held = [k for k in traj.meta.get("held_for", ()) if k != "form" or not traj.meta.get("form_settled")]
         if not held:  # (a settled form is fixed in the answer that ends the run: settled_form)
             return problems
@@ -191,6 +211,15 @@ _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("text", matches.TEXT_MARK, held_notes.TEXT_HELD_NOTE),
     ("polarity", matches.POLARITY_MARK, held_notes.POLARITY_HELD_NOTE),
 )
+
+
+def _count(value: Any) -> int | None:
+    """The answer as a count of things (an int, not a bool), else None."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return None
+    if isinstance(value, int) or type(value).__name__ in ("int64", "int32", "intc", "int_"):
+        return int(value)
+    return None
 
 
 async def _held_for(traj: Trajectory, kind: recovery.HeldFor, value: Any, summary: str | None = None) -> None:

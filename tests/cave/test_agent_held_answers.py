@@ -81,7 +81,7 @@ def test_a_note_from_an_earlier_block_or_the_previous_step_holds_the_answer_that
     result = run(replies, table, task)
     steps = result.trajectory.steps
     assert "numbers typed in (4.86)" in steps[0].observation
-    assert "this answer rests on a test that returned nan" in steps[1].observation
+    assert "this answer rests on a scipy.stats call that returned nan" in steps[1].observation
     assert result.status == "failed_checks"
 
 

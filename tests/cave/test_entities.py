@@ -1,0 +1,78 @@
+"""A count of rows where the task counts entities that a table repeats (cave.entities), through the agent."""
+
+from __future__ import annotations
+
+import doctest
+
+import pandas as pd
+import pytest
+
+from cave import entities
+from cave.agent import Agent
+from cave.llm.base import Scripted
+
+SIGNUPS = pd.DataFrame(
+    {
+        "user_id": [1, 2, 2, 3, 4, 4, 5],
+        "email": ["a@x", None, None, "c@x", None, None, "e@x"],
+        "month": [3, 3, 3, 3, 3, 3, 4],
+    }
+)
+TASK = "How many users signed up in March?"
+
+
+def run(*replies: str, table: pd.DataFrame = SIGNUPS, task: str = TASK):
+    agent = Agent(model=Scripted([f"```python\n{r}\n```" for r in replies]), runtime="inprocess")
+    agent.runtime.inject("signups", table)
+    return agent.run(task)
+
+
+def test_doctests():
+    assert doctest.testmod(entities).failed == 0
+
+
+def test_rows_counted_for_users_that_repeat_are_held_once_and_the_distinct_count_succeeds():
+    # analyst suite, march_signups: 18 signup rows sent for 15 users, `success`
+    rows = "march = signups[signups.month == 3]\nfinal_answer(len(march))"
+    result = run(rows, "final_answer(int(march['user_id'].nunique()))")
+    assert "the task counts users, and 'signups' has 7 rows for 5 distinct user_id values" in (
+        result.trajectory.steps[0].observation
+    )
+    assert result.status == "success" and result.answer == 4
+    again = run(rows, rows)  # the same rows counted again: they do repeat users
+    assert again.status == "failed_checks" and "counts rows where the task counts users" in again.trajectory.error
+    assert again.answer == 6
+
+
+def test_rows_that_repeat_no_user_are_not_held():
+    result = run("april = signups[signups.month == 4]\nfinal_answer(len(april))")
+    assert result.status == "success" and result.answer == 1 and len(result.trajectory.steps) == 1
+
+
+def test_a_count_that_cannot_be_read_back_is_asked_once_and_then_stands():
+    # analyst suite, missing_emails: signups[signups['email'].isnull()].shape[0] (18 rows for 17 users)
+    rows = "final_answer(signups[signups['email'].isnull()].shape[0])"
+    result = run(rows, rows, task="How many users have no email address on file?")
+    assert "count distinct ids" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == 4
+
+
+@pytest.mark.parametrize(
+    ("task", "code"),
+    [
+        (TASK, "final_answer(signups[signups.month == 3].user_id.nunique())"),  # distinct already
+        ("How many rows are from March?", "final_answer(len(signups[signups.month == 3]))"),  # rows asked
+        ("How many orders are there?", "final_answer(len(signups))"),  # no order id here
+    ],
+)
+def test_counts_of_distinct_ids_rows_or_other_things_are_left_alone(task, code):
+    result = run(code, task=task)
+    assert len(result.trajectory.steps) == 1 and result.status == "success"
+
+
+def test_ids_in_a_table_named_for_the_entity():
+    users = pd.DataFrame({"id": [1, 1, 2], "plan": ["a", "a", "b"]})
+    found = entities.repeated(
+        "How many users are on plan a?", "final_answer(len(users[users.plan == 'a']))", {"users": users}
+    )
+    assert [(r.table, r.column, r.rows, r.distinct) for r in found] == [("users", "id", 3, 2)]
