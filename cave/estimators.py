@@ -16,11 +16,13 @@ import re
 __all__ = [
     "DENOMINATOR_NOTE",
     "FISHER_NOTE",
+    "HTTP_CLASS_NOTE",
     "OTHER_STAT_NOTE",
     "PANDAS_MOMENT_NOTE",
     "STD_NOTE",
     "SUM_SHARE_NOTE",
     "constant_not_in_denominator",
+    "http_class",
     "name_tokens",
     "node_name",
     "other_statistic",
@@ -354,4 +356,39 @@ def sum_share(task: str, code: str) -> list[str]:
         fixed = f"len({ast.unparse(top[1])}) / len({ast.unparse(bottom[1])})"
         text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
         out.append(f"line {node.lineno}: `{text}` is a share of {top[0]!r}: {fixed}")
+    return out
+
+
+HTTP_CLASS_NOTE = (
+    "Not accepted yet: the code selects HTTP statuses of another class than the errors the task names:\n"
+    "{lines}\nServer errors are the 5xx statuses (status >= 500), client errors the 4xx ones (400 <= status < 500). "
+    "Select the class the task names and call final_answer again."
+)
+_HTTP_ASKED = re.compile(r"\b(server|client)[- ](?:side )?errors?\b", re.I)
+
+
+def http_class(task: str, code: str) -> list[str]:
+    """The comparisons of ``code`` with an HTTP status of the other class than the errors ``task`` names (analyst
+    suite: "What fraction of requests failed with a server error?" answered with ``status == 404``).
+
+    >>> http_class("What fraction of requests failed with a server error?", "bad = df[df['status'] == 404]")
+    ["line 1: `df['status'] == 404` selects 404, a client error (the task asks about server errors)"]
+    >>> http_class("Share of server errors?", "bad = df[df.status >= 500]")
+    []
+    """
+    m = _HTTP_ASKED.search(task)
+    if m is None:
+        return []
+    asked = m.group(1).lower()
+    other = range(400, 500) if asked == "server" else range(500, 600)
+    out = []
+    for node in _nodes(code):
+        if not isinstance(node, ast.Compare):
+            continue
+        values = [c.value for c in [node.left, *node.comparators] if isinstance(c, ast.Constant)]
+        hits = [v for v in values if type(v) is int and v in other]
+        if hits and not any(type(v) is int and v in (500, 600) for v in values):
+            kind = "a client error" if asked == "server" else "a server error"
+            text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+            out.append(f"line {node.lineno}: `{text}` selects {hits[0]}, {kind} (the task asks about {asked} errors)")
     return out

@@ -38,11 +38,13 @@ import re
 from cave.estimators import (
     DENOMINATOR_NOTE,
     FISHER_NOTE,
+    HTTP_CLASS_NOTE,
     OTHER_STAT_NOTE,
     PANDAS_MOMENT_NOTE,
     STD_NOTE,
     SUM_SHARE_NOTE,
     constant_not_in_denominator,
+    http_class,
     name_tokens,
     node_name,
     other_statistic,
@@ -58,6 +60,7 @@ __all__ = [
     "backwards",
     "constant_not_in_denominator",
     "found",
+    "http_class",
     "note",
     "null_word",
     "other_statistic",
@@ -156,7 +159,7 @@ def found(code: str, task: str = "") -> list[str]:
     return (
         backwards(code) + unrooted(code) + other_std(task, code) + other_statistic(code)
         + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code) + pandas_moments(task, code)
-        + sum_share(task, code)
+        + sum_share(task, code) + http_class(task, code)
     )  # fmt: skip
 
 
@@ -189,6 +192,7 @@ def note(code: str, task: str = "") -> str | None:
         (constant_not_in_denominator(task, code), DENOMINATOR_NOTE),
         (pandas_moments(task, code), PANDAS_MOMENT_NOTE),
         (sum_share(task, code), SUM_SHARE_NOTE),
+        (http_class(task, code), HTTP_CLASS_NOTE),
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))

@@ -224,3 +224,36 @@ def test_a_share_of_orders_answered_as_the_share_of_the_amount_is_held_once_then
         obs = result.trajectory.steps[0].observation
         assert "the task asks for a share of rows" in obs and "len(orders[orders['amount'] > 150]) / len(orders)" in obs
         assert result.status == status and result.answer == pytest.approx(answer), result.trajectory.error
+
+
+@pytest.mark.parametrize(
+    ("task", "code", "flagged"),
+    [
+        ("What fraction of requests failed with a server error?", "bad = r[r['status'] == 404]", True),
+        ("How many server-side errors were logged?", "n = (r.status >= 400).sum()", True),
+        ("What fraction of requests failed with a server error?", "bad = r[r.status >= 500]", False),
+        (
+            "What fraction of requests failed with a server error?",
+            "bad = r[(r.status >= 500) & (r.status < 600)]",
+            False,
+        ),
+        ("How many client errors?", "n = ((r.status >= 400) & (r.status < 500)).sum()", False),
+        ("How many client errors?", "n = (r.status == 503).sum()", True),
+        ("How many requests returned 404?", "n = (r.status == 404).sum()", False),  # no error class named
+    ],
+)
+def test_an_http_status_of_the_other_class_than_the_errors_the_task_names_is_found(task, code, flagged):
+    assert bool(cave.misreadings.http_class(task, code)) is flagged
+
+
+def test_a_client_error_sent_for_server_errors_is_held_once():
+    # analyst suite, server_error_share: `requests['status'] == 404` for "failed with a server error" (0.05 for 0.065)
+    requests = pd.DataFrame({"status": [200, 404, 500, 503, 200, 404, 404, 200]})
+    task = "What fraction of requests failed with a server error?"
+    wrong = "bad = requests[requests['status'] == 404]\nfinal_answer(len(bad) / len(requests))"
+    right = "final_answer(float((requests['status'] >= 500).mean()))"
+    agent = Agent(model=Scripted([f"```python\n{wrong}\n```", f"```python\n{right}\n```"]), runtime="inprocess")
+    agent.runtime.inject("requests", requests)
+    result = agent.run(task)
+    assert "selects 404, a client error (the task asks about server errors)" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == 0.25
