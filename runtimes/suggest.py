@@ -141,7 +141,60 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
         join = _join_line(key, owners[0], frames[:_MAX_FRAMES])
         if join:  # orders has no city, customers has: the 1.5B checked and re-raised for 7 steps (analyst city_revenue)
             lines.append(join)
+    if key is not None and not hits:
+        unselected = _unselected_line(key, frames[:_MAX_FRAMES], namespace)
+        if unselected:  # customers = read_sql("SELECT city FROM customers"), then a merge on customer_id
+            lines.append(unselected)
     return " ".join(lines) or None
+
+
+def _table_columns(connection: Any, table: str) -> list[str]:
+    """The columns of ``table`` in a SQLAlchemy engine or sqlite3 connection ([] when it has none, or cannot say)."""
+    try:
+        if type(connection).__module__.startswith("sqlalchemy"):
+            from sqlalchemy import inspect as sa_inspect
+
+            return [c["name"] for c in sa_inspect(connection).get_columns(table)]
+        if type(connection).__module__ == "sqlite3":
+            return [row[1] for row in connection.execute(f"PRAGMA table_info({table!r})").fetchall()]
+    except Exception:  # no such table, a closed connection: nothing to say
+        return []
+    return []
+
+
+def _unselected_line(key: str, frames: list[tuple[str, Any]], namespace: dict[str, Any]) -> str | None:
+    """The frame read from a database table without ``key``, when the table has it: its SELECT left it out.
+
+    >>> import sqlite3, pandas as pd
+    >>> db = sqlite3.connect(":memory:")
+    >>> _ = db.execute("CREATE TABLE customers (customer_id INTEGER, city TEXT)")
+    >>> customers = pd.read_sql("SELECT city FROM customers", db)
+    >>> _unselected_line("customer_id", [("customers", customers)], {"db": db})
+    "customers has no 'customer_id' column, but the database table customers has: select it too (SELECT customer_id, city FROM customers)."
+    """
+    connections = [v for v in list(namespace.values())[:200] if _is_connection(v)]
+    if not connections:
+        return None
+    lines = []
+    for name, frame in frames:
+        columns = [c for c in list(frame.columns[:_MAX_COLUMNS]) if isinstance(c, str)]
+        table = re.sub(r"^df_|_df$", "", name)  # customers_df read from customers
+        if key in columns or len(columns) > 20 or len(lines) == 3:
+            continue
+        if any(key in _table_columns(connection, table) for connection in connections[:3]):
+            chosen = ", ".join([key, *columns])
+            lines.append(
+                f"{name} has no {key!r} column, but the database table {table} has: select it too "
+                f"(SELECT {chosen} FROM {table})."
+            )
+    return " ".join(lines) or None
+
+
+def _is_connection(value: Any) -> bool:
+    module = type(value).__module__
+    return (module.startswith("sqlalchemy") and type(value).__name__ in ("Engine", "Connection")) or (
+        module == "sqlite3" and type(value).__name__ == "Connection"
+    )
 
 
 _NO_KEYWORD = re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'")

@@ -82,3 +82,26 @@ def test_a_column_of_another_frame_comes_with_the_merge_that_brings_it(rt):
     assert line in ex.error.message
     assert rt.execute(f"{line}\nby_city = kept.groupby('city')['amount'].sum().to_dict()").ok  # the line works
     assert rt.retrieve("by_city") == {"Oslo": 5.0, "Rome": 7.0}
+
+
+def test_a_key_the_select_left_out_is_named_with_the_select_that_reads_it(bare_rt, tmp_path):
+    # analyst sql_city_spend: SELECT city FROM customers, SELECT amount FROM orders, then a merge on customer_id;
+    # told only "'customer_id' is a column of orders", the 1.5B changed the orders SELECT for 7 steps
+    import sqlalchemy
+
+    path = tmp_path / "shop.db"
+    engine = sqlalchemy.create_engine(f"sqlite:///{path}")
+    pd.DataFrame({"customer_id": [1, 2], "city": ["Oslo", "Rome"]}).to_sql("customers", engine, index=False)
+    pd.DataFrame({"customer_id": [1, 1, 2], "amount": [5.0, 7.0, 1.0]}).to_sql("orders", engine, index=False)
+    bare_rt.inject("db", engine)
+    ex = bare_rt.execute(
+        "import pandas as pd\n"
+        "customers = pd.read_sql('SELECT city FROM customers', db)\n"
+        "orders = pd.read_sql('SELECT amount, customer_id FROM orders', db)\n"
+        "merged = pd.merge(customers, orders, on='customer_id')"
+    )
+    assert ex.error is not None and "'customer_id' is a column of orders." in ex.error.message
+    assert (
+        "customers has no 'customer_id' column, but the database table customers has: select it too "
+        "(SELECT customer_id, city FROM customers)." in ex.error.message
+    )
