@@ -107,6 +107,8 @@ class Acceptance:
             if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
                 traj.meta[f"held_for_{kind}"] = True  # once: the answer came from what the cell's note says
                 await _held_for(traj, kind, value)
+                if kind == "tie" and (pick := answers.period_pick(traj.task, self.given_tables())):
+                    return f"{note} For the task's question, e.g.: {pick}"
                 kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
                 if kept is None:
                     return note

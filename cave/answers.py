@@ -14,7 +14,16 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-__all__ = ["Form", "asks_yes_no", "form_problems", "granularity_problem", "ids_for_names", "literal", "rounding_for"]
+__all__ = [
+    "Form",
+    "asks_yes_no",
+    "form_problems",
+    "granularity_problem",
+    "ids_for_names",
+    "literal",
+    "period_pick",
+    "rounding_for",
+]
 
 _YES_NO = re.compile(r"""\b(yes)\b["'\u201d]?\s*(?:or|/|,)\s*["'\u201c]?(no)\b""", re.I)
 # 'a string that takes the value "yes" if the data follows a normal distribution, and "no" if it does not'
@@ -323,6 +332,48 @@ def granularity_problem(task: str, value: Any, given: Mapping[str, Any] | None =
             f"the task asks for one row per {unit}, but the {len(head)} rows hold {distinct} dates in {periods} "
             f"{unit}s ({where}): group by the {unit}, e.g. {example}"
         )
+    return None
+
+
+# "what hour of the day gets the most requests", "which month had the highest revenue"
+_PERIOD_ASKED = re.compile(r"\b(?:what|which)\s+(hour|day of the week|weekday|day|week|month|quarter|year)\b", re.I)
+_PERIOD_KEY = {
+    "hour": ".dt.hour",
+    "day of the week": ".dt.day_name()",
+    "weekday": ".dt.day_name()",
+    "day": ".dt.date",
+    "week": ".dt.to_period('W')",
+    "month": ".dt.to_period('M')",
+    "quarter": ".dt.to_period('Q')",
+    "year": ".dt.year",
+}
+
+
+def period_pick(task: str, given: Mapping[str, Any] | None) -> str | None:
+    """The grouping that answers "what hour (day, month, ...) has the most ...", on the given table's date column,
+    for an answer picked from a wide tie (analyst busiest_hour: one group per timestamp, each of one row, and the
+    first one's hour sent twice).
+
+    >>> import pandas as pd
+    >>> requests = pd.DataFrame({"timestamp": pd.date_range("2025-01-01", periods=4, freq="37min"), "ms": range(4)})
+    >>> period_pick("What hour of the day gets the most requests?", {"requests": requests})
+    "requests.groupby(requests['timestamp'].dt.hour).size().idxmax() (or ['col'].sum() for a total in place of .size())"
+    >>> period_pick("What is the mean latency?", {"requests": requests}) is None
+    True
+    """
+    m = _PERIOD_ASKED.search(task)
+    if m is None or not given:
+        return None
+    import pandas as pd
+
+    for name, frame in given.items():
+        if not isinstance(frame, pd.DataFrame):
+            continue
+        for column in list(frame.columns)[:50]:
+            if not isinstance(column, str) or not pd.api.types.is_datetime64_any_dtype(frame[column]):
+                continue
+            key = f"{name}[{column!r}]{_PERIOD_KEY[m.group(1).lower()]}"
+            return f"{name}.groupby({key}).size().idxmax() (or ['col'].sum() for a total in place of .size())"
     return None
 
 

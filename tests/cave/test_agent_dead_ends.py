@@ -680,7 +680,11 @@ def test_an_answer_picked_from_a_wide_tie_is_held_once():
         result = agent.run("What hour of the day gets the most requests?")
         first = result.trajectory.steps[0].observation
         assert "idxmax() picked the first of 4 entries tied at 1 (of 4)" in first and "Not accepted yet" in first
+        assert "e.g.: requests.groupby(requests['timestamp'].dt.hour).size().idxmax()" in first  # the line to run
         assert result.status == status and result.answer == answer
+    agent = agent_with([code("final_answer(int(requests.groupby(requests['timestamp'].dt.hour).size().idxmax()))")])
+    agent.runtime.inject("requests", requests)
+    assert agent.run("What hour of the day gets the most requests?").answer == 9  # the suggested line is right
 
 
 def test_a_total_beside_an_empty_selection_can_be_confirmed():
