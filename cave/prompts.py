@@ -405,6 +405,9 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     (("TypeError",), re.compile(r"dtype '(str|object|string)' does not support operation|reduction '\w+' with string dtype"),
      "a column holds text: use only the numeric columns (df.select_dtypes('number'), or numeric_only=True), or "
      "convert it first with pd.to_numeric(df[col], errors='coerce')"),
+    (("IndexError",), re.compile(r"single positional indexer is out-of-bounds|index 0 is out of bounds"),
+     ".iloc[0] (or [0]) of an empty selection: the filter before it kept no row. Print len() after each step and "
+     "the values of the column you filtered on (e.g. print(df[col].describe())) before picking a row"),
     (("AttributeError", "ImportError"), re.compile(r"binom_test"),
      "scipy.stats.binom_test was removed: scipy.stats.binomtest(k, n, p).pvalue"),
 ]  # fmt: skip
@@ -422,6 +425,8 @@ def error_hint(etype: str, message: str) -> str | None:
     True
     >>> error_hint("TypeError", "got an unexpected keyword argument 'squared'")[:43]
     'scikit-learn 1.6 removed squared=: the RMSE'
+    >>> error_hint("IndexError", "single positional indexer is out-of-bounds")[:40]
+    '.iloc[0] (or [0]) of an empty selection:'
     >>> error_hint("ValueError", "bad") is None
     True
     """
