@@ -35,7 +35,7 @@ def _norm(name: str) -> str:
 
 def _missing_key(e: BaseException) -> str | None:
     if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
-        return e.args[0]
+        return e.args[0].removeprefix("Column not found: ")  # a groupby's ['col'] says it so
     if isinstance(e, AttributeError) and (m := _NO_ATTR.match(str(e))):
         return m.group(1)
     return None

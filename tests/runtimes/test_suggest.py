@@ -105,3 +105,19 @@ def test_a_key_the_select_left_out_is_named_with_the_select_that_reads_it(bare_r
         "customers has no 'customer_id' column, but the database table customers has: select it too "
         "(SELECT customer_id, city FROM customers)." in ex.error.message
     )
+
+
+def test_a_groupby_column_the_select_left_out(bare_rt, tmp_path):
+    # analyst sql_orders_per_month_2025: SELECT date FROM orders, then groupby('month')['order_id'] ("Column not
+    # found: order_id", a KeyError worded its own way)
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
+    pd.DataFrame({"order_id": [1, 2], "date": ["2025-01-02", "2025-02-03"]}).to_sql("orders", engine, index=False)
+    bare_rt.inject("db", engine)
+    ex = bare_rt.execute(
+        "import pandas as pd\norders_df = pd.read_sql('SELECT date FROM orders', db)\n"
+        "n = orders_df.groupby('date')['order_id'].count()"
+    )
+    assert "orders_df has no 'order_id' column, but the database table orders has: select it too " in ex.error.message
+    assert "(SELECT order_id, date FROM orders)" in ex.error.message
