@@ -408,6 +408,10 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     (("IndexError",), re.compile(r"single positional indexer is out-of-bounds|index 0 is out of bounds"),
      ".iloc[0] (or [0]) of an empty selection: the filter before it kept no row. Print len() after each step and "
      "the values of the column you filtered on (e.g. print(df[col].describe())) before picking a row"),
+    (("ValueError",), re.compile(r"Encountered all NA values|attempt to get arg(max|min) of an empty sequence"),
+     "the Series is all NaN (or empty). Two selections of different rows subtract by row label, so no pair lines "
+     "up and every difference is NaN: put the periods side by side first, e.g. t = df.pivot_table(index='product', "
+     "columns='quarter', values='units', aggfunc='sum'), then (t['Q2'] - t['Q1']).idxmax()"),
     (("AttributeError", "ImportError"), re.compile(r"binom_test"),
      "scipy.stats.binom_test was removed: scipy.stats.binomtest(k, n, p).pvalue"),
 ]  # fmt: skip
@@ -427,6 +431,8 @@ def error_hint(etype: str, message: str) -> str | None:
     'scikit-learn 1.6 removed squared=: the RMSE'
     >>> error_hint("IndexError", "single positional indexer is out-of-bounds")[:40]
     '.iloc[0] (or [0]) of an empty selection:'
+    >>> error_hint("ValueError", "Encountered all NA values")[:36]
+    'the Series is all NaN (or empty). Tw'
     >>> error_hint("ValueError", "bad") is None
     True
     """
