@@ -462,6 +462,7 @@ class Agent(Compaction, Given, Replying):
             if failures:  # not accepted: the agent sees why and goes on
                 text += "\n" + failed_checks_note(failures, recovery.answer_name(code))
                 rows = answers.granularity_problem(traj.task, cell.value, self._given_tables())
+                rows = rows or answers.messy_keys(cell.value)
                 if rows:  # "has 162 rows; expected exactly 12" says what, not why
                     text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures

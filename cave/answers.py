@@ -21,6 +21,7 @@ __all__ = [
     "granularity_problem",
     "ids_for_names",
     "literal",
+    "messy_keys",
     "period_pick",
     "rounding_for",
 ]
@@ -240,7 +241,7 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
             keys = ", ".join(repr(k) for k in wanted)
             problems += [f"the answer has no {', '.join(repr(k) for k in missing)} (the task asks for the keys {keys})"]
         return Form(problems, fixed, not missing)
-    rows = granularity_problem(task, value, given)
+    rows = granularity_problem(task, value, given) or messy_keys(value)
     if rows is not None:
         return Form([rows], value, False)
     ids = ids_for_names(task, value, given or {})
@@ -375,6 +376,41 @@ def period_pick(task: str, given: Mapping[str, Any] | None) -> str | None:
             key = f"{name}[{column!r}]{_PERIOD_KEY[m.group(1).lower()]}"
             return f"{name}.groupby({key}).size().idxmax() (or ['col'].sum() for a total in place of .size())"
     return None
+
+
+def messy_keys(value: Any) -> str | None:
+    """When an answer's labels (a table's index, or a dict's keys) spell one name several ways (' Germany',
+    'GERMANY', 'germany'), what they are and how to clean them (analyst users_per_country: value_counts of the raw
+    column, 43 rows for 5 countries).
+
+    >>> import pandas as pd
+    >>> counts = pd.Series([14, 7, 7, 4, 8], index=pd.Index(["Germany", " Germany", "germany", "GERMANY", "France"],
+    ...                                                          name="country"))
+    >>> print(messy_keys(counts))
+    the answer's 5 labels spell 2 names in several ways ('Germany', ' Germany', 'germany', 'GERMANY'): clean them before grouping, e.g. df['country'].str.strip().str.title(), then group and answer again
+    >>> messy_keys(pd.Series([1, 2], index=["a", "b"])) is None
+    True
+    """
+    kind = type(value).__name__
+    if isinstance(value, dict):
+        labels, name = list(value)[:10_000], None
+    elif kind in ("Series", "DataFrame") and type(value).__module__.startswith("pandas"):
+        labels, name = list(value.index[:10_000]), value.index.name
+    else:
+        return None
+    groups: dict[str, list[str]] = {}
+    for label in labels:
+        if isinstance(label, str):
+            groups.setdefault(re.sub(r"\s+", " ", label.strip().casefold()), []).append(label)
+    messy = [g for g in groups.values() if len(g) > 1]
+    if not messy:
+        return None
+    column = f"df[{name!r}]" if isinstance(name, str) else "df[col]"
+    shown = ", ".join(repr(x) for x in messy[0][:4])
+    return (
+        f"the answer's {len(labels)} labels spell {len(groups)} names in several ways ({shown}): clean them before "
+        f"grouping, e.g. {column}.str.strip().str.title(), then group and answer again"
+    )
 
 
 def _has_column(pd: Any, frame: Any, column: Any) -> bool:

@@ -76,3 +76,17 @@ def test_ids_in_a_table_named_for_the_entity():
         "How many users are on plan a?", "final_answer(len(users[users.plan == 'a']))", {"users": users}
     )
     assert [(r.table, r.column, r.rows, r.distinct) for r in found] == [("users", "id", 3, 2)]
+
+
+def test_labels_that_spell_one_name_several_ways_are_held_and_cannot_stand():
+    # analyst users_per_country: signups['country'].value_counts() of the raw names, 43 rows for 5 countries
+    messy = SIGNUPS.assign(country=["Spain", " spain", "SPAIN", "Italy", "italy ", "Italy", "Spain"])
+    raw = "final_answer(signups['country'].value_counts())"
+    clean = "final_answer(signups['country'].str.strip().str.title().value_counts())"
+    task = "How many signups came from each country? (the country names are messy)"
+    fixed = run(raw, clean, table=messy, task=task)
+    assert "labels spell 2 names in several ways" in fixed.trajectory.steps[0].observation
+    assert "df['country'].str.strip().str.title()" in fixed.trajectory.steps[0].observation
+    assert fixed.status == "success" and fixed.answer.to_dict() == {"Spain": 4, "Italy": 3}
+    kept = run(raw, raw, table=messy, task=task)
+    assert kept.status == "failed_checks" and "several ways" in kept.trajectory.error
