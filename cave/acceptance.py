@@ -71,7 +71,8 @@ class Acceptance:
                 await _held_for(traj, "warning", value)
                 return gave_up
         if self.review and not traj.meta.get("typed_asked"):
-            numbers = typed.typed_numbers(code, typed.seen_text(traj))
+            seen = typed.seen_text(traj)
+            numbers = typed.typed_numbers(code, seen) or typed.prose_guesses(traj, code, seen)
             if numbers:  # once: the values were guessed before the code that computes them ran
                 traj.meta["typed_asked"] = True
                 call = typed.typed_call(code)

@@ -27,13 +27,14 @@ __all__ = [
     "less_literals",
     "live_call",
     "plain_values",
+    "prose_guesses",
     "seen_text",
     "typed_call",
     "typed_keys",
     "typed_numbers",
 ]
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+_NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")  # not the 1 of answer1
 
 
 def typed_numbers(code: str, seen: str, *, alone: bool = False) -> list[str]:
@@ -73,6 +74,29 @@ def typed_numbers(code: str, seen: str, *, alone: bool = False) -> list[str]:
         if not any(_same(x, value, places) for x in shown):
             out.append(text)
     return out
+
+
+def prose_guesses(traj: Trajectory, code: str, seen: str) -> list[str]:
+    """The numbers an answer cell of its own types that no output showed but the model's own earlier prose did
+    (DABench 412: "The final answer is: @mean_familysize_survived[2.00]" written beside code that printed nothing,
+    then ``final_answer({'mean_familysize_survived': 2.00, ...})`` alone; the means were 0.94 and 0.88).
+
+    >>> from cave.trajectory import Step
+    >>> traj = Trajectory(task="Mean?", steps=[Step(1, completion="```python\\nm = df.x.mean()\\n```\\nIt is 2.00",
+    ...                                         code="m = df.x.mean()", observation="(printed nothing)")])
+    >>> prose_guesses(traj, "final_answer({'m': 2.00})", seen_text(traj))
+    ['2.00']
+    >>> prose_guesses(traj, "final_answer({'m': 3.50})", seen_text(traj))  # not from its prose: copied from elsewhere
+    []
+    """
+    numbers = typed_numbers(code, seen, alone=True)
+    if not numbers:
+        return []
+    prose = "\n".join(re.sub(r"```.*?(```|$)", " ", s.completion or "", flags=re.S) for s in traj.steps)
+    written = set(_NUMBER.findall(prose))
+    # a number a note gave (the form check's rounded value, "run this: final_answer(2.83)") was not made up
+    noted = set(_NUMBER.findall("\n".join(s.observation or "" for s in traj.steps)))
+    return [n for n in numbers if n.lstrip("+") in written and n.lstrip("+") not in noted]
 
 
 def _answer_call(code: str) -> tuple[ast.Module, ast.Call] | None:

@@ -210,3 +210,19 @@ def test_a_guess_printed_in_an_earlier_block_of_the_answering_reply_is_no_output
     result = run([code(work, typed), again, again], sites, OUTLIERS)
     assert result.status == "failed_checks"
     assert "typed in that no computed output shows: ['9.03', '9.00', '8.42']" in result.trajectory.error
+
+
+def test_numbers_from_the_models_own_prose_sent_alone_are_held_and_cannot_stand(sites):
+    # DABench 412: code that printed nothing, "The final answer is: @m[2.00]" written beside it, then
+    # final_answer({'m': 2.00}) alone (the mean was 0.94): `success`
+    task = "Mean score of sites with a score above 5? @m[mean] rounded to two decimals."
+    work = "I will compute it.\n```python\nm = df[df.score > 5].score.mean()\n```\nThe final answer is: @m[2.00]"
+    guess = code("final_answer({'m': 2.00})")
+    result = run([work, guess, guess, guess], sites, task)
+    assert "numbers typed in (2.00)" in result.trajectory.steps[1].observation
+    assert result.status == "failed_checks"
+    fixed = run([work, guess, code("final_answer({'m': round(m, 2)})")], sites, task)
+    assert fixed.status == "success" and fixed.answer == {"m": 9.02}
+    shown = "I will compute it.\n```python\nm = df[df.score > 5].score.mean()\nprint(round(m, 2))\n```\nIt is 9.02"
+    copied = run([shown, code("final_answer({'m': 9.02})")], sites, task)  # copied from the output: it stands
+    assert copied.status == "success" and len(copied.trajectory.steps) == 2
