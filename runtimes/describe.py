@@ -389,7 +389,47 @@ def _entries_summary(obj: dict | list | tuple) -> str:
         lines.append(line)
     if len(items) >= 3 and len(numbers) == len(items) and len({float(v) for v in numbers}) == 1:
         lines[0] += " (WARNING: every value is the same)"  # four different quantities, all 27.7
+    elif isinstance(obj, dict) and (shared := shared_statistic(obj)):
+        lines[0] += f" (WARNING: {shared})"
     return "\n".join(lines)
+
+
+# the statistic a value's name says it is (a key's words): two different ones rarely give the same fraction
+_STATISTICS = {
+    "mean": ("mean", "average", "avg"), "median": ("median",), "std": ("std", "stdev", "stddev", "sd"),
+    "variance": ("var", "variance"), "skewness": ("skew", "skewness"), "kurtosis": ("kurt", "kurtosis"),
+    "shapiro": ("shapiro", "w"), "p-value": ("p", "pvalue", "pval"), "correlation": ("corr", "correlation", "r"),
+}  # fmt: skip
+
+
+def _statistic(key: str) -> str | None:
+    words = re.split(r"[^a-z0-9]+", key.lower())
+    found = {stat for stat, names in _STATISTICS.items() if any(w in names for w in words)}
+    return found.pop() if len(found) == 1 else None
+
+
+def shared_statistic(obj: dict) -> str | None:
+    """When values named for different statistics are one and the same fraction, which ones (DABench 375: the
+    Shapiro W, 0.9543, sent as the skewness and the kurtosis too).
+
+    >>> shared_statistic({"shapiro_w": 0.9543, "p_value": 0.0027, "skewness": 0.9543, "kurtosis": 0.9543})
+    "'shapiro_w', 'skewness', 'kurtosis' are different statistics with the same value 0.9543"
+    >>> shared_statistic({"mean_before": 3.25, "mean_after": 3.25}) is None  # one statistic, twice
+    True
+    >>> shared_statistic({"mean": 2.0, "median": 2.0}) is None  # whole numbers coincide
+    True
+    """
+    by_value: dict[float, list[str]] = {}
+    for key, value in list(obj.items())[:50]:
+        plain = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value
+        if isinstance(key, str) and isinstance(plain, float) and plain == plain and not plain.is_integer():
+            by_value.setdefault(plain, []).append(key)
+    for value, keys in by_value.items():
+        stats = {_statistic(k) for k in keys} - {None}
+        if len(stats) >= 2:
+            named = [k for k in keys if _statistic(k) is not None]
+            return f"{', '.join(repr(k) for k in named)} are different statistics with the same value {value!r}"
+    return None
 
 
 # What a named statistic can be (no parentheses in the reasons: recovery.summary_warnings reads them back): a value

@@ -226,3 +226,18 @@ def test_numbers_from_the_models_own_prose_sent_alone_are_held_and_cannot_stand(
     shown = "I will compute it.\n```python\nm = df[df.score > 5].score.mean()\nprint(round(m, 2))\n```\nIt is 9.02"
     copied = run([shown, code("final_answer({'m': 9.02})")], sites, task)  # copied from the output: it stands
     assert copied.status == "success" and len(copied.trajectory.steps) == 2
+
+
+def test_one_value_sent_as_several_statistics_is_held_and_cannot_stand(sites):
+    # DABench 375: told to use scipy's skewness and kurtosis, the model set both to the Shapiro W (0.9543), was
+    # held for the decimals only, and sent them rounded: `success`
+    task = "Shapiro-Wilk W and p of score, and its skewness and kurtosis (scipy), each to four decimal places."
+    same = code(
+        "from scipy.stats import shapiro\nw, p = shapiro(df.score)\n"
+        "final_answer({'shapiro_w': w, 'p_value': p, 'skewness': w, 'kurtosis': w})"
+    )
+    result = run([same, same], sites, task)
+    assert "'shapiro_w', 'skewness', 'kurtosis' are different statistics with the same value" in (
+        result.trajectory.steps[0].observation
+    )
+    assert result.status == "failed_checks"
