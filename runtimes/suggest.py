@@ -250,6 +250,12 @@ def is_text(column: Any) -> bool:
     return column.dtype.kind in "OSU" or str(column.dtype) in ("string", "str", "category")
 
 
+# '5,350,380', '$1,234.50', '12.5%', '(1,200)': a number, written for people
+_WRITTEN_NUMBER = re.compile(
+    r"[-+(]?[$€£]?\s?\d{1,3}(?:[,\s]\d{3})+(?:\.\d+)?\)?%?|[$€£]\s?\d+(?:\.\d+)?|\d+(?:\.\d+)?\s?%"
+)
+
+
 def _text_columns_hint(value: str, namespace: dict[str, Any], pd: Any) -> str | None:
     """Which DataFrame's text column holds ``value`` (the text a number was expected from), and all its text
     columns: a model was fed the whole frame, not the features the task names.
@@ -258,12 +264,24 @@ def _text_columns_hint(value: str, namespace: dict[str, Any], pd: Any) -> str | 
     >>> ns = {"df": pd.DataFrame({"Name": ["Ann", "Bo"], "Age": [3, 4], "Ticket": ["A/5", "S.O.C. 14879"]})}
     >>> print(_text_columns_hint("S.O.C. 14879", ns, pd))
     'S.O.C. 14879' is in df['Ticket'], a text column. df's text columns are 'Name', 'Ticket': use the features the task names (e.g. X = df[[...]]) and turn the text ones into numbers first (pd.get_dummies(X, columns=[...])), rather than dropping one column per error.
+
+    A number written for people (DABench 423: ``.corr`` of a Volume column holding '5,350,380') is converted:
+
+    >>> ns["df"]["Volume"] = ["5,350,380", "1,200"]
+    >>> print(_text_columns_hint("5,350,380", ns, pd))  # doctest: +ELLIPSIS
+    '5,350,380' is in df['Volume'], numbers written as text (...). Convert the column first: df['Volume'] = pd.to_numeric(df['Volume'].astype(str).str.replace(r'[^0-9.eE-]', '', regex=True), errors='coerce')
     """
     frames = [(n, v) for n, v in list(namespace.items()) if not n.startswith("_") and type(v) is pd.DataFrame]
     for name, frame in frames[:_MAX_FRAMES]:
         text = [c for c in list(frame.columns[:_MAX_COLUMNS]) if is_text(frame[c])]
         for column in text:
             if bool((frame[column].iloc[:_MAX_ROWS].astype(str) == value).any()):
+                if _WRITTEN_NUMBER.fullmatch(value.strip()):  # a number written with separators: convert it
+                    return (
+                        f"{value!r} is in {name}[{column!r}], numbers written as text (separators, a currency or a "
+                        f"% sign). Convert the column first: {name}[{column!r}] = pd.to_numeric({name}[{column!r}]"
+                        f".astype(str).str.replace(r'[^0-9.eE-]', '', regex=True), errors='coerce')"
+                    )
                 listed = ", ".join(repr(c) for c in text[:12]) + (", ..." if len(text) > 12 else "")
                 return (
                     f"{value!r} is in {name}[{column!r}], a text column. {name}'s text columns are {listed}: use the "

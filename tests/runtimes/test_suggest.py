@@ -121,3 +121,14 @@ def test_a_groupby_column_the_select_left_out(bare_rt, tmp_path):
     )
     assert "orders_df has no 'order_id' column, but the database table orders has: select it too " in ex.error.message
     assert "(SELECT order_id, date FROM orders)" in ex.error.message
+
+
+def test_numbers_written_with_separators_get_the_line_that_converts_them(bare_rt):
+    # DABench 423: Volatility.corr(Volume) where Volume held '5,350,380'; told to use get_dummies on text features,
+    # the model dropped Volume and correlated with Close instead
+    bare_rt.inject("df", pd.DataFrame({"Open": [1.0, 2.0, 3.0], "Volume": ["5,350,380", "1,200", "2,000,000"]}))
+    ex = bare_rt.execute("r = df['Open'].corr(df['Volume'])")
+    assert ex.error is not None and "numbers written as text" in ex.error.message
+    line = ex.error.message.split("Convert the column first: ", 1)[1].strip()
+    assert bare_rt.execute(f"import pandas as pd\n{line}\nv = df['Volume'].tolist()").ok
+    assert bare_rt.retrieve("v") == [5350380.0, 1200.0, 2000000.0]
