@@ -108,6 +108,15 @@ def maybe(code: str) -> bool:
 def rewrite(tree: ast.Module) -> bool:
     """Route the comparisons that select rows by a value through the helper, in place; True when any was."""
     rewriter = _Rewriter()
+    # names the code binds to a list of constants (weekdays = ['Monday', ...]): an .isin of them is one of literals
+    rewriter.lists = {
+        n.targets[0].id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign)
+        and len(n.targets) == 1
+        and isinstance(n.targets[0], ast.Name)
+        and _literals(n.value)
+    }
     rewriter.visit(tree)
     if rewriter.changed:
         ast.fix_missing_locations(tree)
@@ -125,6 +134,7 @@ def _literals(node: ast.AST) -> bool:
 class _Rewriter(ast.NodeTransformer):
     changed = False
     target: str | None = None  # the name the statement being visited assigns, for the .iloc note
+    lists: set[str] = set()  # names bound to a list of constants in this code
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
         name = node.targets[0].id if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) else None
@@ -184,7 +194,8 @@ class _Rewriter(ast.NodeTransformer):
             return node
         if func.attr in METHODS and isinstance(func.value, ast.Attribute) and func.value.attr == "str" and node.args:
             return self._helper(node, func.attr, func.value.value, list(node.args), node.keywords)
-        if func.attr == "isin" and len(node.args) == 1 and not node.keywords and _literals(node.args[0]):
+        listed = isinstance(node.args[0], ast.Name) and node.args[0].id in self.lists if node.args else False
+        if func.attr == "isin" and len(node.args) == 1 and not node.keywords and (_literals(node.args[0]) or listed):
             return self._helper(node, "isin", func.value, list(node.args), [])
         if func.attr in PICKS and not node.args:
             return self._helper(node, func.attr, func.value, [], node.keywords)
@@ -275,6 +286,12 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         fix = f"They are numbers: compare with {value.strip()} (no quotes)."
     elif near := near_values(values, value):
         fix = _near_fix(what, op, value, near)
+    elif (part := _date_part(value)) and text and _looks_dated(values):
+        column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
+        fix = (
+            f"They are dates, and {value!r} names {part[0]}: compare that part of each date, e.g. "
+            f"pd.to_datetime({column}, format='mixed'){part[1]}.isin({value!r})."
+        )
     else:
         fix = (
             "Match what the values hold (their case, spaces and format; parse dates with "
@@ -284,6 +301,30 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; they look like "
         f"{', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}. {fix}"
     )
+
+
+_WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
+_MONTHS = frozenset(
+    {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+     "december"}
+)  # fmt: skip
+
+
+def _date_part(value: Any) -> tuple[str, str] | None:
+    """What part of a date the sought words name: weekdays or months (with the accessor that gives it)."""
+    words = [value] if isinstance(value, str) else list(value) if isinstance(value, list | tuple | set) else []
+    words = [w.strip().casefold() for w in words if isinstance(w, str)]
+    if words and all(w in _WEEKDAYS for w in words):
+        return "weekdays", ".dt.day_name()"
+    if words and all(w in _MONTHS for w in words):
+        return "months", ".dt.month_name()"
+    return None
+
+
+def _looks_dated(values: Any) -> bool:
+    """Whether most of a text column's first values read as dates (a digit and a separator or a month name)."""
+    head = [str(v) for v in values.iloc[:50]]
+    return sum(bool(re.search(r"\d", v)) and len(v) >= 6 for v in head) >= 0.8 * len(head)
 
 
 def _key(text: str) -> str:

@@ -161,3 +161,17 @@ def test_a_variable_picked_as_its_own_strongest_correlate_is_said_so(bare_rt):
     assert ex.error is None and bare_rt.retrieve("best") == "score" and bare_rt.retrieve("other") == "rank"
     assert "Note (line 2): idxmax() picked 'score' itself: its correlation with itself is 1" in ex.stderr
     assert "line 3" not in ex.stderr
+
+
+def test_weekday_names_sought_in_a_date_column_get_the_day_name_line(bare_rt):
+    # DABench 419: weekdays = ['Monday', ...]; df[df['Date'].isin(weekdays)] over 'Sep 17, 2017': every mean nan
+    bare_rt.inject("df", pd.DataFrame({"Date": ["Sep 17, 2017", "Sep 18, 2017", "Sep 23, 2017"], "Open": [1.0, 2, 3]}))
+    ex = bare_rt.execute(
+        "weekdays = ['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday']\n"
+        "m = df[df['Date'].isin(weekdays)]['Open'].mean()"
+    )
+    assert ex.error is None and "matched none of the 3 values of 'Date'" in ex.stderr
+    line = "pd.to_datetime(df['Date'], format='mixed').dt.day_name().isin(['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday'])"
+    assert line in ex.stderr
+    assert bare_rt.execute(f"import pandas as pd\nm = df[{line}]['Open'].mean()").ok
+    assert bare_rt.retrieve("m") == 2.0  # Monday, Sep 18
