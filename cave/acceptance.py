@@ -70,6 +70,20 @@ class Acceptance:
                 traj.meta["gave_up_asked"] = traj.meta["reviewed"] = True  # the same nothing again then stands
                 await _held_for(traj, "warning", value)
                 return gave_up
+        # what the data the answer came from lost or lacked comes first: a fix of the typed values sent from the
+        # same lossy variables would only be sent back (DABench 421: 240 of 241 volumes coerced to NaN)
+        for kind, mark, note in _NOTED:
+            if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
+                traj.meta[f"held_for_{kind}"] = True  # once: the answer came from what the cell's note says
+                await _held_for(traj, kind, value)
+                if kind == "tie" and (pick := answers.period_pick(traj.task, self.given_tables())):
+                    return f"{note} For the task's question, e.g.: {pick}"
+                kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
+                if kept is None:
+                    return note
+                # the lossy line wrote into a given table: the code to run needs the values as they were given
+                restored = await self.restore_given() if self.restore_given is not None else []
+                return note + "".join(f"\nNote: {r}" for r in restored) + held_notes.NUMBERS_KEPT_FIX.format(code=kept)
         if self.review and not traj.meta.get("typed_asked"):
             seen = typed.seen_text(traj)
             numbers = typed.typed_numbers(code, seen) or typed.prose_guesses(traj, code, seen)
@@ -104,18 +118,6 @@ class Acceptance:
                     "entity": found[0].entity,
                 }
                 return entities.note(found)
-        for kind, mark, note in _NOTED:
-            if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
-                traj.meta[f"held_for_{kind}"] = True  # once: the answer came from what the cell's note says
-                await _held_for(traj, kind, value)
-                if kind == "tie" and (pick := answers.period_pick(traj.task, self.given_tables())):
-                    return f"{note} For the task's question, e.g.: {pick}"
-                kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
-                if kept is None:
-                    return note
-                # the lossy line wrote into a given table: the code to run needs the values as they were given
-                restored = await self.restore_given() if self.restore_given is not None else []
-                return note + "".join(f"\nNote: {r}" for r in restored) + held_notes.NUMBERS_KEPT_FIX.format(code=kept)
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())

@@ -80,9 +80,10 @@ def test_a_note_from_an_earlier_block_or_the_previous_step_holds_the_answer_that
     replies = [code(work, typed), code("final_answer({'significance': 'no significant', 'mean': 4.86})")] * 2
     result = run(replies, table, task)
     steps = result.trajectory.steps
-    assert "numbers typed in (4.86)" in steps[0].observation
-    assert "this answer rests on a scipy.stats call that returned nan" in steps[1].observation
-    assert result.status == "failed_checks"
+    # the data the answer came from is held first (its note is in block 1, the answer in block 2); the same
+    # verdict sent again alone, with no note of its own cell, still rests on it
+    assert "this answer rests on a scipy.stats call that returned nan" in steps[0].observation
+    assert result.status == "failed_checks" and "returned nan over missing values" in result.trajectory.error
 
 
 def test_the_largest_of_a_text_column_is_held_and_iso_dates_are_not(sites):
