@@ -121,17 +121,27 @@ class Acceptance:
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
+            if answers.missing_keys(traj.task, value):  # said in this note: not asked again, kept if not fixed
+                traj.meta["keys_asked"] = True
             if form.problems:
                 traj.meta["reviewed"] = True  # the review's warnings travel with the form note: it is the last look
-                what = await asyncio.to_thread(answer_summary, value)
+                what = await _summary(traj, value)
                 warnings = recovery.summary_warnings(what)
                 await _held_for(traj, "form", value, what)
                 if warnings:  # DABench 34: a p-value of -0.1318 went back for its decimals only, and stood
                     await _held_for(traj, "warning", value, what)
                 fixed = answers.literal(form.fixed) if form.fixable and not warnings else None
                 return held_notes.form_note([*form.problems, *(f"WARNING: {w}" for w in warnings)], fixed)
+        if self.review and traj.meta.get("form_checked") and not traj.meta.get("keys_asked"):
+            missing = answers.missing_keys(traj.task, value)
+            if missing:  # once more after the form check: a later answer dropped names it had (DABench 451)
+                traj.meta["keys_asked"] = True
+                wanted = ", ".join(repr(k) for k in answers.missing_keys(traj.task, {}))
+                return held_notes.form_note(
+                    [f"the answer has no {', '.join(map(repr, missing))} (the task asks for the keys {wanted})"], None
+                )
         if self.review and not self.checks and not traj.meta.get("reviewed"):
-            what = await asyncio.to_thread(answer_summary, value)
+            what = await _summary(traj, value)
             if self.review == "auto" and not recovery.needs_review(traj.task, value, what):
                 return None
             traj.meta["reviewed"] = True
@@ -184,13 +194,16 @@ class Acceptance:
             same = same or typed.agrees(value, misread.get("values"))  # the same numbers, rounded (DABench 375)
             if same or misreadings.found(code, traj.task):
                 problems.append("the answer still misreads the result it was held for (see the note above)")
+        missing = answers.missing_keys(traj.task, value) if traj.meta.get("keys_asked") else []
+        if missing:
+            problems.append(f"the answer still has no {', '.join(map(repr, missing))}, which the task asks for")
         repeats = traj.meta.get("held_repeats")
         if repeats and repeats["verified"] and _count(value) == repeats["count"] and not entities.deduplicates(code):
             problems.append(f"the answer still counts rows where the task counts {repeats['entity']}s (some repeat)")
         held = [k for k in traj.meta.get("held_for", ()) if k != "form" or not traj.meta.get("form_settled")]
         if not held:  # (a settled form is fixed in the answer that ends the run: settled_form)
             return problems
-        summary = await asyncio.to_thread(answer_summary, value)
+        summary = await _summary(traj, value)
         return problems + await asyncio.to_thread(
             recovery.kept_problems,
             held,
@@ -227,9 +240,14 @@ def _count(value: Any) -> int | None:
     return None
 
 
+async def _summary(traj: Trajectory, value: Any) -> str:
+    """The answer's summary, without the one-value warning for names the task asks a table, dict or list for."""
+    return await asyncio.to_thread(answer_summary, value, tables=answers.collection_keys(traj.task))
+
+
 async def _held_for(traj: Trajectory, kind: recovery.HeldFor, value: Any, summary: str | None = None) -> None:
     """Remember why an answer was held, and what it was: the answer sent next is checked for the same problem."""
     if summary is None:
-        summary = await asyncio.to_thread(answer_summary, value)
+        summary = await _summary(traj, value)
     traj.meta.setdefault("held_for", []).append(kind)
     traj.meta.setdefault("held_summary", summary)

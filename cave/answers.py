@@ -17,6 +17,9 @@ from typing import Any, NamedTuple
 __all__ = [
     "Form",
     "asks_yes_no",
+    "collection_keys",
+    "listed_words",
+    "missing_keys",
     "form_problems",
     "granularity_problem",
     "ids_for_names",
@@ -206,6 +209,63 @@ class Form(NamedTuple):
     fixable: bool  # ``fixed`` has every problem fixed
 
 
+_COLLECTION_KEY = re.compile(r"@(\w+)\[\s*[\[{]")
+
+
+def collection_keys(task: str) -> set[str]:
+    """The answer names whose format is a dict or a list (``@missing_values_per_column[{'DATE TIME': val_1, ...``).
+
+    >>> sorted(collection_keys("@counts[{'a': v1, 'b': v2}] @mean[value] @top[[x, y]]"))
+    ['counts', 'top']
+    """
+    return set(_COLLECTION_KEY.findall(task))
+
+
+def missing_keys(task: str, value: Any) -> list[str]:
+    """The answer names the task's ``final_answer({...})`` spells out that the answer lacks (DABench 451: the
+    per-column counts sent as the dict itself, without 'missing_values_per_column').
+
+    >>> missing_keys("Call final_answer({'a': ..., 'b': ...})", {"a": 1}), missing_keys("What is it?", {"x": 1})
+    (['b'], [])
+    >>> missing_keys("Call final_answer({'total': ...})", 12)
+    ['total']
+    """
+    wanted = list(
+        dict.fromkeys(k for m in _WANTED_KEYS.finditer(task) for k in re.findall(r"""['"](\w+)['"]\s*:""", m.group(1)))
+    )
+    if not wanted:
+        return []
+    if not isinstance(value, dict):
+        return wanted
+    return [k for k in wanted if k not in value]
+
+
+_PLACEHOLDER = re.compile(r"@(\w+)\[(\w+)\]")
+
+
+def listed_words(task: str, key: str) -> list[str]:
+    """The words the task lists for an answer name's value ('"skewness" is a string that can be "symmetric",
+    "skewed_right", or "skewed_left"'), or [].
+
+    >>> task = '@distribution_skew[skewness] where "skewness" is a string that can be "symmetric", "skewed_right", or "skewed_left" based on the criteria.'
+    >>> listed_words(task, "distribution_skew")
+    ['symmetric', 'skewed_right', 'skewed_left']
+    >>> listed_words(task, "other")
+    []
+    """
+    names = {key} | {p for k, p in _PLACEHOLDER.findall(task) if k == key}
+    for name in names:
+        m = re.search(
+            rf"""["']{re.escape(name)}["']\s+is\s+a\s+string\s+(?:that\s+)?(?:can\s+be|is\s+(?:either|one\s+of))([^.]*)""",
+            task,
+        )
+        if m:
+            words = re.findall(r"""["']([^"']{1,40})["']""", m.group(1))
+            if len(words) >= 2:
+                return words
+    return []
+
+
 def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None) -> Form:
     """Where an answer misses the form the task names, and the answer with what can be fixed fixed.
 
@@ -224,13 +284,21 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
     Form(problems=[], fixed=12, fixable=True)
     >>> form_problems("Call final_answer({'a': ..., 'b': ...})", {"a": 1})[::2]
     (["the answer has no 'b' (the task asks for the keys 'a', 'b')"], False)
+    >>> form_problems('@s[skew] where "skew" is a string that can be "symmetric" or "skewed_left".', {"s": -0.53})[::2]
+    (["'s' is the number -0.53; the task asks for one of the words 'symmetric', 'skewed_left'"], False)
     """
     yes_no = yes_no_words(task)
     if isinstance(value, dict) and len(value) <= 20:
         problems, fixed, names = [], {}, [str(k) for k in value]
+        words_wanted = []
         for k, v in value.items():
             fixed[k], p = _form_fix(task, str(k), v, repr(k), yes_no, names)
             problems += p
+            plain = _plain(v)
+            if isinstance(plain, int | float) and not isinstance(plain, bool) and (words := listed_words(task, str(k))):
+                # DABench 465: the skewness itself sent where the task lists "symmetric", "skewed_right", ...
+                listed = ", ".join(repr(w) for w in words)
+                words_wanted.append(f"{k!r} is the number {plain!r}; the task asks for one of the words {listed}")
         wanted = list(
             dict.fromkeys(
                 k for m in _WANTED_KEYS.finditer(task) for k in re.findall(r"""['"](\w+)['"]\s*:""", m.group(1))
@@ -240,7 +308,7 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
         if missing:
             keys = ", ".join(repr(k) for k in wanted)
             problems += [f"the answer has no {', '.join(repr(k) for k in missing)} (the task asks for the keys {keys})"]
-        return Form(problems, fixed, not missing)
+        return Form(problems + words_wanted, fixed, not missing and not words_wanted)
     rows = granularity_problem(task, value, given) or messy_keys(value)
     if rows is not None:
         return Form([rows], value, False)

@@ -32,7 +32,7 @@ import re
 import reprlib
 import sys
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from cave.runtimes.base import VariableInfo, VariableKind
@@ -367,7 +367,7 @@ def _guide_engine(engine: Any, name: str) -> str:
     return text[:GUIDE_LIMIT]
 
 
-def _entries_summary(obj: dict | list | tuple) -> str:
+def _entries_summary(obj: dict | list | tuple, tables: Collection[str] = ()) -> str:
     """One line per entry of a small dict/list answer (key, type, value) and warnings for missing values: an
     answer of several named values is reviewed value by value (is each the kind the task asks for?)."""
     items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
@@ -382,7 +382,11 @@ def _entries_summary(obj: dict | list | tuple) -> str:
         line = f"  {key!r}: {type_name(value)} {shown[:160]}"
         if value is None or (isinstance(plain, float) and plain != plain) or repr(value) == "NaT":
             line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
-        elif isinstance(obj, dict) and (rows := _table_rows(value)) > 1:  # a named answer is one value, rarely a table
+        elif isinstance(obj, dict) and _empty(value):  # DABench 450: an empty Series sent as twelve monthly means
+            line += f" (WARNING: {key!r} is empty)"
+        elif (
+            isinstance(obj, dict) and key not in tables and (rows := _table_rows(value)) > 1
+        ):  # one value, rarely a table
             line += f" (WARNING: {key!r} is a whole table of {rows} rows, not one value)"
         elif number and (bad := out_of_range(key, plain)):
             line += f" (WARNING: {bad})"
@@ -483,13 +487,21 @@ def out_of_range(key: Any, value: float) -> str | None:
     return None
 
 
+def _empty(value: Any) -> bool:
+    """A table, list or dict with nothing in it."""
+    if _has_type(value, "pandas.DataFrame") or _has_type(value, "pandas.Series"):
+        return len(value) == 0
+    return isinstance(value, list | tuple | dict | set) and len(value) == 0  # not a string: an empty note is one
+
+
 def _table_rows(value: Any) -> int:
     return len(value) if _has_type(value, "pandas.DataFrame") or _has_type(value, "pandas.Series") else 0
 
 
-def answer_summary(obj: Any, rows: int = 5) -> str:
+def answer_summary(obj: Any, rows: int = 5, tables: Collection[str] = ()) -> str:
     """What an answer object is, for the model's review before it is accepted: type and shape, the first rows,
-    and warnings for answers that are rarely right (empty, None, every value the same).
+    and warnings for answers that are rarely right (empty, None, every value the same). ``tables``: the names the
+    task asks a table, dict or list for (no "a whole table, not one value" warning for them).
 
     >>> answer_summary(None)
     'None (WARNING: nothing)'
@@ -509,7 +521,7 @@ def answer_summary(obj: Any, rows: int = 5) -> str:
         return "None (WARNING: nothing)"
     try:
         if isinstance(obj, dict | list | tuple) and 0 < len(obj) <= MAX_LISTED:  # each value and its type
-            text = _entries_summary(obj)
+            text = _entries_summary(obj, tables)
         elif _has_type(obj, "pandas.DataFrame") or _has_type(obj, "pandas.Series"):
             import numpy as np
             import pandas as pd

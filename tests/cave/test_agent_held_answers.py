@@ -242,3 +242,37 @@ def test_one_value_sent_as_several_statistics_is_held_and_cannot_stand(sites):
         result.trajectory.steps[0].observation
     )
     assert result.status == "failed_checks"
+
+
+def test_a_dict_the_task_asks_for_is_no_whole_table_warning_and_dropping_its_name_is_held(sites):
+    # DABench 451: @missing_values_per_column[{'site': v1, ...}]: the per-column counts were right, a review warned
+    # "a whole table, not one value", and the model sent the inner dict without the name: `success`, scored wrong
+    task = (
+        "How many missing values per column? Answer format: @missing_values_per_column[{'site':val_1, 'score':val_2}]"
+        " Call final_answer with a dict of the answers: final_answer({'missing_values_per_column': ...})"
+    )
+    right = code("m = df.isnull().sum()\nfinal_answer({'missing_values_per_column': m})")
+    inner = code("final_answer(m.to_dict())")
+    result = run([right, code("final_answer(_final_answer)")], sites, task, review=True)
+    assert "whole table" not in result.trajectory.steps[0].observation
+    assert result.status == "success" and list(result.answer) == ["missing_values_per_column"]
+    dropped = run([right, inner, inner], sites, task, review=True)
+    assert "the answer has no 'missing_values_per_column'" in dropped.trajectory.steps[1].observation
+    assert dropped.status == "failed_checks"
+
+
+def test_an_empty_table_as_a_named_answer_and_a_number_for_listed_words_are_held(sites):
+    # DABench 450: an empty Series sent as the monthly means; 465: the skewness itself for "skewed_left"
+    empty = code("final_answer({'monthly': df[df.score > 100].score})")
+    result = run([empty, empty], sites, "Mean score per month? @monthly[{'month_1': avg_1, ...}]")
+    assert "'monthly' is empty" in result.trajectory.steps[0].observation and result.status == "failed_checks"
+    task = '@shape[skewness] where "skewness" is a string that can be "symmetric", "skewed_right", or "skewed_left".'
+    number = code("from scipy.stats import skew\nfinal_answer({'shape': skew(df.score)})")
+    word = code(
+        "s = skew(df.score)\nfinal_answer({'shape': 'symmetric' if abs(s) <= 0.5 else 'skewed_right' if s > 0 else 'skewed_left'})"
+    )
+    held = run([number, word], sites, task)
+    assert "the task asks for one of the words 'symmetric', 'skewed_right', 'skewed_left'" in (
+        held.trajectory.steps[0].observation
+    )
+    assert held.status == "success" and held.answer == {"shape": "symmetric"}
