@@ -14,6 +14,7 @@ import ast
 import re
 
 __all__ = [
+    "BOUND_NOTE",
     "DENOMINATOR_NOTE",
     "FISHER_NOTE",
     "HTTP_CLASS_NOTE",
@@ -23,6 +24,7 @@ __all__ = [
     "SUM_SHARE_NOTE",
     "constant_not_in_denominator",
     "http_class",
+    "inclusive_bound",
     "name_tokens",
     "node_name",
     "other_statistic",
@@ -391,4 +393,66 @@ def http_class(task: str, code: str) -> list[str]:
             kind = "a client error" if asked == "server" else "a server error"
             text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
             out.append(f"line {node.lineno}: `{text}` selects {hits[0]}, {kind} (the task asks about {asked} errors)")
+    return out
+
+
+BOUND_NOTE = (
+    "Not accepted yet: the task's bound includes its number, and the code's comparison leaves it out:\n{lines}\n"
+    "'2000 and beyond', 'at least 100', 'or more' include the number itself (>=); 'at most', 'or less' include it "
+    "too (<=). Fix the comparison and call final_answer again."
+)
+_NUM = r"(\d+(?:\.\d+)?)"
+_AT_LEAST = re.compile(
+    _NUM + r"\s+(?:and|or)\s+(?:beyond|later|after|above|more|older|over|greater|higher|onwards?|newer)\b"
+    r"|\b(?:at\s+least|no\s+(?:less|fewer)\s+than|not\s+(?:less|fewer)\s+than|a\s+minimum\s+of|since)\s+" + _NUM,
+    re.I,
+)
+_AT_MOST = re.compile(
+    _NUM + r"\s+(?:and|or)\s+(?:below|less|earlier|before|under|fewer|younger|lower)\b"
+    r"|\b(?:at\s+most|no\s+more\s+than|not\s+more\s+than|a\s+maximum\s+of|up\s+to)\s+" + _NUM,
+    re.I,
+)
+_FLIPPED = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE}
+
+
+def _bounds(pattern: re.Pattern[str], task: str) -> dict[float, str]:
+    return {float(m.group(1) or m.group(2)): m.group(0) for m in pattern.finditer(task)}
+
+
+def inclusive_bound(task: str, code: str) -> list[str]:
+    """The comparisons of ``code`` that leave out the number a bound of ``task`` includes (DABench 496: "for the
+    years 2000 and beyond", ``df['Year'] > 2000``).
+
+    >>> inclusive_bound("the mean for the years 2000 and beyond", "m = df[df['Year'] > 2000].x.mean()")
+    ["line 1: `df['Year'] > 2000` leaves 2000 out; the task says '2000 and beyond': df['Year'] >= 2000"]
+    >>> inclusive_bound("hotels with at least 100 reviews", "d = df[df.reviews >= 100]")
+    []
+    >>> inclusive_bound("ages 65 or less", "d = df[65 > df.age]")
+    ["line 1: `65 > df.age` leaves 65 out; the task says '65 or less': df.age <= 65"]
+    """
+    lower, upper = _bounds(_AT_LEAST, task), _bounds(_AT_MOST, task)
+    if not lower and not upper:
+        return []
+    out = []
+    for node in _nodes(code):
+        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+            continue
+        left, op, right = node.left, node.ops[0], node.comparators[0]
+        if isinstance(left, ast.Constant) and not isinstance(right, ast.Constant):  # 2000 < x reads x > 2000
+            left, right, op = right, left, _FLIPPED.get(type(op), type(op))()
+        if not isinstance(right, ast.Constant) or type(right.value) not in (int, float):
+            continue
+        value = float(right.value)
+        if isinstance(op, ast.Gt) and value in lower:
+            said, fixed = lower[value], ">="
+        elif isinstance(op, ast.Lt) and value in upper:
+            said, fixed = upper[value], "<="
+        else:
+            continue
+        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        number = ast.unparse(right)
+        out.append(
+            f"line {node.lineno}: `{text}` leaves {number} out; the task says {said!r}: "
+            f"{ast.unparse(left)} {fixed} {number}"
+        )
     return out

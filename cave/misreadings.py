@@ -36,6 +36,7 @@ import ast
 import re
 
 from cave.estimators import (
+    BOUND_NOTE,
     DENOMINATOR_NOTE,
     FISHER_NOTE,
     HTTP_CLASS_NOTE,
@@ -45,6 +46,7 @@ from cave.estimators import (
     SUM_SHARE_NOTE,
     constant_not_in_denominator,
     http_class,
+    inclusive_bound,
     name_tokens,
     node_name,
     other_statistic,
@@ -61,6 +63,7 @@ __all__ = [
     "constant_not_in_denominator",
     "found",
     "http_class",
+    "inclusive_bound",
     "note",
     "null_word",
     "other_statistic",
@@ -159,7 +162,7 @@ def found(code: str, task: str = "") -> list[str]:
     return (
         backwards(code) + unrooted(code) + other_std(task, code) + other_statistic(code)
         + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code) + pandas_moments(task, code)
-        + sum_share(task, code) + http_class(task, code)
+        + sum_share(task, code) + http_class(task, code) + inclusive_bound(task, code)
     )  # fmt: skip
 
 
@@ -193,6 +196,7 @@ def note(code: str, task: str = "") -> str | None:
         (pandas_moments(task, code), PANDAS_MOMENT_NOTE),
         (sum_share(task, code), SUM_SHARE_NOTE),
         (http_class(task, code), HTTP_CLASS_NOTE),
+        (inclusive_bound(task, code), BOUND_NOTE),
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))

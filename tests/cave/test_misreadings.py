@@ -257,3 +257,33 @@ def test_a_client_error_sent_for_server_errors_is_held_once():
     result = agent.run(task)
     assert "selects 404, a client error (the task asks about server errors)" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer == 0.25
+
+
+@pytest.mark.parametrize(
+    ("task", "code", "flagged"),
+    [
+        ("Mean for the years 2000 and beyond.", "m = df[df['Year'] > 2000].x.mean()", True),
+        ("Mean for the years 2000 and beyond.", "m = df[df['Year'] >= 2000].x.mean()", False),
+        ("Brands with at least 10 hotels.", "b = counts[counts > 10]", True),
+        ("Passengers aged 65 or older.", "o = df[df.Age > 65]", True),
+        ("Orders of at most 3 items.", "o = df[df['items'] < 3]", True),
+        ("Orders of at most 3 items.", "o = df[df['items'] <= 3]", False),
+        ("Ages above 65.", "o = df[df.Age > 65]", False),  # "above 65" leaves 65 out itself
+    ],
+)
+def test_a_comparison_that_leaves_out_the_number_an_inclusive_bound_names_is_found(task, code, flagged):
+    assert bool(cave.misreadings.inclusive_bound(task, code)) is flagged
+
+
+def test_a_mean_over_years_after_2000_for_2000_and_beyond_is_held_once():
+    # DABench 496: "for the years 2000 and beyond", df['Year'] > 2000: mean 124.18 sent for 125.11, `success`
+    df = pd.DataFrame({"Year": [1999, 2000, 2001, 2002], "x": [1.0, 4.0, 6.0, 8.0]})
+    task = "Mean of x for the years 2000 and beyond."
+    strict = "final_answer(float(df[df['Year'] > 2000].x.mean()))"
+    for second, status, answer in (("final_answer(float(df[df['Year'] >= 2000].x.mean()))", "success", 6.0),
+                                   (strict, "failed_checks", 7.0)):  # fmt: skip
+        agent = Agent(model=Scripted([f"```python\n{strict}\n```", f"```python\n{second}\n```"]), runtime="inprocess")
+        agent.runtime.inject("df", df)
+        result = agent.run(task)
+        assert "leaves 2000 out; the task says '2000 and beyond'" in result.trajectory.steps[0].observation
+        assert result.status == status and result.answer == answer
