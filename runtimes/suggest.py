@@ -145,7 +145,36 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
         unselected = _unselected_line(key, frames[:_MAX_FRAMES], namespace)
         if unselected:  # customers = read_sql("SELECT city FROM customers"), then a merge on customer_id
             lines.append(unselected)
+        elif not owners and (wide := _wide_line(key, frames[:_MAX_FRAMES])):
+            lines.append(wide)
     return " ".join(lines) or None
+
+
+def _wide_line(key: str, frames: list[tuple[str, Any]]) -> str | None:
+    """For a value column asked of a wide table (one column per field, DABench 492: df_2010['Percent'] where
+    each field of study is a column), how to read it: the largest column of a row, or the table made long.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"Year": [2009, 2010], **{f"f{i}": [1.0 * i, 2.0 * i] for i in range(8)}})
+    >>> print(_wide_line("Percent", [("df", df)]))  # doctest: +ELLIPSIS
+    df is wide: its 8 number columns ('f0', 'f1', 'f2', ...) are the values, one column each, keyed by 'Year'. ...
+    """
+    for name, frame in reversed(frames):  # the newest frame first: the one just built and used
+        columns = [c for c in list(frame.columns[:_MAX_COLUMNS]) if isinstance(c, str)]
+        numeric = [c for c in columns if frame[c].dtype.kind in "if"]
+        others = [c for c in columns if c not in numeric]
+        ids = others or [c for c in numeric if re.search(r"year|date|id$|^id|month|time", c, re.I)]
+        values = [c for c in numeric if c not in ids]
+        if len(values) < 6 or not ids:
+            continue
+        by = ids[0]
+        shown = ", ".join(repr(c) for c in values[:3])
+        return (
+            f"{name} is wide: its {len(values)} number columns ({shown}, ...) are the values, one column each, keyed "
+            f"by {by!r}. The largest in a row: {name}.set_index({by!r}).loc[<{by}>].idxmax(); a long table with a "
+            f"{key!r} column: {name}.melt(id_vars={by!r}, var_name='field', value_name={key!r})."
+        )
+    return None
 
 
 def _table_columns(connection: Any, table: str) -> list[str]:

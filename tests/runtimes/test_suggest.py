@@ -132,3 +132,16 @@ def test_numbers_written_with_separators_get_the_line_that_converts_them(bare_rt
     line = ex.error.message.split("Convert the column first: ", 1)[1].strip()
     assert bare_rt.execute(f"import pandas as pd\n{line}\nv = df['Volume'].tolist()").ok
     assert bare_rt.retrieve("v") == [5350380.0, 1200.0, 2000000.0]
+
+
+def test_a_value_column_asked_of_a_wide_table_says_how_to_read_it(bare_rt):
+    # DABench 492: one column per field of study; the model asked df_2010['Percent'] for seven steps
+    fields = ["Agriculture", "Architecture", "Biology", "Business", "Education", "Engineering", "Health", "Math"]
+    df = pd.DataFrame(
+        {"Year": [2009, 2010], **{f: [float(i), float(i) + (f == "Health") * 50] for i, f in enumerate(fields)}}
+    )
+    bare_rt.inject("df", df)
+    ex = bare_rt.execute("df_2010 = df[df['Year'] == 2010]\nrates = df_2010['Percent']")
+    assert "df_2010 is wide: its 8 number columns ('Agriculture', 'Architecture', 'Biology', ...)" in ex.error.message
+    assert "df_2010.set_index('Year').loc[<Year>].idxmax()" in ex.error.message
+    assert bare_rt.execute("top = df.set_index('Year').loc[2010].idxmax()").ok and bare_rt.retrieve("top") == "Health"
