@@ -107,7 +107,7 @@ class Acceptance:
                     "values": typed.plain_values(value),
                 }
                 return misread
-        if self.review and not traj.meta.get("repeats_asked") and _count(value) is not None:
+        if self.review and not traj.meta.get("repeats_asked") and (_count(value) is not None or _counts(value)):
             found = entities.repeated(traj.task, code, self.given_tables())
             verified = await self._repeats(found) if found else False
             if found and verified is not False:  # once: rows counted where the task counts users (with repeats)
@@ -116,6 +116,8 @@ class Acceptance:
                     "count": _count(value),
                     "verified": bool(verified),
                     "entity": found[0].entity,
+                    "rows": found[0].rows,
+                    "distinct": found[0].distinct,
                 }
                 return entities.note(found)
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
@@ -200,6 +202,13 @@ class Acceptance:
         repeats = traj.meta.get("held_repeats")
         if repeats and repeats["verified"] and _count(value) == repeats["count"] and not entities.deduplicates(code):
             problems.append(f"the answer still counts rows where the task counts {repeats['entity']}s (some repeat)")
+        held_count = repeats.get("count") if repeats else None
+        selection = isinstance(held_count, int) and held_count < repeats.get("rows", 0)  # a count of some rows
+        if selection and _count(value) == repeats["distinct"] and repeats["distinct"] > repeats["count"]:
+            # missing_emails: 18 rows without an email held, then 120, every user in the table, sent as the answer
+            problems.append(
+                f"the answer counts every {repeats['entity']} in the table, not the rows the task asks about"
+            )
         held = [k for k in traj.meta.get("held_for", ()) if k != "form" or not traj.meta.get("form_settled")]
         if not held:  # (a settled form is fixed in the answer that ends the run: settled_form)
             return problems
@@ -229,6 +238,11 @@ _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("text", matches.TEXT_MARK, held_notes.TEXT_HELD_NOTE),
     ("polarity", matches.POLARITY_MARK, held_notes.POLARITY_HELD_NOTE),
 )
+
+
+def _counts(value: Any) -> bool:
+    """Whether the answer is counts per group (a pandas Series of integers: users per country)."""
+    return type(value).__name__ == "Series" and str(getattr(value, "dtype", "")).startswith(("int", "Int", "uint"))
 
 
 def _count(value: Any) -> int | None:

@@ -38,7 +38,7 @@ _HOW_MANY = re.compile(
 )
 # counts of rows, events or amounts, not of things with an id
 _NOT_ENTITIES = frozenset({"row", "record", "entr", "entrie", "time", "value", "line", "day", "year", "month", "hour"})
-_DEDUPED = re.compile(r"nunique|drop_duplicates|\.unique\(|\bset\(|duplicated|value_counts|groupby")
+_DEDUPED = re.compile(r"nunique|drop_duplicates|\.unique\(|\bset\(|duplicated")  # value_counts/size count rows
 
 
 @dataclass
@@ -51,6 +51,7 @@ class Repeated:
     rows: int
     distinct: int
     counted: list[str] = field(default_factory=list)  # the variables the code counted the rows of
+    rows_of: list[str] = field(default_factory=list)  # every expression it counted the rows of, as written
 
 
 def _entities(task: str) -> list[str]:
@@ -82,6 +83,15 @@ def counted_names(code: str) -> list[str]:
     >>> counted_names("n = len(march)\\nm = other.shape[0]\\nk = len(df[df.a > 1])")
     ['march', 'other']
     """
+    return [e for e in counted(code) if e.isidentifier()]
+
+
+def counted(code: str) -> list[str]:
+    """The expressions whose rows ``code`` counts (``len(x)``, ``x.shape[0]``), as written.
+
+    >>> counted("n = signups[signups['email'].isnull()].shape[0]")
+    ["signups[signups['email'].isnull()]"]
+    """
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -100,8 +110,9 @@ def counted_names(code: str) -> list[str]:
             target = node.value.value
         else:
             continue
-        if isinstance(target, ast.Name) and target.id not in names:
-            names.append(target.id)
+        text = ast.get_source_segment(code, target) or ast.unparse(target)
+        if text not in names:
+            names.append(text)
     return names
 
 
@@ -127,7 +138,8 @@ def repeated(task: str, code: str, tables: dict[str, Any]) -> list[Repeated]:
         ids = table[column].dropna()
         distinct = int(ids.nunique())
         if distinct < len(ids):
-            out.append(Repeated(entity, name, column, len(ids), distinct, counted_names(code)))
+            exprs = [e for e in counted(code) if re.search(rf"\b{re.escape(name)}\b", e) or e.isidentifier()]
+            out.append(Repeated(entity, name, column, len(ids), distinct, counted_names(code), exprs))
     return out
 
 
@@ -147,5 +159,8 @@ def note(found: list[Repeated]) -> str:
     """
     first = found[0]
     tables = "; ".join(f"{r.table!r} has {r.rows} rows for {r.distinct} distinct {r.column} values" for r in found)
-    fix = f"{first.table}.loc[<your selection>, {first.column!r}].nunique()"
+    # the rows the code counted, their ids counted once (missing_emails: the model, told only "your selection",
+    # counted every user in the table)
+    rows = first.rows_of[0] if first.rows_of else f"{first.table}[<the rows the task asks about>]"
+    fix = f"{rows}[{first.column!r}].nunique() (per group: .groupby(...)[{first.column!r}].nunique())"
     return REPEATED_NOTE.format(entity=first.entity, tables=tables, fix=fix)

@@ -314,6 +314,15 @@ def _with_suggested_column(line: str, message: str) -> str | None:
     return out
 
 
+# a text that says there is no answer (analyst revenue_jump_month: "No data available." after an IndexError)
+_NOTHING_SAID = re.compile(
+    r"\s*(?:no\s+(?:data|results?|answer|rows?|matches?|records?)(?:\s+(?:is\s+|are\s+)?(?:available|found))?"
+    r"|not\s+(?:found|available|applicable)|n/?a|unknown|cannot\s+be\s+(?:determined|computed|calculated)"
+    r"|(?:an\s+)?error(?:\s+occurred)?)[\s.!]*$",
+    re.I,
+)
+
+
 def gave_up_note(traj: Trajectory, value: Any) -> str | None:
     """An answer of nothing right after a failed cell is giving up, not an answer: send the model back to the error.
     (The 1.5B, asked for a table its code failed to build, called ``final_answer(None)`` and then confirmed it.)
@@ -323,10 +332,10 @@ def gave_up_note(traj: Trajectory, value: Any) -> str | None:
     >>> traj.steps.append(Step(index=0, code="m = t['date']", execution=Execution(error=ExecError("KeyError", "'date'"))))
     >>> gave_up_note(traj, None)[:60]
     'final_answer(None) is not an answer: your previous code fail'
-    >>> gave_up_note(traj, 3) is None
-    True
+    >>> gave_up_note(traj, 3) is None, gave_up_note(traj, "No data available.")[:40]
+    (True, "final_answer('No data available.') is no")
     """
-    if not (value is None or (isinstance(value, str) and not value.strip())):
+    if not (value is None or (isinstance(value, str) and (not value.strip() or _NOTHING_SAID.match(value)))):
         return None
     error = error_line(last_code_step(traj))
     return None if error is None else prompts.GAVE_UP_NOTE.format(value=repr(value), error=error[:200])

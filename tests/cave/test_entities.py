@@ -53,8 +53,19 @@ def test_a_count_that_cannot_be_read_back_is_asked_once_and_then_stands():
     # analyst suite, missing_emails: signups[signups['email'].isnull()].shape[0] (18 rows for 17 users)
     rows = "final_answer(signups[signups['email'].isnull()].shape[0])"
     result = run(rows, rows, task="How many users have no email address on file?")
-    assert "count distinct ids" in result.trajectory.steps[0].observation
+    assert "count distinct ids, e.g. signups[signups['email'].isnull()]['user_id'].nunique()" in (
+        result.trajectory.steps[0].observation
+    )
     assert result.status == "success" and result.answer == 4
+    # the selection dropped, every user in the table counted (the 1.5B did, told only "your selection")
+    everyone = run(rows, "final_answer(signups['user_id'].nunique())", task="How many users have no email address?")
+    assert everyone.status == "failed_checks" and "every user in the table" in everyone.trajectory.error
+    fixed = run(
+        rows,
+        "final_answer(signups[signups['email'].isnull()]['user_id'].nunique())",
+        task="How many users have no email?",
+    )
+    assert fixed.status == "success" and fixed.answer == 2
 
 
 @pytest.mark.parametrize(
@@ -90,3 +101,13 @@ def test_labels_that_spell_one_name_several_ways_are_held_and_cannot_stand():
     assert fixed.status == "success" and fixed.answer.to_dict() == {"Spain": 4, "Italy": 3}
     kept = run(raw, raw, table=messy, task=task)
     assert kept.status == "failed_checks" and "several ways" in kept.trajectory.error
+
+
+def test_counts_per_group_of_rows_where_the_task_counts_users_are_held_once():
+    # analyst users_per_country: value_counts() of the (cleaned) country, 43 rows for 39 German users; checked task
+    table = SIGNUPS.assign(country=["Spain", "Spain", "Spain", "Italy", "Italy", "Italy", "Spain"])
+    rows = "final_answer(signups['country'].value_counts())"
+    users = "final_answer(signups.groupby('country')['user_id'].nunique())"
+    result = run(rows, users, table=table, task="How many users signed up from each country?")
+    assert "(per group: .groupby(...)['user_id'].nunique())" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer.to_dict() == {"Italy": 2, "Spain": 3}
