@@ -299,12 +299,8 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
                 # DABench 465: the skewness itself sent where the task lists "symmetric", "skewed_right", ...
                 listed = ", ".join(repr(w) for w in words)
                 words_wanted.append(f"{k!r} is the number {plain!r}; the task asks for one of the words {listed}")
-        wanted = list(
-            dict.fromkeys(
-                k for m in _WANTED_KEYS.finditer(task) for k in re.findall(r"""['"](\w+)['"]\s*:""", m.group(1))
-            )
-        )
-        missing = [k for k in wanted if k not in value]
+        wanted = missing_keys(task, {})  # every name the task spells out
+        missing = missing_keys(task, value)
         if missing:
             keys = ", ".join(repr(k) for k in wanted)
             problems += [f"the answer has no {', '.join(repr(k) for k in missing)} (the task asks for the keys {keys})"]

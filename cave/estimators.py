@@ -27,6 +27,7 @@ __all__ = [
     "inclusive_bound",
     "name_tokens",
     "node_name",
+    "quoted",
     "other_statistic",
     "other_std",
     "pandas_moments",
@@ -46,6 +47,11 @@ def _nodes(code: str) -> list[ast.AST]:
         return list(ast.walk(ast.parse(code)))
     except SyntaxError:
         return []
+
+
+def quoted(code: str, node: ast.AST) -> str:
+    """The first line of ``node`` as ``code`` writes it (at most 100 characters), for a note that quotes it."""
+    return (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
 
 
 def node_name(node: ast.AST) -> str:
@@ -93,7 +99,7 @@ def other_std(task: str, code: str) -> list[str]:
             continue  # a ddof the code computes: its own business
         numpy = isinstance(func.value, ast.Name) and func.value.id in _NUMPY
         divisor = ddof.value if ddof is not None else (0 if numpy else 1)  # type: ignore[union-attr]
-        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        text = quoted(code, node)
         what = "standard deviation" if func.attr == "std" else "variance"
         if population and divisor == 1:
             fix = f"np.{func.attr}(x)" if numpy else f".{func.attr}(ddof=0)"
@@ -200,7 +206,7 @@ def pearson_kurtosis(task: str, code: str) -> list[str]:
         if isinstance(node, ast.Call) and node_name(node.func) == "kurtosis":
             fisher = next((k.value for k in node.keywords if k.arg == "fisher"), None)
             if isinstance(fisher, ast.Constant) and fisher.value is False:
-                text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+                text = quoted(code, node)
                 out.append(
                     f"line {node.lineno}: `{text}` is Pearson's kurtosis; the task asks for Fisher's: kurtosis(x)"
                 )
@@ -245,7 +251,7 @@ def constant_not_in_denominator(task: str, code: str) -> list[str]:
             if isinstance(top, ast.BinOp) and isinstance(top.op, ast.Add) and holds(top.right) and not holds(top.left):
                 top = top.left
             fixed = f"({ast.unparse(top)}) / ({ast.unparse(node.right)} + {m.group(1)})"
-            text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+            text = quoted(code, node)
             out.append(f"line {node.lineno}: `{text}` adds {m.group(1)} to the numerator: {fixed}")
     return out
 
@@ -283,7 +289,7 @@ def pandas_moments(task: str, code: str) -> list[str]:
         if (isinstance(owner, ast.Name) and owner.id in ("stats", "st", "ss", "scipy")) or node_name(owner) == "stats":
             continue  # stats.skew(x) is scipy's
         what = "skewness" if func.attr == "skew" else "kurtosis"
-        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        text = quoted(code, node)
         out.append(
             f"line {node.lineno}: `{text}` is pandas' bias-corrected {what}; the task asks for scipy's: "
             f"{_PANDAS_MOMENTS[func.attr]}"
@@ -356,7 +362,7 @@ def sum_share(task: str, code: str) -> list[str]:
         if noun.rstrip("s") in name_tokens(top[0]) or noun in name_tokens(top[0]):  # "share of sales": a sum
             continue
         fixed = f"len({ast.unparse(top[1])}) / len({ast.unparse(bottom[1])})"
-        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        text = quoted(code, node)
         out.append(f"line {node.lineno}: `{text}` is a share of {top[0]!r}: {fixed}")
     return out
 
@@ -391,7 +397,7 @@ def http_class(task: str, code: str) -> list[str]:
         hits = [v for v in values if type(v) is int and v in other]
         if hits and not any(type(v) is int and v in (500, 600) for v in values):
             kind = "a client error" if asked == "server" else "a server error"
-            text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+            text = quoted(code, node)
             out.append(f"line {node.lineno}: `{text}` selects {hits[0]}, {kind} (the task asks about {asked} errors)")
     return out
 
@@ -449,7 +455,7 @@ def inclusive_bound(task: str, code: str) -> list[str]:
             said, fixed = upper[value], "<="
         else:
             continue
-        text = (ast.get_source_segment(code, node) or ast.unparse(node)).splitlines()[0][:100]
+        text = quoted(code, node)
         number = ast.unparse(right)
         out.append(
             f"line {node.lineno}: `{text}` leaves {number} out; the task says {said!r}: "
