@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cave import answers, entities, held_notes, misreadings, prompts, recovery, typed
+from cave import answers, entities, grouping, held_notes, misreadings, prompts, recovery, typed
 from cave.runtimes import coercion, matches
 from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary
@@ -76,7 +76,7 @@ class Acceptance:
             if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
                 traj.meta[f"held_for_{kind}"] = True  # once: the answer came from what the cell's note says
                 await _held_for(traj, kind, value)
-                if kind == "tie" and (pick := answers.period_pick(traj.task, self.given_tables())):
+                if kind == "tie" and (pick := grouping.period_pick(traj.task, self.given_tables())):
                     return f"{note} For the task's question, e.g.: {pick}"
                 kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
                 if kept is None:

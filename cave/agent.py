@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from cave import answers, prompts, recovery, typed
+from cave import grouping, prompts, recovery, typed
 from cave.acceptance import Acceptance, answer_notes
 from cave.cells import FINAL_VAR, Cell, Cells, FinalAnswer, final_answer, is_final_error
 from cave.checks import CheckSpec, averify, failed_checks_note
@@ -461,8 +461,8 @@ class Agent(Compaction, Given, Replying):
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
             if failures:  # not accepted: the agent sees why and goes on
                 text += "\n" + failed_checks_note(failures, recovery.answer_name(code))
-                rows = answers.granularity_problem(traj.task, cell.value, self._given_tables())
-                rows = rows or answers.messy_keys(cell.value)
+                rows = grouping.granularity_problem(traj.task, cell.value, self._given_tables())
+                rows = rows or grouping.messy_keys(cell.value)
                 if rows:  # "has 162 rows; expected exactly 12" says what, not why
                     text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures
