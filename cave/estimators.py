@@ -24,7 +24,7 @@ __all__ = [
     "SUM_SHARE_NOTE",
     "constant_not_in_denominator",
     "http_class",
-    "inclusive_bound",
+    "misread_bound",
     "name_tokens",
     "node_name",
     "quoted",
@@ -403,9 +403,10 @@ def http_class(task: str, code: str) -> list[str]:
 
 
 BOUND_NOTE = (
-    "Not accepted yet: the task's bound includes its number, and the code's comparison leaves it out:\n{lines}\n"
-    "'2000 and beyond', 'at least 100', 'or more' include the number itself (>=); 'at most', 'or less' include it "
-    "too (<=). Fix the comparison and call final_answer again."
+    "Not accepted yet: the code's comparison does not match the bound the task's words set:\n{lines}\n"
+    "'at least', 'or more', 'and beyond', 'at most', 'or less' and 'between A and B' include the number itself "
+    "(>=, <=, .between(A, B)); 'above', 'more than', 'over', 'below', 'less than', 'under' leave it out (>, <). "
+    "Fix the comparison and call final_answer again."
 )
 _NUM = r"(\d+(?:\.\d+)?)"
 _AT_LEAST = re.compile(
@@ -418,47 +419,111 @@ _AT_MOST = re.compile(
     r"|\b(?:at\s+most|no\s+more\s+than|not\s+more\s+than|a\s+maximum\s+of|up\s+to)\s+" + _NUM,
     re.I,
 )
+# "above 4", "more than 100": not "no more than" (an upper bound, above), not "more than 4 or equal to it"
+_ABOVE = re.compile(
+    r"(?<!\bno\s)(?<!\bnot\s)\b(?:above|over|exceeding|(?:more|greater|higher|larger|older)\s+than)\s+"
+    + _NUM
+    + r"(?!\s+or\s+equal)",
+    re.I,
+)
+_BELOW = re.compile(
+    r"(?<!\bno\s)(?<!\bnot\s)\b(?:below|under|(?:less|fewer|lower|smaller|younger)\s+than)\s+"
+    + _NUM
+    + r"(?!\s+or\s+equal)",
+    re.I,
+)
+_BETWEEN = re.compile(r"\bbetween\s+" + _NUM + r"\s+and\s+" + _NUM, re.I)
 _FLIPPED = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE}
+# what each comparison in the code should have been, by the bound the number is in
+_SIGN = {ast.Gt: ">", ast.Lt: "<", ast.GtE: ">=", ast.LtE: "<="}
+_WANTED = {ast.Gt: (">=", "lower"), ast.Lt: ("<=", "upper"), ast.GtE: (">", "above"), ast.LtE: ("<", "below")}
+
+
+# "a number between 0 and 1", "each value lies between -1 and 1": the answer's range, not a filter
+_RANGE_OF = re.compile(
+    r"\b(?:numbers?|floats?|integers?|decimals?|values?|ranging|ranges?|lies?|falls?)\W+(?:\w+\W+){0,2}$", re.I
+)
+
+
+def _is_range(task: str, m: re.Match[str]) -> bool:
+    return bool(_RANGE_OF.search(task[max(0, m.start() - 40) : m.start()]))
 
 
 def _bounds(pattern: re.Pattern[str], task: str) -> dict[float, str]:
-    return {float(m.group(1) or m.group(2)): m.group(0) for m in pattern.finditer(task)}
+    """The whole numbers ``pattern`` bounds in ``task``, with the words. A bound with decimals (p > 0.05, R² above
+    0.7) is left out: it compares a continuous value that never equals it, so the two readings agree."""
+    out: dict[float, str] = {}
+    for m in pattern.finditer(task):
+        number = m.group(1) or m.group(2)
+        if "." not in number and not _is_range(task, m):
+            out.setdefault(float(number), m.group(0))
+    return out
 
 
-def inclusive_bound(task: str, code: str) -> list[str]:
-    """The comparisons of ``code`` that leave out the number a bound of ``task`` includes (DABench 496: "for the
-    years 2000 and beyond", ``df['Year'] > 2000``).
-
-    >>> inclusive_bound("the mean for the years 2000 and beyond", "m = df[df['Year'] > 2000].x.mean()")
-    ["line 1: `df['Year'] > 2000` leaves 2000 out; the task says '2000 and beyond': df['Year'] >= 2000"]
-    >>> inclusive_bound("hotels with at least 100 reviews", "d = df[df.reviews >= 100]")
-    []
-    >>> inclusive_bound("ages 65 or less", "d = df[65 > df.age]")
-    ["line 1: `65 > df.age` leaves 65 out; the task says '65 or less': df.age <= 65"]
-    """
+def _task_bounds(task: str) -> dict[str, dict[float, str]]:
+    """The numbers the task bounds, by the comparison its words mean: an inclusive lower bound (>=), an inclusive
+    upper one (<=), a strict lower one (>), a strict upper one (<). A number the words bound both ways on one side
+    ("more than 4" and "4 or more"; bins "between 0 and 10, between 10 and 20") is left out: no reading is sure."""
     lower, upper = _bounds(_AT_LEAST, task), _bounds(_AT_MOST, task)
-    if not lower and not upper:
-        return []
+    above, below = _bounds(_ABOVE, task), _bounds(_BELOW, task)
+    low_ends: dict[float, str] = {}
+    high_ends: dict[float, str] = {}
+    for m in _BETWEEN.finditer(task):
+        for number, ends in ((m.group(1), low_ends), (m.group(2), high_ends)):
+            if "." not in number and not _is_range(task, m):
+                ends.setdefault(float(number), m.group(0))
+    unsure = set(low_ends) & set(high_ends)
+    lower |= {k: v for k, v in low_ends.items() if k not in unsure}
+    upper |= {k: v for k, v in high_ends.items() if k not in unsure}
+    for inclusive, strict in ((lower, above), (upper, below)):
+        for number in set(inclusive) & set(strict):
+            del inclusive[number], strict[number]
+    return {"lower": lower, "upper": upper, "above": above, "below": below}
+
+
+def _comparisons(code: str) -> list[tuple[ast.Compare, ast.AST, ast.cmpop, ast.Constant]]:
+    """Each comparison of something with a number, as (node, the thing, op, the number): ``3 <= x < 4`` is two,
+    ``2000 < x`` reads ``x > 2000``."""
     out = []
     for node in _nodes(code):
-        if not isinstance(node, ast.Compare) or len(node.ops) != 1:
+        if not isinstance(node, ast.Compare):
             continue
-        left, op, right = node.left, node.ops[0], node.comparators[0]
-        if isinstance(left, ast.Constant) and not isinstance(right, ast.Constant):  # 2000 < x reads x > 2000
-            left, right, op = right, left, _FLIPPED.get(type(op), type(op))()
-        if not isinstance(right, ast.Constant) or type(right.value) not in (int, float):
+        sides = [node.left, *node.comparators]
+        for left, op, right in zip(sides, node.ops, sides[1:], strict=False):
+            if isinstance(left, ast.Constant) and not isinstance(right, ast.Constant):
+                left, right, op = right, left, _FLIPPED.get(type(op), type(op))()
+            if isinstance(right, ast.Constant) and type(right.value) in (int, float):
+                out.append((node, left, op, right))
+    return sorted(out, key=lambda c: (c[0].lineno, c[0].col_offset))
+
+
+def misread_bound(task: str, code: str) -> list[str]:
+    """The comparisons of ``code`` that read a bound of ``task`` the other way: leave out the number an inclusive
+    bound names (DABench 496: "for the years 2000 and beyond", ``df['Year'] > 2000``; 513: "between 3 and 4",
+    ``< 4``) or take in the number a strict one leaves out (513: "above 4", ``>= 4``).
+
+    >>> misread_bound("the mean for the years 2000 and beyond", "m = df[df['Year'] > 2000].x.mean()")
+    ["line 1: `df['Year'] > 2000` leaves 2000 out; the task says '2000 and beyond': df['Year'] >= 2000"]
+    >>> misread_bound("hotels with at least 100 reviews", "d = df[df.reviews >= 100]")
+    []
+    >>> misread_bound("ages 65 or less", "d = df[65 > df.age]")
+    ["line 1: `65 > df.age` leaves 65 out; the task says '65 or less': df.age <= 65"]
+    >>> misread_bound("ratings between 3 and 4, and above 4", "m = (r >= 3) & (r < 4)\\nh = r >= 4")
+    ["line 1: `r < 4` leaves 4 out; the task says 'between 3 and 4': r <= 4", "line 2: `r >= 4` takes 4 in; the task says 'above 4': r > 4"]
+    """
+    bounds = _task_bounds(task)
+    if not any(bounds.values()):
+        return []
+    out = []
+    for node, left, op, right in _comparisons(code):
+        if type(op) not in _WANTED:
             continue
-        value = float(right.value)
-        if isinstance(op, ast.Gt) and value in lower:
-            said, fixed = lower[value], ">="
-        elif isinstance(op, ast.Lt) and value in upper:
-            said, fixed = upper[value], "<="
-        else:
+        fixed, kind = _WANTED[type(op)]
+        said = bounds[kind].get(float(right.value))
+        if said is None:
             continue
-        text = quoted(code, node)
-        number = ast.unparse(right)
-        out.append(
-            f"line {node.lineno}: `{text}` leaves {number} out; the task says {said!r}: "
-            f"{ast.unparse(left)} {fixed} {number}"
-        )
-    return out
+        number, thing = ast.unparse(right), ast.unparse(left)
+        shown = quoted(code, node) if len(node.ops) == 1 else f"{thing} {_SIGN[type(op)]} {number}"
+        wrong = f"leaves {number} out" if kind in ("lower", "upper") else f"takes {number} in"
+        out.append(f"line {node.lineno}: `{shown}` {wrong}; the task says {said!r}: {thing} {fixed} {number}")
+    return list(dict.fromkeys(out))  # one line for a comparison written twice on a line

@@ -46,7 +46,7 @@ from cave.estimators import (
     SUM_SHARE_NOTE,
     constant_not_in_denominator,
     http_class,
-    inclusive_bound,
+    misread_bound,
     name_tokens,
     node_name,
     other_statistic,
@@ -63,7 +63,7 @@ __all__ = [
     "constant_not_in_denominator",
     "found",
     "http_class",
-    "inclusive_bound",
+    "misread_bound",
     "note",
     "null_word",
     "other_statistic",
@@ -162,7 +162,7 @@ def found(code: str, task: str = "") -> list[str]:
     return (
         backwards(code) + unrooted(code) + other_std(task, code) + other_statistic(code)
         + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code) + pandas_moments(task, code)
-        + sum_share(task, code) + http_class(task, code) + inclusive_bound(task, code)
+        + sum_share(task, code) + http_class(task, code) + misread_bound(task, code)
     )  # fmt: skip
 
 
@@ -196,7 +196,7 @@ def note(code: str, task: str = "") -> str | None:
         (pandas_moments(task, code), PANDAS_MOMENT_NOTE),
         (sum_share(task, code), SUM_SHARE_NOTE),
         (http_class(task, code), HTTP_CLASS_NOTE),
-        (inclusive_bound(task, code), BOUND_NOTE),
+        (misread_bound(task, code), BOUND_NOTE),
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))

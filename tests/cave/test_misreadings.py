@@ -269,10 +269,41 @@ def test_a_client_error_sent_for_server_errors_is_held_once():
         ("Orders of at most 3 items.", "o = df[df['items'] < 3]", True),
         ("Orders of at most 3 items.", "o = df[df['items'] <= 3]", False),
         ("Ages above 65.", "o = df[df.Age > 65]", False),  # "above 65" leaves 65 out itself
+        ("Ages above 65.", "o = df[df.Age >= 65]", True),
+        ("Hotels with more than 100 reviews.", "h = df[100 <= df.reviews]", True),
+        ("Hotels with no more than 100 reviews.", "h = df[df.reviews <= 100]", False),
+        ("Passengers under 18.", "k = df[df.Age <= 18]", True),
+        ("Ratings between 3 and 4.", "m = df[(df.r >= 3) & (df.r < 4)]", True),
+        ("Ratings between 3 and 4.", "m = df[df.r.between(3, 4)]", False),
+        ("Ratings between 3 and 4.", "m = df[(3 <= df.r) & (df.r <= 4)]", False),
+        ("Ratings between 3 and 4.", "m = df[3 < df.r <= 4]", True),  # a chained comparison is two
+        # bins that share an end: "between 0 and 10, between 10 and 20" is half-open by necessity
+        ("Counts between 0 and 10 and between 10 and 20.", "a = df[(df.n >= 0) & (df.n < 10)]", False),
+        # the answer's range, not a filter
+        ("Report the accuracy, a number between 0 and 1.", "ok = acc > 0", False),
+        # a threshold with decimals compares a continuous value: both readings agree
+        ("Is the p-value greater than 0.05?", "normal = p >= 0.05", False),
+        ("Do more than 4 or equal to 4 apply?", "x = n >= 4", False),
     ],
 )
-def test_a_comparison_that_leaves_out_the_number_an_inclusive_bound_names_is_found(task, code, flagged):
-    assert bool(cave.misreadings.inclusive_bound(task, code)) is flagged
+def test_a_comparison_that_reads_a_bound_of_the_task_the_other_way_is_found(task, code, flagged):
+    assert bool(cave.misreadings.misread_bound(task, code)) is flagged
+
+
+def test_ratings_between_3_and_4_and_above_4_are_held_once_with_both_comparisons():
+    # DABench 513: "below 3, between 3 and 4, and above 4" read as < 3, [3, 4), >= 4: two of three answers wrong
+    df = pd.DataFrame({"r": [2.0, 3.0, 3.5, 4.0, 4.0, 4.5, 5.0], "n": [1, 2, 3, 4, 5, 6, 7]})
+    task = (
+        "Count the hotels with a rating between 3 and 4, and above 4. Answer with final_answer({'mid': m, 'high': h})."
+    )
+    wrong = "final_answer({'mid': int(((df.r >= 3) & (df.r < 4)).sum()), 'high': int((df.r >= 4).sum())})"
+    right = "final_answer({'mid': int(df.r.between(3, 4).sum()), 'high': int((df.r > 4).sum())})"
+    agent = Agent(model=Scripted([f"```python\n{wrong}\n```", f"```python\n{right}\n```"]), runtime="inprocess")
+    agent.runtime.inject("df", df)
+    result = agent.run(task)
+    seen = result.trajectory.steps[0].observation
+    assert "leaves 4 out; the task says 'between 3 and 4'" in seen and "takes 4 in; the task says 'above 4'" in seen
+    assert result.status == "success" and result.answer == {"mid": 4, "high": 2}
 
 
 def test_a_mean_over_years_after_2000_for_2000_and_beyond_is_held_once():
