@@ -22,6 +22,7 @@ __all__ = [
     "PANDAS_MOMENT_NOTE",
     "STD_NOTE",
     "SUM_SHARE_NOTE",
+    "UNAPPLIED_NOTE",
     "constant_not_in_denominator",
     "http_class",
     "misread_bound",
@@ -33,6 +34,7 @@ __all__ = [
     "pandas_moments",
     "pearson_kurtosis",
     "sum_share",
+    "unapplied_bounds",
 ]
 
 
@@ -408,7 +410,7 @@ BOUND_NOTE = (
     "(>=, <=, .between(A, B)); 'above', 'more than', 'over', 'below', 'less than', 'under' leave it out (>, <). "
     "Fix the comparison and call final_answer again."
 )
-_NUM = r"(\d+(?:\.\d+)?)"
+_NUM = r"(?<![-\d.])(\d+(?:\.\d+)?)"  # not the 1 of "-1 and less"
 _AT_LEAST = re.compile(
     _NUM + r"\s+(?:and|or)\s+(?:beyond|later|after|above|more|older|over|greater|higher|onwards?|newer)\b"
     r"|\b(?:at\s+least|no\s+(?:less|fewer)\s+than|not\s+(?:less|fewer)\s+than|a\s+minimum\s+of|since)\s+" + _NUM,
@@ -440,13 +442,19 @@ _WANTED = {ast.Gt: (">=", "lower"), ast.Lt: ("<=", "upper"), ast.GtE: (">", "abo
 
 
 # "a number between 0 and 1", "each value lies between -1 and 1": the answer's range, not a filter
+# "is a float between -1 and 1", "should be greater than 0 and less than 1": the answer's range, not a filter
+# (while "count the values above 10" is one)
 _RANGE_OF = re.compile(
-    r"\b(?:numbers?|floats?|integers?|decimals?|values?|ranging|ranges?|lies?|falls?)\W+(?:\w+\W+){0,2}$", re.I
+    r"(?:\b(?:floats?|integers?|decimals?|numbers?(?!\s+of))\b"
+    r"|\b(?:is|are|be|a|an)\s+(?:\w+\s+){0,2}(?:values?|percentages?|proportions?|ratios?|scores?)\b"
+    r"|\b(?:rang(?:e|es|ing)|lies|lie|falls?|should\s+be|must\s+be|will\s+be)\b)"
+    r"[^.;\n]{0,40}$",
+    re.I,
 )
 
 
 def _is_range(task: str, m: re.Match[str]) -> bool:
-    return bool(_RANGE_OF.search(task[max(0, m.start() - 40) : m.start()]))
+    return bool(_RANGE_OF.search(task[max(0, m.start() - 80) : m.start()]))
 
 
 def _bounds(pattern: re.Pattern[str], task: str) -> dict[float, str]:
@@ -527,3 +535,57 @@ def misread_bound(task: str, code: str) -> list[str]:
         wrong = f"leaves {number} out" if kind in ("lower", "upper") else f"takes {number} in"
         out.append(f"line {node.lineno}: `{shown}` {wrong}; the task says {said!r}: {thing} {fixed} {number}")
     return list(dict.fromkeys(out))  # one line for a comparison written twice on a line
+
+
+UNAPPLIED_NOTE = (
+    "Not accepted yet: the task sets a bound that no code of yours compares with:\n{lines}\n"
+    "Apply each one to the data (keep only the rows or groups it names, or compare the value it bounds) and call "
+    "final_answer again."
+)
+_NOT_A_FILTER = re.compile(r"\s*(?:decimal|digits?|significant|places?|%|percent|[ap]\.?m\b|:)", re.I)
+_FILLER = {"in", "and", "or", "as", "the", "of", "to", "for", "a", "an", "than", "with", "from", "on", "at"}
+
+
+def _numbers_used(codes: list[str]) -> tuple[set[float], str]:
+    """The numbers the code writes (numeric constants) and the text of its strings (a query, a SQL statement)."""
+    numbers: set[float] = set()
+    strings = []
+    for code in codes:
+        for node in _nodes(code):
+            if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+                numbers.add(float(node.value))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.append(node.value)
+    return numbers, "\n".join(strings)
+
+
+def unapplied_bounds(task: str, codes: list[str]) -> list[str]:
+    """The bounds of ``task`` ("at least 10 hotels", "more than 100 reviews") whose number no code of the run
+    writes, in a comparison or anywhere else (DABench 510: "only brands with at least 10 hotels" never applied,
+    the wrong brand sent as `success`).
+
+    >>> unapplied_bounds("Among hotels with at least 100 reviews, only brands with at least 10 hotels.",
+    ...                  ["d = df[df.review_count >= 100]", "b = d.groupby('brand').star.mean().idxmax()"])
+    ["'at least 10 hotels': no code uses 10"]
+    >>> unapplied_bounds("Only brands with at least 10 hotels.", ["n = 10", "b = counts[counts >= n]"])
+    []
+    >>> unapplied_bounds("Rows with more than 5 items.", ["d = pd.read_sql('SELECT * FROM t WHERE items > 5', db)"])
+    []
+    """
+    bounds = _task_bounds(task)
+    said = {n: words for kind in bounds.values() for n, words in kind.items()}
+    if not said:
+        return []
+    numbers, strings = _numbers_used(codes)
+    out = []
+    for number, words in said.items():
+        where = re.search(re.escape(words) + r"(?!\d)", task)  # "at least 10", not the start of "at least 100"
+        after = task[where.end() : where.end() + 30] if where else ""
+        if _NOT_A_FILTER.match(after) or number in numbers:
+            continue
+        if re.search(rf"(?<![\d.]){int(number)}(?:\.0+)?(?![\d.])", strings):
+            continue
+        noun = re.match(r"\s+([A-Za-z]+)", after)  # "at least 10 hotels"
+        shown = f"{words} {noun.group(1)}" if noun and noun.group(1).lower() not in _FILLER else words
+        out.append(f"{shown!r}: no code uses {int(number)}")
+    return out

@@ -493,7 +493,7 @@ def test_an_answer_not_in_the_tasks_form_comes_back_with_the_call_that_fixes_it(
         "Mean and median of units. Round the mean to two decimal places and the median to 1 decimal. "
         "Is the mean above 2? Answer Yes or No. Call final_answer({'mean': ..., 'median': ..., 'above': ...})"
     )
-    first = "final_answer({'mean': sales.units.mean() + 1/3, 'median': sales.units.median(), 'above': True})"
+    first = "final_answer({'mean': sales.units.mean() + 1/3, 'median': sales.units.median(), 'above': bool(sales.units.mean() > 2)})"
     fix = "final_answer({'mean': 2.83, 'median': 2.5, 'above': 'Yes'})"
     result = agent_with([code(first), code(fix)], sales).run(task)
     note = result.trajectory.steps[0].observation
@@ -501,11 +501,13 @@ def test_an_answer_not_in_the_tasks_form_comes_back_with_the_call_that_fixes_it(
     assert "'above' is the bool True; the task asks for the word: 'Yes'" in note
     assert "```python\n" + fix + "\n```" in note  # the median is 2.5: already in form, kept as it is
     assert result.status == "success" and result.answer == {"mean": 2.83, "median": 2.5, "above": "Yes"}
-    missing = agent_with([code("final_answer({'mean': 2.5})"), code("final_answer({'mean': 2.5})")], sales).run(task)
+    missing = agent_with([code("final_answer({'mean': 2.5})")] * 3, sales).run(task)
     assert "the answer has no 'median', 'above'" in missing.trajectory.steps[0].observation
     assert "Fix it and call final_answer again" in missing.trajectory.steps[0].observation
-    # once per run: the model's next answer stands, but one that still misses keys is not a success
-    assert missing.status == "failed_checks" and len(missing.trajectory.steps) == 2
+    # once per run: the model's next answer stands, but one that still misses keys is not a success (the second
+    # answer is held once more: no code of it compares the mean with the task's 2)
+    assert "'above 2': no code uses 2" in missing.trajectory.steps[1].observation
+    assert missing.status == "failed_checks" and len(missing.trajectory.steps) == 3
     assert missing.answer == {"mean": 2.5} and "the answer has no 'median', 'above'" in missing.trajectory.error
     off = agent_with([code("final_answer({'mean': 2.5})")], sales, review=False).run(task)
     assert len(off.trajectory.steps) == 1

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from cave.runtimes.inprocess import InProcessRuntime
 
+import cave.estimators
 import cave.misreadings
 from cave.agent import Agent
 from cave.llm.base import Scripted
@@ -317,4 +318,37 @@ def test_a_mean_over_years_after_2000_for_2000_and_beyond_is_held_once():
         agent.runtime.inject("df", df)
         result = agent.run(task)
         assert "leaves 2000 out; the task says '2000 and beyond'" in result.trajectory.steps[0].observation
+        assert result.status == status and result.answer == answer
+
+
+@pytest.mark.parametrize(
+    ("task", "codes", "unapplied"),
+    [
+        ("Brands with at least 10 hotels.", ["b = counts.idxmax()"], ["'at least 10 hotels': no code uses 10"]),
+        ("Brands with at least 10 hotels.", ["n = counts[counts >= 10]", "b = n.idxmax()"], []),  # an earlier step
+        ("Orders over 5 items.", ["d = pd.read_sql('SELECT * FROM o WHERE items > 5', db)"], []),  # in the SQL
+        ("Round to at most 2 decimal places.", ["x = round(m, 3)"], []),  # a form, not a filter
+        ("The accuracy, a float between 0 and 1.", ["a = acc"], []),  # the answer's range
+        ("Mean and std should be greater than 0 and less than 1.", ["m = x.mean()"], []),
+        ("Count the values above 10.", ["n = len(x)"], ["'above 10': no code uses 10"]),
+    ],
+)
+def test_a_bound_of_the_task_that_no_code_of_the_run_applies_is_found(task, codes, unapplied):
+    assert cave.estimators.unapplied_bounds(task, codes) == unapplied
+
+
+def test_an_answer_from_code_that_never_applies_a_bound_is_held_once_then_kept():
+    # DABench 510: "only brands with at least 10 hotels" never applied: the wrong brand, `success`
+    hotels = pd.DataFrame({"brand": ["A"] * 2 + ["B"] * 10, "stars": [5.0, 5.0] + [4.0] * 10})
+    task = "Which brand has the highest average star rating? Only consider brands with at least 10 hotels."
+    unfiltered = "final_answer(hotels.groupby('brand').stars.mean().idxmax())"
+    filtered = "c = hotels.brand.value_counts()\nok = hotels[hotels.brand.isin(c[c >= 10].index)]\n" + (
+        "final_answer(ok.groupby('brand').stars.mean().idxmax())"
+    )
+    for second, status, answer in ((filtered, "success", "B"), (unfiltered, "failed_checks", "A")):
+        replies = [f"```python\n{unfiltered}\n```", f"```python\n{second}\n```"]
+        agent = Agent(model=Scripted(replies), runtime="inprocess")
+        agent.runtime.inject("hotels", hotels)
+        result = agent.run(task)
+        assert "'at least 10 hotels': no code uses 10" in result.trajectory.steps[0].observation
         assert result.status == status and result.answer == answer
