@@ -4,8 +4,9 @@
 session was given is dropped, and so is an import of one (``from tools import get_weather``: the model assumed
 a module); a given input that the code re-reads from disk, rebuilds or replaces with literal data keeps being
 the live object (the line runs as an alias, or is skipped); ``.loc[0]`` on a frame just sorted (which picks the
-row labelled 0, not the top row) runs as ``.iloc[0]``. Each change comes with a note the model reads. Everything
-else runs as written.
+row labelled 0, not the top row) runs as ``.iloc[0]``; ``df['x'].fillna(v, inplace=True)``, a no-op under pandas 3,
+runs as ``df['x'] = df['x'].fillna(v)``. Each change comes with a note the model reads. Everything else runs as
+written.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["guard_code", "positional_picks"]
+__all__ = ["chained_writes", "guard_code", "positional_picks"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -46,6 +47,8 @@ def guard_code(
        of the live object. ``protected`` maps given names to their type names for this rule.
 
     5. ``.loc[0]`` on a frame just reordered (``positional_picks``): runs as ``.iloc[0]``.
+    6. An inplace method on a selected column (``df['x'].fillna(0, inplace=True)``), which changes a copy under
+       pandas 3's copy-on-write (``chained_writes``): runs as a write to the frame.
 
     Dropped lines become blank lines (tracebacks keep the model's line numbers); the notes say what changed.
 
@@ -75,8 +78,9 @@ def guard_code(
     True
     """
     code, picks = positional_picks(code)
+    code, writes = chained_writes(code)
     code, notes = _guard_statements(code, protected, functions)
-    return code, notes + picks
+    return code, notes + picks + writes
 
 
 def rereads(code: str, protected: Iterable[str]) -> list[str]:
@@ -265,6 +269,95 @@ def _literal_data_call(value: object) -> bool:
         and isinstance(value.args[0], ast.Dict | ast.List)
         and len(getattr(value.args[0], "keys", None) or getattr(value.args[0], "elts", None) or []) > 0
     )
+
+
+# inplace methods small models call on a selected column; under copy-on-write they change a copy (DABench 111:
+# df['LoanAmount'].fillna(median, inplace=True) left the NaNs, and the std of the unfilled column was sent)
+_INPLACE = frozenset({"fillna", "replace", "interpolate", "ffill", "bfill", "clip", "where", "mask"})
+_WRITE_HINT = re.compile(r"inplace\s*=\s*True")
+
+
+def chained_writes(code: str) -> tuple[str, list[str]]:
+    r"""A write through a selected column runs as a write to the frame. Under pandas 3's copy-on-write,
+    ``df['x'].fillna(v, inplace=True)`` and ``df['x'][mask] = v`` change a copy and leave ``df`` as it was (with a
+    ChainedAssignmentError warning); small models learned the idiom on older pandas, where it worked, and go on
+    to answer from the unchanged frame. The statement becomes ``df['x'] = df['x'].fillna(v)`` or
+    ``df.loc[mask, 'x'] = v``, equivalent on any pandas. A statement that shares its line is left alone.
+
+    >>> chained_writes("df['a'].fillna(df['a'].mean(), inplace=True)")[0]
+    "df['a'] = df['a'].fillna(df['a'].mean())"
+    >>> chained_writes("for c in cols:\n    df[c].fillna(0, inplace=True)")[0]
+    'for c in cols:\n    df[c] = df[c].fillna(0)'
+    >>> chained_writes("df.x.fillna(0, inplace=True)")[0]
+    'df.x = df.x.fillna(0)'
+    >>> chained_writes("df.fillna(0, inplace=True)"), chained_writes("x = 1; df['a'].fillna(0, inplace=True)")[1]
+    (('df.fillna(0, inplace=True)', []), [])
+    """
+    if not _WRITE_HINT.search(code):
+        return code, []
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code, []
+    lines = code.splitlines()
+    edits: list[tuple[ast.stmt, str]] = []
+    for node in ast.walk(tree):
+        new = _inplace_write(node) if isinstance(node, ast.Expr) else None
+        if new is None or node.end_lineno is None or node.end_col_offset is None:
+            continue
+        first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
+        if first[: node.col_offset].strip() or last.encode()[node.end_col_offset :].decode().strip():
+            continue  # another statement on the line: leave it as written
+        edits.append((node, new))
+    if not edits:
+        return code, []
+    shown = []
+    for node, new in sorted(edits, key=lambda e: e[0].lineno, reverse=True):
+        was = lines[node.lineno - 1].strip()
+        indent = lines[node.lineno - 1][: node.col_offset]
+        lines[node.lineno - 1 : node.end_lineno] = [indent + new] + [""] * (node.end_lineno - node.lineno)  # type: ignore[operator]
+        shown.append(f"`{was[:80]}` ran as `{new[:100]}`")
+    note = "a write through a selected column changes a copy, not the frame, under pandas' copy-on-write: " + "; ".join(
+        reversed(shown)
+    )
+    return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), [note]
+
+
+def _column_of(node: object) -> bool:
+    """A column (or columns) selected from a name: ``df['x']``, ``df[c]``, ``df.loc[:, 'x']``, ``df.x``."""
+    import ast
+
+    if isinstance(node, ast.Subscript):
+        base = node.value
+        if isinstance(base, ast.Attribute) and base.attr in ("loc", "iloc"):
+            base = base.value
+        return isinstance(base, ast.Name)
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.attr not in _FRAME_ATTRS
+
+
+_FRAME_ATTRS = frozenset({"loc", "iloc", "at", "iat", "T", "values", "index", "columns", "str", "dt", "cat"})
+
+
+def _inplace_write(node: object) -> str | None:
+    """``df['x'].fillna(v, inplace=True)`` as ``df['x'] = df['x'].fillna(v)`` (None: not such a statement)."""
+    import ast
+
+    call = node.value  # type: ignore[attr-defined]
+    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in _INPLACE):
+        return None
+    inplace = [k for k in call.keywords if k.arg == "inplace"]
+    if len(inplace) != 1 or not (isinstance(inplace[0].value, ast.Constant) and inplace[0].value.value is True):
+        return None
+    target = call.func.value
+    if not _column_of(target):
+        return None
+    kept = [k for k in call.keywords if k.arg != "inplace"]
+    fixed = ast.Call(
+        func=ast.Attribute(value=target, attr=call.func.attr, ctx=ast.Load()), args=call.args, keywords=kept
+    )
+    return f"{ast.unparse(target)} = {ast.unparse(fixed)}"
 
 
 _REORDERS = frozenset({"sort_values", "nlargest", "nsmallest"})

@@ -249,6 +249,20 @@ def test_loc_zero_on_a_sorted_frame_picks_the_top_row():
     assert "it ran as `.iloc[0]`" in result.trajectory.steps[0].observation
 
 
+def test_an_inplace_fill_of_a_selected_column_fills_the_frame():
+    # DABench 111: df['LoanAmount'].fillna(median, inplace=True) changes a copy under pandas 3's copy-on-write;
+    # the std of the unfilled column was sent as `success`
+    loans = pd.DataFrame({"amount": [1.0, None, 3.0, None, 10.0]})
+    src = "loans['amount'].fillna(loans['amount'].median(), inplace=True)\nfinal_answer(int(loans['amount'].isna().sum()))"
+    agent = make_agent([code(src)])
+    agent.runtime.inject("loans", loans)
+    result = agent.run("Fill the missing amounts with the median. How many are missing then?")
+    assert result.answer == 0 and agent.runtime.retrieve("loans")["amount"].tolist() == [1.0, 3.0, 3.0, 3.0, 10.0]
+    seen = result.trajectory.steps[0].observation
+    assert "ran as `loans['amount'] = loans['amount'].fillna(loans['amount'].median())`" in seen
+    assert "ChainedAssignmentError" not in seen
+
+
 class RecordingScripted(Scripted):
     """Scripted that also records the sampling arguments of each call."""
 
