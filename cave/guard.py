@@ -15,7 +15,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["chained_writes", "guard_code", "positional_picks"]
+__all__ = ["RENAMES", "chained_writes", "guard_code", "positional_picks", "spaced_names"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -358,6 +358,78 @@ def _inplace_write(node: object) -> str | None:
         func=ast.Attribute(value=target, attr=call.func.attr, ctx=ast.Load()), args=call.args, keywords=kept
     )
     return f"{ast.unparse(target)} = {ast.unparse(fixed)}"
+
+
+# code that renames a frame's columns (after it, a name without its spaces may be the real one)
+RENAMES = re.compile(r"\.columns\s*=|\.rename\s*\(|\.columns\.str\.|set_axis\s*\(")
+
+
+def spaced_names(code: str, columns: Mapping[str, Iterable[object]]) -> tuple[str, list[str]]:
+    r"""A column name written without the spaces the table's own name has at its ends runs with them.
+
+    Real exports carry names like ``'avg. wait time '`` and ``' DIR'``; small models write ``'avg. wait time'``,
+    get the KeyError with the exact name, fix that one column and hit the next (DABench 587-593, 452: runs ended
+    at max_steps one column at a time). In ``columns`` (table name -> its column names, as they are now), a name
+    that is no column of any table but is exactly one column with its end spaces stripped is that column. Only
+    names in a subscript (``df['x']``, ``df[['x', 'y']]``) or passed to a call (``groupby('x')``) are changed.
+    The caller leaves ``columns`` empty once the code renamed the columns itself (``RENAMES``).
+
+    >>> code, notes = spaced_names("r = df['avg. wait time'].mean()", {"df": ["timestamp", "avg. wait time "]})
+    >>> code
+    "r = df['avg. wait time '].mean()"
+    >>> print(notes[0])
+    Column names written without the spaces at their ends ran with them: 'avg. wait time' as 'avg. wait time '. The names of df with spaces: 'avg. wait time '. Write them exactly, or strip them all once: df.columns = df.columns.str.strip()
+    >>> spaced_names("df.groupby('DIR')[['WINDSPEED']].mean()", {"df": [" DIR", " WINDSPEED"]})[0]
+    "df.groupby(' DIR')[[' WINDSPEED']].mean()"
+    >>> spaced_names("print('x')", {"df": ["x ", "x"]}), spaced_names("df['y']", {"df": ["y ", " y"]})[1]
+    (("print('x')", []), [])
+    """
+    exact = {c for cols in columns.values() for c in cols if isinstance(c, str)}
+    spaced: dict[str, tuple[str, str]] = {}
+    clashes = set()
+    for table, cols in columns.items():
+        for c in cols:
+            if isinstance(c, str) and c != c.strip() and c.strip():
+                clashes |= {c.strip()} if c.strip() in spaced else set()
+                spaced[c.strip()] = (c, table)
+    spaced = {k: v for k, v in spaced.items() if k not in exact and k not in clashes}
+    if not spaced or not any(k in code for k in spaced):
+        return code, []
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code, []
+    names: list[ast.Constant] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            parts = node.slice.elts if isinstance(node.slice, ast.List | ast.Tuple) else [node.slice]
+        elif isinstance(node, ast.Call):
+            parts = [*node.args, *(k.value for k in node.keywords)]
+            parts += [e for p in list(parts) if isinstance(p, ast.List | ast.Tuple) for e in p.elts]
+        else:
+            continue
+        names += [p for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str) and p.value in spaced]
+    names = [n for n in names if n.lineno == n.end_lineno]
+    if not names:
+        return code, []
+    lines = code.splitlines()
+    done: dict[str, str] = {}
+    for node in sorted(set(names), key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        full, table = spaced[node.value]
+        row = lines[node.lineno - 1].encode()
+        lines[node.lineno - 1] = (row[: node.col_offset] + repr(full).encode() + row[node.end_col_offset :]).decode()  # type: ignore[operator]
+        done[node.value] = table
+    ran = "; ".join(f"{name!r} as {spaced[name][0]!r}" for name in sorted(done))
+    tables = sorted(set(done.values()))
+    names = ", ".join(repr(c) for t in tables for c in columns[t] if isinstance(c, str) and c != c.strip())
+    note = (
+        f"Column names written without the spaces at their ends ran with them: {ran}. The names of "
+        f"{', '.join(tables)} with spaces: {names[:300]}. Write them exactly, or strip them all once: "
+        "df.columns = df.columns.str.strip()"
+    )
+    return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), [note]
 
 
 _REORDERS = frozenset({"sort_values", "nlargest", "nsmallest"})

@@ -263,6 +263,23 @@ def test_an_inplace_fill_of_a_selected_column_fills_the_frame():
     assert "ChainedAssignmentError" not in seen
 
 
+def test_column_names_written_without_their_end_spaces_run_with_them():
+    # DABench 587-593: 'avg. wait time ' written as 'avg. wait time', one KeyError per column until max_steps
+    calls = pd.DataFrame({"avg. wait time ": [1.0, 3.0], " agents": [2, 4]})
+    src = "final_answer(float(calls['avg. wait time'].mean() + calls[['agents']].sum().iloc[0]))"
+    agent = make_agent([code(src)])
+    agent.runtime.inject("calls", calls)
+    result = agent.run("Mean wait plus the number of agents.")
+    assert result.answer == 8.0
+    assert "'avg. wait time' as 'avg. wait time '" in result.trajectory.steps[0].observation
+    # the model stripped the names itself: its names are the real ones from then on
+    stripped = "calls.columns = calls.columns.str.strip()\nprint(calls['avg. wait time'].mean())"
+    agent = make_agent([code(stripped), code("final_answer(float(calls['agents'].sum()))")])
+    agent.runtime.inject("calls", calls.copy())
+    result = agent.run("Number of agents.")
+    assert result.answer == 6.0 and "ran with them" not in str([s.observation for s in result.trajectory.steps])
+
+
 class RecordingScripted(Scripted):
     """Scripted that also records the sampling arguments of each call."""
 
