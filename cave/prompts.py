@@ -414,6 +414,28 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
      "columns='quarter', values='units', aggfunc='sum'), then (t['Q2'] - t['Q1']).idxmax()"),
     (("AttributeError", "ImportError"), re.compile(r"binom_test"),
      "scipy.stats.binom_test was removed: scipy.stats.binomtest(k, n, p).pvalue"),
+    (("TypeError",), re.compile(r"OneHotEncoder.*unexpected keyword argument 'sparse'"),
+     "scikit-learn 1.2 renamed sparse= to sparse_output=: OneHotEncoder(sparse_output=False)"),
+    (("AttributeError",), re.compile(r"'numpy\.ndarray' object has no attribute '(abs|isna|isnull|notna|dropna|fillna|"
+                                     r"apply|map|value_counts|idxmax|idxmin|iloc|loc|index|to_list|between|sort_values)'"),
+     "this is a NumPy array (scipy.stats.zscore, .values and np functions return one), not a pandas Series: use "
+     "np.abs(a) and the like, or make it a Series on the frame's rows first: pd.Series(a, index=df.index)"),
+    (("AttributeError",), re.compile(r"Can only use \.dt accessor with datetimelike values"),
+     "the column holds text, not dates: convert it first, e.g. df[col] = pd.to_datetime(df[col])"),
+    (("ValueError",), re.compile(r"Input (X|y) contains NaN"),
+     "the model's input has missing values: drop those rows from X and y together first, e.g. "
+     "data = df[features + [target]].dropna(); X, y = data[features], data[target]"),
+    (("ValueError",), re.compile(r"Unknown label type: .?continuous"),
+     "a classifier needs class labels, and this target is continuous: use a regressor (e.g. LinearRegression), or "
+     "turn the target into classes first if the task says so"),
+    (("ValueError",), re.compile(r"solver does not support multiclass"),
+     "this solver handles two classes only: leave solver= out (the default handles several classes)"),
+    (("ValueError",), re.compile(r"Item wrong length (\d+) instead of (\d+)"),
+     "the boolean mask has a different number of rows than the frame it selects from (a mask computed after "
+     "dropna() or on another frame): compute it on the same frame, e.g. s = df[col].dropna(); kept = s[mask]"),
+    (("AttributeError", "TypeError"), re.compile(r"ObjectDType' object has no attribute 'dtype'"),
+     "a column holds Python objects (text or mixed), not numbers: convert it first, "
+     "e.g. pd.to_numeric(df[col], errors='coerce')"),
 ]  # fmt: skip
 _USUAL_IMPORTS = {"pd": "import pandas as pd", "np": "import numpy as np", "plt": "import matplotlib.pyplot as plt"}
 
@@ -433,6 +455,8 @@ def error_hint(etype: str, message: str) -> str | None:
     '.iloc[0] (or [0]) of an empty selection:'
     >>> error_hint("ValueError", "Encountered all NA values")[:36]
     'the Series is all NaN (or empty). Tw'
+    >>> error_hint("AttributeError", "'numpy.ndarray' object has no attribute 'abs'")[:40]
+    'this is a NumPy array (scipy.stats.zscor'
     >>> error_hint("ValueError", "bad") is None
     True
     """

@@ -131,6 +131,33 @@ def test_error_hints():
     assert "Hint: string methods of a Series are under .str" in format_execution(ex)
 
 
+@pytest.mark.parametrize(
+    ("code", "hint"),
+    [
+        ("np.array([1.0]).abs()", "this is a NumPy array"),
+        ("pd.Series(['a']).dt.hour", "the column holds text, not dates"),
+        ("LinearRegression().fit([[np.nan], [1.0]], [1.0, 2.0])", "the model's input has missing values"),
+        ("LogisticRegression().fit([[1.0], [2.0]], [0.5, 1.5])", "a classifier needs class labels"),
+        ("df = pd.DataFrame({'a': [1.0, 2.0, None]})\ndf[(df.a.dropna() > 1).values]", "the boolean mask has a"),
+        ("OneHotEncoder(sparse=False)", "sparse_output=False"),
+        ("pearsonr(pd.Series([1, 2, 3], dtype=object), pd.Series([1, 2, 4], dtype=object))", "Python objects"),
+        ("LogisticRegression(solver='liblinear').fit([[1.0], [2.0], [3.0]], [0, 1, 2])", "leave solver= out"),
+    ],
+)
+def test_the_errors_of_the_libraries_as_installed_get_their_hint(code, hint):
+    # the real messages of the installed pandas, NumPy, scipy and scikit-learn: a version that rewords one fails here
+    from cave.runtimes.inprocess import InProcessRuntime
+
+    runtime = InProcessRuntime()
+    runtime.execute(
+        "import numpy as np\nimport pandas as pd\nfrom scipy.stats import pearsonr\n"
+        "from sklearn.linear_model import LinearRegression, LogisticRegression\n"
+        "from sklearn.preprocessing import OneHotEncoder"
+    )
+    ex = runtime.execute(code)
+    assert ex.error is not None and hint in format_execution(ex).split("\nHint: ", 1)[1]
+
+
 # -- guards --------------------------------------------------------------------------------------
 def test_guard_keeps_line_numbers_and_legitimate_code():
     src = "x = 1\ndef final_answer(v):\n    return v\ny = undefined"
