@@ -251,11 +251,14 @@ def listed_words(task: str, key: str) -> list[str]:
     ['symmetric', 'skewed_right', 'skewed_left']
     >>> listed_words(task, "other")
     []
+    >>> listed_words('@kind[type] where "type" is a string that can either be "normal" or "not normal".', "kind")
+    ['normal', 'not normal']
     """
     names = {key} | {p for k, p in _PLACEHOLDER.findall(task) if k == key}
     for name in names:
         m = re.search(
-            rf"""["']{re.escape(name)}["']\s+is\s+a\s+string\s+(?:that\s+)?(?:can\s+be|is\s+(?:either|one\s+of))([^.]*)""",
+            rf"""["']{re.escape(name)}["']\s+is\s+a\s+(?:string|word|label|text)\b[^.;"']{{0,40}}?"""
+            rf"""\b(?:be|is|either|of|as)\s+([^.]*)""",
             task,
         )
         if m:

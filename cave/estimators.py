@@ -23,6 +23,7 @@ __all__ = [
     "STD_NOTE",
     "SUM_SHARE_NOTE",
     "UNAPPLIED_NOTE",
+    "UNPACKED_NOTE",
     "constant_not_in_denominator",
     "http_class",
     "misread_bound",
@@ -35,6 +36,7 @@ __all__ = [
     "pearson_kurtosis",
     "sum_share",
     "unapplied_bounds",
+    "unpacked_test",
 ]
 
 
@@ -121,7 +123,8 @@ _STAT_WORDS = {
 _STAT_CALLS = {
     "skew": "skew", "kurtosis": "kurtosis", "kurt": "kurtosis", "mean": "mean", "nanmean": "mean",
     "average": "mean", "median": "median", "nanmedian": "median", "std": "std", "nanstd": "std", "stdev": "std",
-    "pstdev": "std", "var": "var", "nanvar": "var", "variance": "var", "pvariance": "var",
+    "pstdev": "std", "var": "var", "nanvar": "var", "variance": "var", "pvariance": "var", "corr": "correlation",
+    "corrcoef": "correlation",
 }  # fmt: skip
 OTHER_STAT_NOTE = (
     "Not accepted yet: a value named for one statistic is computed by another:\n{lines}\n"
@@ -131,6 +134,8 @@ OTHER_STAT_NOTE = (
 
 def _named_stat(name: str) -> str | None:
     """The one statistic a name says (None for none or several: ``mean_std`` is a std of means)."""
+    if _says_p(name):
+        return "p-value"
     named = {stat for t in name_tokens(name) for stat, words in _STAT_WORDS.items() if t in words}
     return named.pop() if len(named) == 1 else None
 
@@ -159,13 +164,20 @@ def other_statistic(code: str) -> list[str]:
     "line 2: `'mean_age': df.age.median()` computes median, not mean"
     >>> other_statistic("sd = np.sqrt(df.x.var())\\nmean_std = df.groupby('g').x.std().mean()\\nn_mean = len(df)")
     []
+    >>> other_statistic("r, p_value = df.a.corr(df.b), df.a.corr(df.b, method='pearson')")[0][-33:]
+    'computes correlation, not p-value'
     """
-    if not any(word in code for word in ("skew", "kurt", "mean", "median", "std", "var", "average", "avg", "sd")):
+    words = ("skew", "kurt", "mean", "median", "std", "var", "average", "avg", "sd", "corr")
+    if not any(word in code for word in words):
         return []
     pairs: list[tuple[str, ast.AST, ast.AST]] = []  # (name, value, where)
     for node in _nodes(code):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             pairs.append((node.targets[0].id, node.value, node))
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple):
+            names, values = node.targets[0].elts, node.value
+            if isinstance(values, ast.Tuple) and len(values.elts) == len(names):  # r, p = a.corr(b), a.corr(b)
+                pairs += [(t.id, v, node) for t, v in zip(names, values.elts, strict=True) if isinstance(t, ast.Name)]
         elif isinstance(node, ast.Dict):
             pairs += [
                 (k.value, v, v) for k, v in zip(node.keys, node.values, strict=True)
@@ -176,6 +188,8 @@ def other_statistic(code: str) -> list[str]:
         said, computed = _named_stat(name), _computed_stats(value)
         if said is None or not computed or said in computed:
             continue
+        if said == "p-value" and "correlation" not in computed:
+            continue  # a share of permuted statistics (np.mean(perm >= obs)) is a p-value
         text = ast.get_source_segment(code, where) or ast.unparse(where)
         if where is value:
             text = f"{name!r}: {text}"
@@ -184,6 +198,45 @@ def other_statistic(code: str) -> list[str]:
             f"line {where.lineno}: `{text.splitlines()[0][:120]}` computes {', '.join(sorted(computed))}, not {said}",
         )
     return [out[k] for k in sorted(out)]
+
+
+UNPACKED_NOTE = (
+    "Not accepted yet: a test's result is unpacked in the wrong order:\n{lines}\n"
+    "scipy's tests return the statistic first and the p-value second: stat, p_value = shapiro(x) (or name them: "
+    "r = shapiro(x); r.statistic, r.pvalue). Fix it and call final_answer again."
+)
+# scipy.stats tests that return (statistic, pvalue)
+_TESTS = frozenset({
+    "shapiro", "pearsonr", "spearmanr", "kendalltau", "pointbiserialr", "ttest_ind", "ttest_rel", "ttest_1samp",
+    "normaltest", "kstest", "ks_2samp", "mannwhitneyu", "wilcoxon", "levene", "bartlett", "f_oneway", "kruskal",
+    "jarque_bera", "chisquare", "skewtest", "kurtosistest", "fligner", "ranksums", "chi2_contingency",
+})  # fmt: skip
+
+
+def _says_p(name: str) -> bool:
+    tokens = name_tokens(name)
+    return "pvalue" in tokens or "pval" in tokens or tokens[-2:] == ["p", "value"] or tokens == ["p"]
+
+
+def unpacked_test(code: str) -> list[str]:
+    """The lines of ``code`` that unpack a scipy test's (statistic, p-value) into names the other way round
+    (DABench 684: ``shapiro_p_value, distribution_type = shapiro(x)`` sent Shapiro's W as the p-value).
+
+    >>> unpacked_test("shapiro_p_value, distribution_type = shapiro(df.humidity)")
+    ['line 1: `shapiro_p_value, distribution_type = shapiro(df.humidity)` gives shapiro_p_value the statistic, not the p-value']
+    >>> unpacked_test("stat, p_value = stats.shapiro(x)\\nr, p = pearsonr(a, b)")
+    []
+    """
+    out = []
+    for node in _nodes(code):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+            continue
+        names = [t.id if isinstance(t, ast.Name) else "" for t in node.targets[0].elts]
+        if len(names) < 2 or not isinstance(node.value, ast.Call) or node_name(node.value.func) not in _TESTS:
+            continue
+        if _says_p(names[0]) and not _says_p(names[1]):
+            out.append(f"line {node.lineno}: `{quoted(code, node)}` gives {names[0]} the statistic, not the p-value")
+    return out
 
 
 FISHER_NOTE = (

@@ -44,6 +44,7 @@ from cave.estimators import (
     PANDAS_MOMENT_NOTE,
     STD_NOTE,
     SUM_SHARE_NOTE,
+    UNPACKED_NOTE,
     constant_not_in_denominator,
     http_class,
     misread_bound,
@@ -54,6 +55,7 @@ from cave.estimators import (
     pandas_moments,
     pearson_kurtosis,
     sum_share,
+    unpacked_test,
 )
 
 __all__ = [
@@ -162,7 +164,7 @@ def found(code: str, task: str = "") -> list[str]:
     return (
         backwards(code) + unrooted(code) + other_std(task, code) + other_statistic(code)
         + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code) + pandas_moments(task, code)
-        + sum_share(task, code) + http_class(task, code) + misread_bound(task, code)
+        + sum_share(task, code) + http_class(task, code) + misread_bound(task, code) + unpacked_test(code)
     )  # fmt: skip
 
 
@@ -197,6 +199,7 @@ def note(code: str, task: str = "") -> str | None:
         (sum_share(task, code), SUM_SHARE_NOTE),
         (http_class(task, code), HTTP_CLASS_NOTE),
         (misread_bound(task, code), BOUND_NOTE),
+        (unpacked_test(code), UNPACKED_NOTE),
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))

@@ -352,3 +352,31 @@ def test_an_answer_from_code_that_never_applies_a_bound_is_held_once_then_kept()
         result = agent.run(task)
         assert "'at least 10 hotels': no code uses 10" in result.trajectory.steps[0].observation
         assert result.status == status and result.answer == answer
+
+
+def test_a_test_unpacked_with_the_p_value_first_is_held_once():
+    # DABench 684: shapiro_p_value, distribution_type = shapiro(x): Shapiro's W sent as the p-value, `success`
+    df = pd.DataFrame({"h": [0.2, 0.4, 0.1, 0.9, 0.5, 0.3, 0.7, 0.6]})
+    task = "Report the Shapiro-Wilk p-value of h. Call final_answer({'p_value': p})."
+    wrong = "p_value, stat = shapiro(df.h)\nfinal_answer({'p_value': round(float(p_value), 4)})"
+    right = "stat, p_value = shapiro(df.h)\nfinal_answer({'p_value': round(float(p_value), 4)})"
+    replies = [f"```python\nfrom scipy.stats import shapiro\n{wrong}\n```", f"```python\n{right}\n```"]
+    agent = Agent(model=Scripted(replies), runtime="inprocess")
+    agent.runtime.inject("df", df)
+    result = agent.run(task)
+    assert "gives p_value the statistic, not the p-value" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer["p_value"] > 0.5  # W would be about 0.97 too: p differs
+
+
+@pytest.mark.parametrize(
+    ("code", "flagged"),
+    [
+        # DABench 668: the correlation computed twice, the second named the p-value: 0.1333 sent for 0.0324
+        ("r, p_value = df.a.corr(df.b), df.a.corr(df.b, method='pearson')", True),
+        ("p_value = df.a.corr(df.b, method='spearman')", True),
+        ("r, p_value = pearsonr(df.a, df.b)", False),
+        ("p_value = np.mean(permuted >= observed)", False),  # a permutation test's p-value is a mean
+    ],
+)
+def test_a_correlation_named_as_the_p_value_is_found(code, flagged):
+    assert bool(cave.misreadings.other_statistic(code)) is flagged
