@@ -68,7 +68,11 @@ def node_name(node: ast.AST) -> str:
 
 
 _POPULATION = re.compile(r"population (standard deviation|std|variance)|ddof\s*=\s*0", re.I)
-_SAMPLE = re.compile(r"sample (standard deviation|std|variance)|ddof\s*=\s*1", re.I)
+# Python's statistics module: stdev and variance are the sample ones (DABench 662 said so, then sent np.std)
+_SAMPLE = re.compile(
+    r"sample (standard deviation|std|variance)|ddof\s*=\s*1|statistics['\u2019]?\s+module|statistics\.(stdev|variance)\b",
+    re.I,
+)
 _NUMPY = frozenset({"np", "numpy"})
 STD_NOTE = (
     "Not accepted yet: a standard deviation of the other kind than the task names:\n{lines}\n"
@@ -89,6 +93,8 @@ def other_std(task: str, code: str) -> list[str]:
     'the task asks for the sample one: np.std(x, ddof=1)'
     >>> other_std("standard deviation", "sd = df.x.std()")
     []
+    >>> other_std("with the functions of Python's 'statistics' module", "sd = np.std(x)")[0][-51:]
+    'the task asks for the sample one: np.std(x, ddof=1)'
     """
     population, sample = bool(_POPULATION.search(task)), bool(_SAMPLE.search(task))
     if population == sample or not re.search(r"\b(std|var)\(", code):

@@ -433,6 +433,9 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     (("ValueError",), re.compile(r"Item wrong length (\d+) instead of (\d+)"),
      "the boolean mask has a different number of rows than the frame it selects from (a mask computed after "
      "dropna() or on another frame): compute it on the same frame, e.g. s = df[col].dropna(); kept = s[mask]"),
+    (("AttributeError",), re.compile(r"'float' object has no attribute 'numerator'"),
+     "Python's statistics functions fail on NaN (or inf): drop the missing values first, e.g. "
+     "statistics.stdev(df[col].dropna().tolist())"),
     (("AttributeError", "TypeError"), re.compile(r"ObjectDType' object has no attribute 'dtype'"),
      "a column holds Python objects (text or mixed), not numbers: convert it first, "
      "e.g. pd.to_numeric(df[col], errors='coerce')"),
