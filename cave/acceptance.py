@@ -56,6 +56,9 @@ class Acceptance:
     async def hold(self, traj: Trajectory, value: Any, code: str, stderr: str) -> str | None:
         """Why final_answer's ``value`` is not accepted yet (None: accept it). ``code``: the whole reply's code, all
         its blocks (written together, before any ran); ``stderr``: what the answer's cell wrote."""
+        misread = traj.meta.get("held_misread")
+        if misread is not None and _computes(code) and not misreadings.found(code, traj.task):
+            misread["recomputed"] = repr(value)[:2000]  # computed again, right: confirming it later is no misreading
         missing = await self.missing_outputs() if traj.meta.get("held_for_outputs", 0) < 2 else []
         if missing:  # twice at most: then the answer stands and the run reports the missing output
             traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
@@ -198,9 +201,11 @@ class Acceptance:
         misread = traj.meta.get("held_misread")
         if misread is not None:  # the same answer or verdict again, or code that still misreads the result
             verdicts = misread["verdicts"]
-            same = repr(value)[:2000] == misread["answer"] or (verdicts and misreadings.verdicts(value) == verdicts)
-            same = same or typed.agrees(value, misread.get("values"))  # the same numbers, rounded (DABench 375)
-            if same or misreadings.found(code, traj.task):
+            same = repr(value)[:2000] == misread["answer"] or typed.agrees(value, misread.get("values"))  # rounded: 375
+            # the same numbers from code that computes them again and no longer misreads stand: the fix changed
+            # nothing here (DABench 116: no outliers with either std; 272: 1e-10 in both terms of a huge ratio)
+            same = same and not _computes(code) and repr(value)[:2000] != misread.get("recomputed")
+            if same or (verdicts and misreadings.verdicts(value) == verdicts) or misreadings.found(code, traj.task):
                 problems.append("the answer still misreads the result it was held for (see the note above)")
         if traj.meta.get("bounds_asked"):
             unapplied = estimators.unapplied_bounds(traj.task, _run_code(traj, code))
@@ -232,6 +237,39 @@ class Acceptance:
             again={kind for kind, mark, _ in _NOTED if mark in stderr},
             given=self.given_tables(),
         )
+
+
+_PLAIN_CALLS = frozenset({"final_answer", "round", "float", "int", "str", "bool", "print", "dict", "list", "tuple"})
+
+
+def _computes(code: str) -> bool:
+    """Whether ``code`` computes the value it sends: final_answer's argument has a call other than round, float...
+    or names a variable this code assigned from one. An answer typed in, confirmed (``_final_answer``), or rounded
+    from what an earlier cell left computes nothing."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+
+    def calls(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Call) and estimators.node_name(n.func) not in _PLAIN_CALLS for n in ast.walk(node))
+
+    computed = {
+        t.id
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Assign) and calls(n.value)
+        for target in n.targets
+        for t in ast.walk(target)
+        if isinstance(t, ast.Name)
+    }
+    sent = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and estimators.node_name(n.func) == "final_answer"]
+    return any(
+        calls(arg) or any(isinstance(x, ast.Name) and x.id in computed for x in ast.walk(arg))
+        for call in sent
+        for arg in [*call.args, *(k.value for k in call.keywords)]
+    )
 
 
 def _run_code(traj: Trajectory, code: str) -> list[str]:
@@ -270,7 +308,8 @@ def _count(value: Any) -> int | None:
 
 async def _summary(traj: Trajectory, value: Any) -> str:
     """The answer's summary, without the one-value warning for names the task asks a table, dict or list for."""
-    return await asyncio.to_thread(answer_summary, value, tables=answers.collection_keys(traj.task))
+    tables, empty_ok = answers.collection_keys(traj.task), answers.absence_possible(traj.task)
+    return await asyncio.to_thread(answer_summary, value, tables=tables, empty_ok=empty_ok)
 
 
 async def _held_for(traj: Trajectory, kind: recovery.HeldFor, value: Any, summary: str | None = None) -> None:

@@ -18,6 +18,7 @@ from cave.grouping import SCAN_ROWS, as_dates, granularity_problem, messy_keys
 
 __all__ = [
     "Form",
+    "absence_possible",
     "asks_yes_no",
     "collection_keys",
     "listed_words",
@@ -209,6 +210,25 @@ class Form(NamedTuple):
 
 
 _COLLECTION_KEY = re.compile(r"@(\w+)\[\s*[\[{]")
+
+
+_ABSENCE = re.compile(
+    r"\bif any\b|\b(?:are|is) there any\b|\bif so\b|\bif there (?:are|is)\b|\bor (?:none|nothing)\b"
+    r"|\b(?:are|is|were|was|do|does|did) (?:\w+ ){0,4}any\b[^.?!]{0,80}\?",
+    re.I,
+)
+
+
+def absence_possible(task: str) -> bool:
+    """Whether the task allows for nothing found ("Are there any outliers? If so, which?"): then an empty answer
+    is a finding, not a warning sign.
+
+    >>> absence_possible("Are there any outliers in the scores? If so, which countries?")
+    True
+    >>> absence_possible("List the customers who ordered in 2025.")
+    False
+    """
+    return bool(_ABSENCE.search(task))
 
 
 def collection_keys(task: str) -> set[str]:

@@ -367,7 +367,7 @@ def _guide_engine(engine: Any, name: str) -> str:
     return text[:GUIDE_LIMIT]
 
 
-def _entries_summary(obj: dict | list | tuple, tables: Collection[str] = ()) -> str:
+def _entries_summary(obj: dict | list | tuple, tables: Collection[str] = (), empty_ok: bool = False) -> str:
     """One line per entry of a small dict/list answer (key, type, value) and warnings for missing values: an
     answer of several named values is reviewed value by value (is each the kind the task asks for?)."""
     items = list(obj.items()) if isinstance(obj, dict) else list(enumerate(obj))
@@ -382,7 +382,7 @@ def _entries_summary(obj: dict | list | tuple, tables: Collection[str] = ()) -> 
         line = f"  {key!r}: {type_name(value)} {shown[:160]}"
         if value is None or (isinstance(plain, float) and plain != plain) or repr(value) == "NaT":
             line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
-        elif isinstance(obj, dict) and _empty(value):  # DABench 450: an empty Series sent as twelve monthly means
+        elif isinstance(obj, dict) and not empty_ok and _empty(value):  # DABench 450: an empty Series for 12 means
             line += f" (WARNING: {key!r} is empty)"
         elif (
             isinstance(obj, dict) and key not in tables and (rows := _table_rows(value)) > 1
@@ -498,10 +498,11 @@ def _table_rows(value: Any) -> int:
     return len(value) if _has_type(value, "pandas.DataFrame") or _has_type(value, "pandas.Series") else 0
 
 
-def answer_summary(obj: Any, rows: int = 5, tables: Collection[str] = ()) -> str:
+def answer_summary(obj: Any, rows: int = 5, tables: Collection[str] = (), empty_ok: bool = False) -> str:
     """What an answer object is, for the model's review before it is accepted: type and shape, the first rows,
     and warnings for answers that are rarely right (empty, None, every value the same). ``tables``: the names the
-    task asks a table, dict or list for (no "a whole table, not one value" warning for them).
+    task asks a table, dict or list for (no "a whole table, not one value" warning for them); ``empty_ok``: the task
+    allows for nothing found ("are there any outliers? if so, which"), so an empty answer gets no warning.
 
     >>> answer_summary(None)
     'None (WARNING: nothing)'
@@ -521,18 +522,18 @@ def answer_summary(obj: Any, rows: int = 5, tables: Collection[str] = ()) -> str
         return "None (WARNING: nothing)"
     try:
         if isinstance(obj, dict | list | tuple) and 0 < len(obj) <= MAX_LISTED:  # each value and its type
-            text = _entries_summary(obj, tables)
+            text = _entries_summary(obj, tables, empty_ok)
         elif _has_type(obj, "pandas.DataFrame") or _has_type(obj, "pandas.Series"):
             import numpy as np
             import pandas as pd
 
-            if len(obj) == 0:
+            if len(obj) == 0 and not empty_ok:
                 warnings.append("it is empty")
             elif len(obj) > 1 and bool(np.all(np.asarray(obj.nunique(dropna=False)) <= 1)):
                 warnings.append("every value is the same")
             with pd.option_context("display.width", 120, "display.max_columns", 10, "display.max_colwidth", 24):
                 text += "\nfirst rows:\n" + obj.head(rows).to_string()
-        elif isinstance(obj, str | list | tuple | dict | set) and len(obj) == 0:
+        elif isinstance(obj, str | list | tuple | dict | set) and len(obj) == 0 and not empty_ok:
             warnings.append("it is empty")
     except Exception:  # a summary must not fail the run
         pass

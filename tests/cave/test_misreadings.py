@@ -380,3 +380,24 @@ def test_a_test_unpacked_with_the_p_value_first_is_held_once():
 )
 def test_a_correlation_named_as_the_p_value_is_found(code, flagged):
     assert bool(cave.misreadings.other_statistic(code)) is flagged
+
+
+def test_the_same_answer_computed_again_by_fixed_code_stands():
+    # DABench 116: held for pandas' sample std where the task says population; the fixed code finds no outlier
+    # either: the same (empty) answer, computed again, is a success, not "still misreads" (nor "it is empty")
+    df = pd.DataFrame({"country": list("abcdefgh"), "score": [5.0, 5.1, 4.9, 5.2, 4.8, 5.0, 5.1, 4.9]})
+    task = (
+        "Are there any outliers in the scores? If so, which countries? Use z-scores with the population standard "
+        "deviation; |z| > 3 is an outlier. Call final_answer({'outliers': [...]})."
+    )
+    z = "z = (df.score - df.score.mean()) / df.score.std({})\n"
+    send = "final_answer({'outliers': df[z.abs() > 3].country.tolist()})"
+    replies = [f"```python\n{z.format('')}{send}\n```", f"```python\n{z.format('ddof=0')}{send}\n```"]
+    agent = Agent(model=Scripted(replies), runtime="inprocess")
+    agent.runtime.inject("df", df)
+    result = agent.run(task)
+    assert "the task asks for the population one" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == {"outliers": []}, result.trajectory.error
+    typed = Agent(model=Scripted([replies[0], "```python\nfinal_answer({'outliers': []})\n```"]), runtime="inprocess")
+    typed.runtime.inject("df", df)
+    assert typed.run(task).status == "failed_checks"  # typed in again: nothing was computed with the fix
