@@ -24,6 +24,7 @@ __all__ = [
     "SUM_SHARE_NOTE",
     "UNAPPLIED_NOTE",
     "UNPACKED_NOTE",
+    "UNSEEDED_NOTE",
     "constant_not_in_denominator",
     "http_class",
     "misread_bound",
@@ -37,6 +38,7 @@ __all__ = [
     "sum_share",
     "unapplied_bounds",
     "unpacked_test",
+    "unseeded",
 ]
 
 
@@ -204,6 +206,48 @@ def other_statistic(code: str) -> list[str]:
             f"line {where.lineno}: `{text.splitlines()[0][:120]}` computes {', '.join(sorted(computed))}, not {said}",
         )
     return [out[k] for k in sorted(out)]
+
+
+UNSEEDED_NOTE = (
+    "Not accepted yet: the task fixes the random state, and the code leaves it out of a step that draws at "
+    "random:\n{lines}\nPass random_state to every such step (the split, the model, the clustering) and call "
+    "final_answer again."
+)
+# sklearn steps whose result depends on random_state (a tree breaks ties between features at random)
+_DRAWS = frozenset({
+    "train_test_split", "DecisionTreeRegressor", "DecisionTreeClassifier", "RandomForestRegressor",
+    "RandomForestClassifier", "ExtraTreesRegressor", "ExtraTreesClassifier", "GradientBoostingRegressor",
+    "GradientBoostingClassifier", "HistGradientBoostingRegressor", "HistGradientBoostingClassifier",
+    "AdaBoostRegressor", "AdaBoostClassifier", "KMeans", "MiniBatchKMeans", "MLPRegressor", "MLPClassifier",
+    "SGDRegressor", "SGDClassifier", "IsolationForest", "KFold", "StratifiedKFold", "ShuffleSplit", "TSNE",
+})  # fmt: skip
+_SEED = re.compile(r"\brandom[_ ]?(?:state|seed)\D{0,24}?(\d+)|\bseed\D{0,12}?(\d+)", re.I)
+
+
+def unseeded(task: str, code: str) -> list[str]:
+    """The calls of ``code`` that draw at random without the random state ``task`` fixes (DABench 674: "Set the
+    random_state to 42", ``DecisionTreeRegressor(max_depth=5)``: another tree, another MAE).
+
+    >>> unseeded("Use random_state 42 for the split.", "m = DecisionTreeRegressor(max_depth=5).fit(X, y)")
+    ['line 1: `DecisionTreeRegressor(max_depth=5)` has no random_state: DecisionTreeRegressor(max_depth=5, random_state=42)']
+    >>> unseeded("Use a random seed of 42.", "a, b = train_test_split(X, random_state=42)"), unseeded("", "KMeans(3)")
+    ([], [])
+    """
+    m = _SEED.search(task)
+    if m is None:
+        return []
+    seed = m.group(1) or m.group(2)
+    out = []
+    for node in _nodes(code):
+        if not (isinstance(node, ast.Call) and node_name(node.func) in _DRAWS):
+            continue
+        if any(k.arg in ("random_state", None) for k in node.keywords):  # given, or maybe in **kwargs
+            continue
+        fixed = ast.unparse(
+            ast.Call(node.func, node.args, [*node.keywords, ast.keyword("random_state", ast.Constant(int(seed)))])
+        )
+        out.append(f"line {node.lineno}: `{quoted(code, node)}` has no random_state: {fixed}")
+    return sorted(out, key=lambda line: int(line.split()[1].rstrip(":")))
 
 
 UNPACKED_NOTE = (

@@ -45,6 +45,7 @@ from cave.estimators import (
     STD_NOTE,
     SUM_SHARE_NOTE,
     UNPACKED_NOTE,
+    UNSEEDED_NOTE,
     constant_not_in_denominator,
     http_class,
     misread_bound,
@@ -56,6 +57,7 @@ from cave.estimators import (
     pearson_kurtosis,
     sum_share,
     unpacked_test,
+    unseeded,
 )
 
 __all__ = [
@@ -165,6 +167,7 @@ def found(code: str, task: str = "") -> list[str]:
         backwards(code) + unrooted(code) + other_std(task, code) + other_statistic(code)
         + pearson_kurtosis(task, code) + constant_not_in_denominator(task, code) + pandas_moments(task, code)
         + sum_share(task, code) + http_class(task, code) + misread_bound(task, code) + unpacked_test(code)
+        + unseeded(task, code)
     )  # fmt: skip
 
 
@@ -200,6 +203,7 @@ def note(code: str, task: str = "") -> str | None:
         (http_class(task, code), HTTP_CLASS_NOTE),
         (misread_bound(task, code), BOUND_NOTE),
         (unpacked_test(code), UNPACKED_NOTE),
+        (unseeded(task, code), UNSEEDED_NOTE),
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))

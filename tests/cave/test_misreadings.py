@@ -401,3 +401,19 @@ def test_the_same_answer_computed_again_by_fixed_code_stands():
     typed = Agent(model=Scripted([replies[0], "```python\nfinal_answer({'outliers': []})\n```"]), runtime="inprocess")
     typed.runtime.inject("df", df)
     assert typed.run(task).status == "failed_checks"  # typed in again: nothing was computed with the fix
+
+
+@pytest.mark.parametrize(
+    ("task", "code", "flagged"),
+    [
+        ("Set the random_state to 42 when splitting.", "m = DecisionTreeRegressor(max_depth=5)", True),  # 674
+        ("Use a random seed of 42 for reproducibility.", "a, b = train_test_split(X, test_size=0.3)", True),
+        ("Use a random seed of 42.", "m = KMeans(n_clusters=3, random_state=42)", False),
+        ("Use a random seed of 42.", "m = LinearRegression().fit(X, y)", False),  # nothing drawn at random
+        ("Fit a decision tree.", "m = DecisionTreeRegressor()", False),  # no random state fixed by the task
+        ("Use random_state 42.", "m = RandomForestClassifier(**params)", False),  # it may be in **params
+    ],
+)
+def test_a_step_that_draws_at_random_without_the_tasks_random_state_is_found(task, code, flagged):
+    assert bool(cave.misreadings.unseeded(task, code)) is flagged
+    assert bool(cave.misreadings.found(code, task)) is flagged
