@@ -35,8 +35,8 @@ from __future__ import annotations
 import ast
 import re
 
+from cave.bounds import BOUND_NOTE, misread_bound
 from cave.estimators import (
-    BOUND_NOTE,
     DENOMINATOR_NOTE,
     FISHER_NOTE,
     HTTP_CLASS_NOTE,
@@ -48,7 +48,6 @@ from cave.estimators import (
     UNSEEDED_NOTE,
     constant_not_in_denominator,
     http_class,
-    misread_bound,
     name_tokens,
     node_name,
     other_statistic,

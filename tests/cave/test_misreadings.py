@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from cave.runtimes.inprocess import InProcessRuntime
 
+import cave.bounds
 import cave.estimators
 import cave.misreadings
 from cave.agent import Agent
@@ -334,7 +335,7 @@ def test_a_mean_over_years_after_2000_for_2000_and_beyond_is_held_once():
     ],
 )
 def test_a_bound_of_the_task_that_no_code_of_the_run_applies_is_found(task, codes, unapplied):
-    assert cave.estimators.unapplied_bounds(task, codes) == unapplied
+    assert cave.bounds.unapplied_bounds(task, codes) == unapplied
 
 
 def test_an_answer_from_code_that_never_applies_a_bound_is_held_once_then_kept():
