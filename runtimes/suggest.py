@@ -12,6 +12,7 @@ exist: pandas is never imported here.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import inspect
 import numbers
@@ -33,12 +34,40 @@ def _norm(name: str) -> str:
     return re.sub(r"[^0-9a-z]", "", name.lower())
 
 
-def _missing_key(e: BaseException) -> str | None:
+# a list of names, as pandas reports them: "['a', 'b'] not in index", "None of [Index(['a'], dtype='str')] are in
+# the [columns]", "['a'] not found in axis" (drop)
+_KEY_LIST = re.compile(r"^(?:None of \[Index\()?(\[[^\]]*\])(?:, dtype=[^)]*\)\])?\s+(?:are in|not in|not found)")
+_STATISTICS = frozenset({"min", "max", "mean", "median", "std", "var", "sum", "count", "mode", "first", "last"})
+
+
+def _missing_keys(e: BaseException) -> list[str]:
+    """The names a KeyError (or a DataFrame's AttributeError) says are missing: one, or each of a list."""
     if isinstance(e, KeyError) and len(e.args) == 1 and isinstance(e.args[0], str):
-        return e.args[0].removeprefix("Column not found: ")  # a groupby's ['col'] says it so
+        text = e.args[0].removeprefix("Column not found: ")  # a groupby's ['col'] says it so
+        listed = _KEY_LIST.match(text)
+        if listed:
+            try:
+                names = ast.literal_eval(listed.group(1))
+            except (ValueError, SyntaxError):
+                return [text]
+            return [n for n in names if isinstance(n, str)]
+        return [text]
     if isinstance(e, AttributeError) and (m := _NO_ATTR.match(str(e))):
-        return m.group(1)
-    return None
+        return [m.group(1)]
+    return []
+
+
+def _statistics_line(keys: list[str], frames: list[tuple[str, Any]]) -> str | None:
+    """'min', 'max', 'mean' selected as columns: they are what .agg computes (DABench 178: seven steps of
+    df[['Fare', 'min', 'max', 'mean']])."""
+    stats = [k for k in keys if k.lower() in _STATISTICS]
+    if not stats or len(stats) < len(keys) or any(k in f.columns for _, f in frames for k in stats):
+        return None
+    listed = ", ".join(repr(k) for k in stats)
+    return (
+        f"{listed} {'are statistics' if len(stats) > 1 else 'is a statistic'}, not columns: compute them from the "
+        f"column, e.g. df['col'].agg([{listed}])"
+    )
 
 
 _TEST_RESULTS = frozenset({"pvalue", "p_value", "statistic", "correlation"})
@@ -89,6 +118,13 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     >>> did_you_mean(KeyError("calls "), {"t": pd.DataFrame(columns=["calls  "])})
     "Did you mean 'calls  ' (a column of t)? 'calls  ' has spaces at its ends: write it exactly, or strip every name first: t.columns = t.columns.str.strip()"
 
+    A list of names, as pandas reports them, each on its own; statistics selected as columns:
+
+    >>> did_you_mean(KeyError("None of [Index(['avg.wait time'], dtype='str')] are in the [columns]"), ns)[:40]
+    "Did you mean 'avg. wait time' (a column "
+    >>> did_you_mean(KeyError("['min', 'max', 'mean'] not in index"), ns)
+    "'min', 'max', 'mean' are statistics, not columns: compute them from the column, e.g. df['col'].agg(['min', 'max', 'mean'])"
+
     Any other object's missing attribute: the closest ones, or what it has.
 
     >>> from collections import namedtuple
@@ -106,15 +142,25 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     """
     if isinstance(e, TypeError) and (m := _NO_KEYWORD.search(str(e))):
         return _signature_hint(m.group(1), m.group(2), namespace)
-    key = _missing_key(e)
+    keys = _missing_keys(e)
     pd = sys.modules.get("pandas")
     if pd is not None and isinstance(e, ValueError) and (m := _NOT_A_NUMBER.search(str(e))):
         return _text_columns_hint(m.group(1), namespace, pd)
-    if key is None or pd is None:
+    if not keys or pd is None:
         return _attributes_hint(e)
+    frames = [(n, v) for n, v in list(namespace.items()) if not n.startswith("_") and type(v) is pd.DataFrame]
+    stats = _statistics_line(keys, frames[:_MAX_FRAMES])
+    if stats:
+        return stats
+    lines = [line for key in keys[:3] if (line := _key_hint(key, e, frames, namespace))]
+    return " ".join(lines) or None
+
+
+def _key_hint(key: str, e: BaseException, frames: list[tuple[str, Any]], namespace: dict[str, Any]) -> str | None:
+    """What one missing name probably meant: the closest columns, the frame that has it, the query that left it
+    out, the wide table it is a header of."""
     hits: dict[str, list[str]] = {}
     owners: list[str] = []
-    frames = [(n, v) for n, v in list(namespace.items()) if not n.startswith("_") and type(v) is pd.DataFrame]
     for name, frame in frames[:_MAX_FRAMES]:
         columns = [c for c in list(frame.columns[:_MAX_COLUMNS]) if isinstance(c, str)]
         if key in columns:
@@ -141,7 +187,7 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
         join = _join_line(key, owners[0], frames[:_MAX_FRAMES])
         if join:  # orders has no city, customers has: the 1.5B checked and re-raised for 7 steps (analyst city_revenue)
             lines.append(join)
-    if key is not None and not hits:
+    if not hits:
         unselected = _unselected_line(key, frames[:_MAX_FRAMES], namespace)
         if unselected:  # customers = read_sql("SELECT city FROM customers"), then a merge on customer_id
             lines.append(unselected)

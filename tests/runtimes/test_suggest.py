@@ -145,3 +145,17 @@ def test_a_value_column_asked_of_a_wide_table_says_how_to_read_it(bare_rt):
     assert "df_2010 is wide: its 8 number columns ('Agriculture', 'Architecture', 'Biology', ...)" in ex.error.message
     assert "df_2010.set_index('Year').loc[<Year>].idxmax()" in ex.error.message
     assert bare_rt.execute("top = df.set_index('Year').loc[2010].idxmax()").ok and bare_rt.retrieve("top") == "Health"
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("x = df[['wind_speed']]", "Did you mean 'wind speed' (a column of df)?"),  # DABench 363: no hint before
+        ("x = df.drop(columns=['wnd speed'])", "Did you mean 'wind speed' (a column of df)?"),
+        ("x = df[['Fare', 'min', 'max', 'mean']]", "'min', 'max', 'mean' are statistics, not columns"),  # 178
+    ],
+)
+def test_each_name_of_a_list_that_pandas_says_is_missing_gets_its_hint(bare_rt, code, said):
+    bare_rt.inject("df", pd.DataFrame({"wind speed": [1.0, 2.0], "Fare": [3.0, 4.0]}))
+    ex = bare_rt.execute(code)
+    assert ex.error is not None and said in ex.error.message
