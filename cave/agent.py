@@ -420,6 +420,7 @@ class Agent(Compaction, Given, Replying):
             refusal = None if cut else await self._prose_refusal(traj, gen.text)
             if refusal is None and not cut:
                 traj.status, traj.final_answer = "no_code", gen.text.strip()
+                await self._keep_held_answer(traj)
             else:
                 step.observation = prompts.CUT_NOTE.format(max_tokens=self.max_tokens) if cut else str(refusal)
                 traj.meta["prose_refused"] = traj.meta.get("prose_refused", 0) + (not cut)
@@ -502,6 +503,31 @@ class Agent(Compaction, Given, Replying):
         if kept:  # the answer stands, but not as a success: it still has what it was held for
             traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
             traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
+
+    async def _keep_held_answer(self, traj: Trajectory) -> None:
+        """A run that ends on prose after its answer was held ends with that answer, not the prose, and not as a
+        success (DABench 690: 2.29 and 1.15 held for their decimals, restated in prose, and the prose was the
+        answer). The form the task asks for is applied where that was all the hold was about."""
+        held = [
+            b
+            for s in traj.steps
+            for b in s.meta.get("blocks", ())
+            if b.get("final") and (b.get("held") or b.get("checks"))
+        ]
+        if not held:
+            return
+        try:
+            value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
+        except Exception:  # gone, or not transferable: the prose stays the answer
+            return
+        value = value if self.checks else await self.acceptance.settled_form(traj, value)
+        checks = held[-1].get("checks")
+        kinds = ", ".join(dict.fromkeys(traj.meta.get("held_for", ["review"])))
+        why = "; ".join(checks) if checks else f"held for: {kinds}"
+        traj.status, traj.final_answer = "failed_checks", value
+        ended = f"the run ended on a reply without code; its last answer ({why}) stands"
+        traj.meta.setdefault("failed_checks", [ended])
+        traj.error = "the answer kept problems it was held for: " + "; ".join(traj.meta["failed_checks"])
 
     async def _next_message(self, traj: Trajectory, step: Step, records: list[dict[str, Any]]) -> str:
         """What the model reads after this step: the observation, its notes, and (stable layout) the state."""

@@ -850,3 +850,14 @@ def test_an_array_answer_goes_through_the_form_check():
     replies = [code("import numpy as np\nfinal_answer(np.roots([3, -2, -5]))")]
     result = agent_with(replies).run("Solve for the roots of 3x^2 - 2x - 5, rounded to two decimal places.")
     assert result.status == "success" and sorted(result.answer.round(2).tolist()) == [-1.0, 1.67]
+
+
+def test_a_run_that_ends_on_prose_after_its_answer_was_held_ends_with_that_answer(sales):
+    # DABench 690: 2.29 and 1.15 held for their decimals, restated in prose; the prose became the answer (no_code)
+    task = "What is the mean of units, rounded to two decimal places?"
+    first = code("final_answer(float(sales.units.mean()) + 1/3)")
+    result = agent_with([first, "The mean is 2.83.", "It is 2.83, as computed."], sales).run(task)
+    assert result.status == "failed_checks" and result.answer == 2.83  # the held answer, in the form asked
+    assert "ended on a reply without code; its last answer (held for: form) stands" in result.trajectory.error
+    plain = agent_with(["The mean is about 3."]).run(task)  # nothing was held: the prose is the answer
+    assert plain.status == "no_code" and plain.answer == "The mean is about 3."
