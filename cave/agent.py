@@ -383,6 +383,7 @@ class Agent(Compaction, Given, Replying):
                 if traj.meta.get("failed_checks"):  # the last answer was refused: say so, not just max_steps
                     traj.status = "failed_checks"
                     traj.error = "the answer failed the task's checks: " + "; ".join(traj.meta["failed_checks"])
+                await self._keep_held_answer(traj, "the run reached max_steps")
         except (asyncio.CancelledError, KeyboardInterrupt):
             traj.status, traj.error = "interrupted", "interrupted by the user"
             traj.finished_at = time.time()
@@ -420,7 +421,7 @@ class Agent(Compaction, Given, Replying):
             refusal = None if cut else await self._prose_refusal(traj, gen.text)
             if refusal is None and not cut:
                 traj.status, traj.final_answer = "no_code", gen.text.strip()
-                await self._keep_held_answer(traj)
+                await self._keep_held_answer(traj, "the run ended on a reply without code")
             else:
                 step.observation = prompts.CUT_NOTE.format(max_tokens=self.max_tokens) if cut else str(refusal)
                 traj.meta["prose_refused"] = traj.meta.get("prose_refused", 0) + (not cut)
@@ -504,10 +505,11 @@ class Agent(Compaction, Given, Replying):
             traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
             traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
 
-    async def _keep_held_answer(self, traj: Trajectory) -> None:
-        """A run that ends on prose after its answer was held ends with that answer, not the prose, and not as a
-        success (DABench 690: 2.29 and 1.15 held for their decimals, restated in prose, and the prose was the
-        answer). The form the task asks for is applied where that was all the hold was about."""
+    async def _keep_held_answer(self, traj: Trajectory, ended: str) -> None:
+        """A run that ends on prose (a reply without code, or the summary at max_steps) after its answer was held
+        ends with that answer, not the prose, and not as a success (DABench 690: 2.29 and 1.15 held for their
+        decimals, restated in prose, and the prose was the answer). The form the task asks for is applied where that
+        was all the hold was about."""
         held = [
             b
             for s in traj.steps
@@ -522,11 +524,12 @@ class Agent(Compaction, Given, Replying):
             return
         value = value if self.checks else await self.acceptance.settled_form(traj, value)
         checks = held[-1].get("checks")
-        kinds = ", ".join(dict.fromkeys(traj.meta.get("held_for", ["review"])))
-        why = "; ".join(checks) if checks else f"held for: {kinds}"
         traj.status, traj.final_answer = "failed_checks", value
-        ended = f"the run ended on a reply without code; its last answer ({why}) stands"
-        traj.meta.setdefault("failed_checks", [ended])
+        if checks:
+            traj.error = traj.error or "the answer failed the task's checks: " + "; ".join(checks)
+            return
+        kinds = ", ".join(dict.fromkeys(traj.meta.get("held_for", []))) or "a note"
+        traj.meta["failed_checks"] = [f"{ended}; its last answer (held for: {kinds}) stands"]
         traj.error = "the answer kept problems it was held for: " + "; ".join(traj.meta["failed_checks"])
 
     async def _next_message(self, traj: Trajectory, step: Step, records: list[dict[str, Any]]) -> str:

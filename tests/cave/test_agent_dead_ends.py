@@ -861,3 +861,12 @@ def test_a_run_that_ends_on_prose_after_its_answer_was_held_ends_with_that_answe
     assert "ended on a reply without code; its last answer (held for: form) stands" in result.trajectory.error
     plain = agent_with(["The mean is about 3."]).run(task)  # nothing was held: the prose is the answer
     assert plain.status == "no_code" and plain.answer == "The mean is about 3."
+
+
+def test_a_run_that_reaches_max_steps_after_its_answer_was_held_ends_with_that_answer(sales):
+    # the summary at max_steps is prose: the held answer, not the summary, is what the run returns
+    task = "What is the mean of units, rounded to two decimal places?"
+    replies = [code("final_answer(float(sales.units.mean()) + 1/3)"), code("x = sales.nope"), "I could not finish."]
+    result = agent_with(replies, sales, max_steps=2).run(task)
+    assert result.status == "failed_checks" and result.answer == 2.83
+    assert "the run reached max_steps; its last answer (held for: form) stands" in result.trajectory.error
