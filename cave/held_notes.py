@@ -70,12 +70,13 @@ POLARITY_HELD_NOTE = (
     "above), the opposite of its name. Pick each group by its label (.loc[0] is 'not', .loc[1] is 'yes') and "
     "answer again; if the labels truly mean the reverse here, confirm with ```python\nfinal_answer(_final_answer)\n```."
 )
+# a question ("Does it answer ...?") drew a prose "Yes"/"No" in 13 of 20 DABench reviews: each cost a step
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
-    "Does it answer exactly what the task asks (the right rows/granularity, names vs. numbers, units, rounding, "
-    "each value in the form the task names, e.g. the words it lists rather than True/False)? "
-    "If yes, reply with ```python\nfinal_answer(_final_answer)\n``` to confirm. If not, fix it and call "
-    "final_answer with the corrected result."
+    "Check the right rows/granularity, names vs. numbers, units, rounding, and each value in the form the task "
+    "names (e.g. the words it lists rather than True/False). Reply with one ```python block and no prose: "
+    "```python\nfinal_answer(_final_answer)\n``` if it answers exactly what the task asks, or code that fixes it "
+    "and calls final_answer with the corrected result."
 )
 
 FORM_NOTE = "Not accepted yet: the answer is not in the form the task asks for:\n{problems}\n{fix}"
