@@ -442,7 +442,7 @@ class Agent(Compaction, Given, Replying):
             step.observation += "\n" + prompts.CUT_NOTE.format(max_tokens=self.max_tokens)
         previous = recovery.last_code_step(traj)
         if previous is not None and previous.code == step.code and traj.status == "running":
-            step.observation += "\n" + prompts.REPEAT_NOTE  # greedy decoding loops; break the echo
+            step.observation += "\n" + self._repeat_note(step)  # greedy decoding loops; break the echo
         if traj.status == "running":
             messages.append({"role": "user", "content": await self._next_message(traj, step, cells.records)})
         step.duration = time.time() - t0
@@ -532,9 +532,19 @@ class Agent(Compaction, Given, Replying):
         traj.meta["failed_checks"] = [f"{ended}; its last answer (held for: {kinds}) stands"]
         traj.error = "the answer kept problems it was held for: " + "; ".join(traj.meta["failed_checks"])
 
+    def _repeat_note(self, step: Step) -> str:
+        """The same code again: after an error, read it; after output, answer with it (or change the code)."""
+        if step.execution is not None and not step.execution.ok:
+            return prompts.REPEAT_NOTE
+        name = recovery.last_assigned(step.code or "")
+        return prompts.REPEAT_OK_NOTE.format(example=f", e.g. final_answer({name})" if name else "")
+
     async def _next_message(self, traj: Trajectory, step: Step, records: list[dict[str, Any]]) -> str:
         """What the model reads after this step: the observation, its notes, and (stable layout) the state."""
         infos = await self.describe()
+        named = recovery.uncalled_answer(step.completion or "", step.code or "", [v.name for v in infos])
+        if named and step.execution is not None and step.execution.ok:  # the prose says final_answer(x); nothing ran it
+            step.observation += "\n" + prompts.PROSE_CALL_NOTE.format(name=named)
         unknown = recovery.unknown_function_note(step, self._given_functions())
         if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
             step.observation += "\n" + unknown

@@ -22,6 +22,8 @@ __all__ = [
     "LOOP_NAMES",
     "MAX_STEPS_PROMPT",
     "REPEAT_NOTE",
+    "REPEAT_OK_NOTE",
+    "PROSE_CALL_NOTE",
     "MISSING_KEY_NOTE",
     "UNTRANSFERABLE_ANSWER",
     "SUMMARY_PROMPT",
@@ -568,6 +570,14 @@ def answer_without_calls_note(functions: list[str], shown: int = 6) -> str:
 
 STATE_HEADER = "Variables now in the session (new or changed):"
 REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the error above and change the code."
+PROSE_CALL_NOTE = (
+    "Your reply names final_answer({name}) outside the code block, so it was not called. If {name} is the answer, "
+    "run:\n```python\nfinal_answer({name})\n```"
+)
+REPEAT_OK_NOTE = (
+    "You ran exactly the same code as in your previous step, and it printed the same. If that answers the task, "
+    "call final_answer with the result{example}; otherwise change the code."
+)
 UNTRANSFERABLE_ANSWER = (
     "final_answer was NOT accepted: this runtime can hand back only plain data. Pass numbers, strings, lists, dicts, "
     "DataFrames or Series (e.g. list(...) of an Index, .tolist() of an array, str(...) of anything else)"

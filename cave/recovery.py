@@ -347,6 +347,41 @@ def error_line(step: Step | None) -> str | None:
     return f"{err.type}: {err.message.strip()}" if err is not None else None
 
 
+_PROSE_CALL = re.compile(r"final_answer\(\s*([A-Za-z_]\w*)\s*\)")
+
+
+def uncalled_answer(reply: str, code: str, names: Iterable[str]) -> str | None:
+    r"""The variable a reply's prose passes to final_answer when its code never called it (analyst sql_city_spend:
+    "The `final_answer(total_spend)` function is called with the result", six steps of the same code).
+
+    >>> uncalled_answer("Here:\n```python\nt = 1\n```\nThe `final_answer(t)` is called.", "t = 1", ["t"])
+    't'
+    >>> uncalled_answer("```python\nfinal_answer(t)\n```", "final_answer(t)", ["t"]) is None
+    True
+    """
+    if "final_answer" in code:
+        return None
+    prose = re.sub(r"```.*?(?:```|$)", "", reply, flags=re.S)
+    live = set(names)
+    return next((m.group(1) for m in _PROSE_CALL.finditer(prose) if m.group(1) in live), None)
+
+
+def last_assigned(code: str) -> str | None:
+    r"""The last name a top-level statement of ``code`` assigns (what a cell that printed its result computed).
+
+    >>> last_assigned("x = 1\ntotal = x + 1\nprint(total)")
+    'total'
+    """
+    import ast
+
+    try:
+        body = ast.parse(code).body
+    except SyntaxError:
+        return None
+    names = [t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
+    return names[-1] if names else None
+
+
 def unknown_function_note(step: Step, functions: list[str]) -> str | None:
     """When code called a function the session does not have (``NameError: name 'derivative' is not
     defined`` on a call) in a session that has functions: say so, and that "none fits" is an answer. A small

@@ -870,3 +870,20 @@ def test_a_run_that_reaches_max_steps_after_its_answer_was_held_ends_with_that_a
     result = agent_with(replies, sales, max_steps=2).run(task)
     assert result.status == "failed_checks" and result.answer == 2.83
     assert "the run reached max_steps; its last answer (held for: form) stands" in result.trajectory.error
+
+
+def test_a_reply_that_names_final_answer_in_prose_gets_the_call_to_run(sales):
+    # analyst sql_city_spend: "The `final_answer(total_spend)` function is called with the result", six steps of
+    # the same code (and "Read the error above", where there was none)
+    reply = "```python\ntotal = int(sales.units.sum())\nprint(total)\n```\nThe `final_answer(total)` is called."
+    result = agent_with([reply, reply, code("final_answer(total)")], sales).run("Total units?")
+    first, second = (s.observation for s in result.trajectory.steps[:2])
+    assert (
+        "Your reply names final_answer(total) outside the code block" in first and "final_answer(total)\n```" in first
+    )
+    assert (
+        "it printed the same. If that answers the task, call final_answer with the result, e.g. final_answer(total)"
+        in second
+    )
+    assert "Read the error above" not in second
+    assert result.status == "success" and result.answer == int(sales.units.sum())
