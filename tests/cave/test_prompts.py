@@ -143,6 +143,7 @@ def test_error_hints():
         ("pearsonr(pd.Series([1, 2, 3], dtype=object), pd.Series([1, 2, 4], dtype=object))", "Python objects"),
         ("LogisticRegression(solver='liblinear').fit([[1.0], [2.0], [3.0]], [0, 1, 2])", "leave solver= out"),
         ("import statistics\nstatistics.stdev(pd.Series([1.0, None, 3.0]))", "statistics functions fail on NaN"),
+        ("pd.to_datetime(pd.Series(['2025/02/08', 'Apr 12 2025']))", "format='mixed'"),  # analyst clean_signups
     ],
 )
 def test_the_errors_of_the_libraries_as_installed_get_their_hint(code, hint):
