@@ -23,6 +23,7 @@ __all__ = [
     "collection_keys",
     "listed_words",
     "missing_keys",
+    "number_asked",
     "form_problems",
     "ids_for_names",
     "literal",
@@ -288,6 +289,39 @@ def listed_words(task: str, key: str) -> list[str]:
     return []
 
 
+def number_asked(task: str, key: str) -> str | None:
+    """'an integer' or 'a number' when the task says an answer name's value is one ('"outliers_count" is an
+    integer'; a placeholder named for a count), else None.
+
+    >>> number_asked('@outliers[outliers_count], where "outliers_count" is an integer indicating the total', "outliers")
+    'an integer'
+    >>> number_asked('@mean[mean] where "mean" is a number rounded to 2 decimals', "mean"), number_asked("", "x")
+    ('a number', None)
+    """
+    names = {key} | {p for k, p in _PLACEHOLDER.findall(task) if k == key}
+    for name in names:
+        m = re.search(
+            rf"""["']{re.escape(name)}["']\s+(?:is|are)\s+(?:an?\s+)?(?:positive\s+|non-negative\s+|whole\s+)?"""
+            r"(integer|int|number|float|count)s?\b",
+            task,
+        )
+        if m:
+            return "an integer" if m.group(1) in ("integer", "int", "count") else "a number"
+    if re.search(rf"@{re.escape(key)}\[[^\]]*,", task):  # @sex_encoded_count[label_0_count, label_1_count]: several
+        return None
+    return "an integer" if any(re.search(r"(?:^|_)count$|^(?:number|num|n)_of_", n) for n in names) else None
+
+
+def _collection_size(value: Any) -> str | None:
+    """'a table of 3 rows' (a list of 3, a dict of 3) for a collection, else None."""
+    kind = type(value).__name__
+    if kind in ("DataFrame", "Series") and type(value).__module__.startswith("pandas"):
+        return f"a table of {len(value)} row{'s' * (len(value) != 1)}"
+    if isinstance(value, list | tuple | set | dict):
+        return f"a {type(value).__name__} of {len(value)}"
+    return None
+
+
 def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None) -> Form:
     """Where an answer misses the form the task names, and the answer with what can be fixed fixed.
 
@@ -308,6 +342,8 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
     (["the answer has no 'b' (the task asks for the keys 'a', 'b')"], False)
     >>> form_problems('@s[skew] where "skew" is a string that can be "symmetric" or "skewed_left".', {"s": -0.53})[::2]
     (["'s' is the number -0.53; the task asks for one of the words 'symmetric', 'skewed_left'"], False)
+    >>> form_problems('@n[n_count] where "n_count" is an integer.', {"n": [3, 9]})[::2]
+    (["'n' is a list of 2; the task asks for an integer (for a count of rows: len(...))"], False)
     """
     yes_no = yes_no_words(task)
     if isinstance(value, dict) and len(value) <= 20:
@@ -317,6 +353,10 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
             fixed[k], p = _form_fix(task, str(k), v, repr(k), yes_no, names)
             problems += p
             plain = _plain(v)
+            if (size := _collection_size(v)) and (number := number_asked(task, str(k))):
+                # DABench 740: the outlier rows sent for "outliers_count" is an integer
+                count = " (for a count of rows: len(...))" if number == "an integer" else ""
+                words_wanted.append(f"{k!r} is {size}; the task asks for {number}{count}")
             if isinstance(plain, int | float) and not isinstance(plain, bool) and (words := listed_words(task, str(k))):
                 # DABench 465: the skewness itself sent where the task lists "symmetric", "skewed_right", ...
                 listed = ", ".join(repr(w) for w in words)

@@ -435,6 +435,9 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     (("ValueError",), re.compile(r"Item wrong length (\d+) instead of (\d+)"),
      "the boolean mask has a different number of rows than the frame it selects from (a mask computed after "
      "dropna() or on another frame): compute it on the same frame, e.g. s = df[col].dropna(); kept = s[mask]"),
+    (("InvalidParameterError", "ValueError"), re.compile(r"'method' parameter of PowerTransformer .* Got 'log"),
+     "PowerTransformer has no log method, and it standardizes its output (mean 0, std 1): a log transform is "
+     "np.log(x) (base 10: np.log10(x))"),
     (("ValueError",), re.compile(r"time data .* doesn't match format|unconverted data remains"),
      "the dates are written in more than one format: pd.to_datetime(df[col], format='mixed') reads each one "
      "(add errors='coerce' to make the unreadable ones NaT)"),

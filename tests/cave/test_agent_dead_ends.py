@@ -887,3 +887,16 @@ def test_a_reply_that_names_final_answer_in_prose_gets_the_call_to_run(sales):
     )
     assert "Read the error above" not in second
     assert result.status == "success" and result.answer == int(sales.units.sum())
+
+
+def test_a_table_sent_where_the_task_asks_for_an_integer_comes_back(sales):
+    # DABench 740: the outlier rows sent for "outliers_count" is an integer, `success`
+    task = (
+        'How many orders have more than 3 units? Answer format: @big[big_count], where "big_count" is an integer.'
+        " Call final_answer({'big': ...})"
+    )
+    rows = code("final_answer({'big': sales[sales.units > 3]})")
+    result = agent_with([rows, code("final_answer({'big': len(sales[sales.units > 3])})")], sales).run(task)
+    assert "'big' is a table of" in result.trajectory.steps[0].observation
+    assert "the task asks for an integer (for a count of rows: len(...))" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == {"big": int((sales.units > 3).sum())}

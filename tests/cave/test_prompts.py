@@ -144,6 +144,10 @@ def test_error_hints():
         ("LogisticRegression(solver='liblinear').fit([[1.0], [2.0], [3.0]], [0, 1, 2])", "leave solver= out"),
         ("import statistics\nstatistics.stdev(pd.Series([1.0, None, 3.0]))", "statistics functions fail on NaN"),
         ("pd.to_datetime(pd.Series(['2025/02/08', 'Apr 12 2025']))", "format='mixed'"),  # analyst clean_signups
+        (
+            "from sklearn.preprocessing import PowerTransformer\nPowerTransformer(method='log').fit([[1.0], [2.0]])",
+            "a log transform is np.log(x)",
+        ),  # DABench 726: yeo-johnson next, mean 0 and std 1 sent
     ],
 )
 def test_the_errors_of_the_libraries_as_installed_get_their_hint(code, hint):
