@@ -4,7 +4,8 @@ An answer is held (sent back with a note, the run goes on) when a declared outpu
 task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
 after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code misreads
 a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.misreadings``), when no code of the run
-applies a bound the task sets ("only brands with at least 10 hotels": ``bounds.unapplied_bounds``), when it was computed
+applies a bound or an operation the task names ("only brands with at least 10 hotels", "in logarithmic scale":
+``bounds.unapplied``), when it was computed
 after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North'), picked from
 a wide tie or decided on a test that returned nan over missing values, when it is not in the form the task names,
 or when it looks wrong enough to
@@ -139,8 +140,8 @@ class Acceptance:
                 fixed = answers.literal(form.fixed) if form.fixable and not warnings else None
                 return held_notes.form_note([*form.problems, *(f"WARNING: {w}" for w in warnings)], fixed)
         if self.review and not traj.meta.get("bounds_asked"):
-            unapplied = bounds.unapplied_bounds(traj.task, _run_code(traj, code))
-            if unapplied:  # once, after the form (a cheap fix): "only brands with at least 10 hotels", and no code of the run uses 10
+            unapplied = bounds.unapplied(traj.task, _run_code(traj, code))
+            if unapplied:  # once, after the form (a cheap fix): "at least 10 hotels", and no code uses 10
                 traj.meta["bounds_asked"] = True
                 return bounds.UNAPPLIED_NOTE.format(lines="\n".join(f"- {x}" for x in unapplied))
         if self.review and traj.meta.get("form_checked") and not traj.meta.get("keys_asked"):
@@ -208,7 +209,7 @@ class Acceptance:
             if same or (verdicts and misreadings.verdicts(value) == verdicts) or misreadings.found(code, traj.task):
                 problems.append("the answer still misreads the result it was held for (see the note above)")
         if traj.meta.get("bounds_asked"):
-            unapplied = bounds.unapplied_bounds(traj.task, _run_code(traj, code))
+            unapplied = bounds.unapplied(traj.task, _run_code(traj, code))
             problems += [f"the answer still comes from code that does not apply {x.split(':')[0]}" for x in unapplied]
         missing = answers.missing_keys(traj.task, value) if traj.meta.get("keys_asked") else []
         if missing:

@@ -14,7 +14,7 @@ import re
 
 from cave.estimators import all_nodes, quoted
 
-__all__ = ["BOUND_NOTE", "UNAPPLIED_NOTE", "misread_bound", "unapplied_bounds"]
+__all__ = ["BOUND_NOTE", "UNAPPLIED_NOTE", "misread_bound", "unapplied", "unapplied_bounds", "unapplied_operations"]
 
 
 BOUND_NOTE = (
@@ -151,9 +151,9 @@ def misread_bound(task: str, code: str) -> list[str]:
 
 
 UNAPPLIED_NOTE = (
-    "Not accepted yet: the task sets a bound that no code of yours compares with:\n{lines}\n"
-    "Apply each one to the data (keep only the rows or groups it names, or compare the value it bounds) and call "
-    "final_answer again."
+    "Not accepted yet: the task names something that no code of yours does:\n{lines}\n"
+    "Apply each one to the data (keep only the rows or groups a bound names, compare the value it bounds, transform "
+    "the column as it says) and call final_answer again."
 )
 _NOT_A_FILTER = re.compile(r"\s*(?:decimal|digits?|significant|places?|%|percent|[ap]\.?m\b|:)", re.I)
 _FILLER = {"in", "and", "or", "as", "the", "of", "to", "for", "a", "an", "than", "with", "from", "on", "at"}
@@ -202,3 +202,44 @@ def unapplied_bounds(task: str, codes: list[str]) -> list[str]:
         shown = f"{words} {noun.group(1)}" if noun and noun.group(1).lower() not in _FILLER else words
         out.append(f"{shown!r}: no code uses {int(number)}")
     return out
+
+
+# operations a task names that code must do somewhere: the words, and the calls (or operators) that do it
+_OPERATIONS = (
+    (re.compile(r"\blog(?:arithm\w*)?\b|\blog[- ]?transform\w*|\blog10\b|\bnatural log", re.I),
+     re.compile(r"\blog(?:10|2|1p)?\s*\(|\.log(?:10|2|1p)?\b|PowerTransformer|FunctionTransformer"),
+     "a logarithm", "np.log(x) (base 10: np.log10(x))"),
+    (re.compile(r"\bsquare[- ]root\b", re.I), re.compile(r"\bsqrt\b|\*\*\s*\(?\s*(?:0?\.5|1\s*/\s*2)"),
+     "a square root", "np.sqrt(x)"),
+)  # fmt: skip
+
+
+def unapplied_operations(task: str, codes: list[str]) -> list[str]:
+    """The operations ``task`` names (a logarithm, a square root) that no code of the run does (DABench 733: a
+    column named ``log_gdppercap`` that held GDP per capita itself; its mean sent as the log's, `success`).
+
+    >>> unapplied_operations("Create the GDP per capita in logarithmic scale (base 10).", ["df['log_gdp'] = df.gdp"])
+    ["'logarithmic': no code takes a logarithm (e.g. np.log(x) (base 10: np.log10(x)))"]
+    >>> unapplied_operations("Apply a log transformation.", ["df['x'] = np.log(df.x)"])
+    []
+    """
+    text = "\n".join(codes)
+    out = []
+    for words, calls, what, example in _OPERATIONS:
+        said = next((m for m in words.finditer(task) if not _conditional(task, m.start())), None)
+        if said and not calls.search(text):
+            out.append(f"{said.group(0)!r}: no code takes {what} (e.g. {example})")
+    return out
+
+
+def _conditional(task: str, at: int) -> bool:
+    """Whether the sentence around ``at`` makes it conditional ("If the p-value is below 0.05, apply a log
+    transformation": with normal data no log is taken)."""
+    ends = [m.end() for m in re.finditer(r"[.!?](?=\s)|\n", task[:at])]  # not the point of 0.05
+    start = ends[-1] if ends else 0
+    return bool(re.search(r"\b(?:if|when|whether|unless)\b", task[start:at], re.I))
+
+
+def unapplied(task: str, codes: list[str]) -> list[str]:
+    """The bounds and the operations of ``task`` that no code of the run applies."""
+    return unapplied_bounds(task, codes) + unapplied_operations(task, codes)

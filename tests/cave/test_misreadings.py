@@ -418,3 +418,18 @@ def test_the_same_answer_computed_again_by_fixed_code_stands():
 def test_a_step_that_draws_at_random_without_the_tasks_random_state_is_found(task, code, flagged):
     assert bool(cave.misreadings.unseeded(task, code)) is flagged
     assert bool(cave.misreadings.found(code, task)) is flagged
+
+
+@pytest.mark.parametrize(
+    ("task", "codes", "flagged"),
+    [
+        ("GDP per capita in logarithmic scale (base 10).", ["df['log_gdp'] = df.gdp.apply(lambda x: x)"], True),  # 733
+        ("Apply a natural log transformation.", ["df['x'] = np.log(df['x'])"], False),
+        ("Apply a log transformation.", ["t = df.x.transform(np.log1p)"], False),
+        ("If the p-value is less than 0.05, apply a log transformation.", ["p = shapiro(df.x).pvalue"], False),
+        ("Take the square root of the variance.", ["s = v ** 0.5"], False),
+        ("Take the square root of the variance.", ["s = v"], True),
+    ],
+)
+def test_an_operation_the_task_names_that_no_code_does_is_found(task, codes, flagged):
+    assert bool(cave.bounds.unapplied_operations(task, codes)) is flagged
