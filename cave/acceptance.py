@@ -103,7 +103,7 @@ class Acceptance:
                 traj.meta["variables_asked"] = True
                 return held_notes.VARIABLES_NOTE.format(wrong="; ".join(wrong[:4]), call=typed.live_call(value, wrong))
         if self.review and not traj.meta.get("misread_asked"):
-            misread = misreadings.note(code, traj.task)
+            misread = misreadings.note(_answering_code(traj, code), traj.task)
             if misread is not None:  # once: is_normal = p < 0.05, or an MSE sent as the RMSE
                 traj.meta["misread_asked"] = True
                 traj.meta["held_misread"] = {
@@ -206,7 +206,8 @@ class Acceptance:
             # the same numbers from code that computes them again and no longer misreads stand: the fix changed
             # nothing here (DABench 116: no outliers with either std; 272: 1e-10 in both terms of a huge ratio)
             same = same and not _computes(code) and repr(value)[:2000] != misread.get("recomputed")
-            if same or (verdicts and misreadings.verdicts(value) == verdicts) or misreadings.found(code, traj.task):
+            still = misreadings.found(_answering_code(traj, code), traj.task)
+            if same or (verdicts and misreadings.verdicts(value) == verdicts) or still:
                 problems.append("the answer still misreads the result it was held for (see the note above)")
         if traj.meta.get("bounds_asked"):
             unapplied = bounds.unapplied(traj.task, _run_code(traj, code))
@@ -271,6 +272,15 @@ def _computes(code: str) -> bool:
         for call in sent
         for arg in [*call.args, *(k.value for k in call.keywords)]
     )
+
+
+def _answering_code(traj: Trajectory, code: str) -> str:
+    """The code an answer came from: the reply's own, and the previous step's too when the reply computes nothing
+    (DABench 724: the sample std computed in one step, its printed value typed into final_answer in the next)."""
+    if _computes(code):
+        return code
+    previous = recovery.last_code_step(traj)
+    return f"{previous.code}\n\n{code}" if previous is not None and previous.code else code
 
 
 def _run_code(traj: Trajectory, code: str) -> list[str]:

@@ -74,6 +74,10 @@ _SAMPLE = re.compile(
     r"sample (standard deviation|std|variance)|ddof\s*=\s*1|statistics['\u2019]?\s+module|statistics\.(stdev|variance)\b",
     re.I,
 )
+_NEGATED_KIND = re.compile(
+    r"\b(?:not|rather than|instead of)\s+(?:the\s+|a\s+)?(?:sample|population)\s+(?:standard deviation|std|variance)",
+    re.I,
+)
 _NUMPY = frozenset({"np", "numpy"})
 STD_NOTE = (
     "Not accepted yet: a standard deviation of the other kind than the task names:\n{lines}\n"
@@ -94,9 +98,12 @@ def other_std(task: str, code: str) -> list[str]:
     'the task asks for the sample one: np.std(x, ddof=1)'
     >>> other_std("standard deviation", "sd = df.x.std()")
     []
+    >>> other_std("the population standard deviation formula, not the sample standard deviation", "s = x.std()")[0][-32:]
+    'the population one: .std(ddof=0)'
     >>> other_std("with the functions of Python's 'statistics' module", "sd = np.std(x)")[0][-51:]
     'the task asks for the sample one: np.std(x, ddof=1)'
     """
+    task = _NEGATED_KIND.sub("", task)  # "the population formula, not the sample standard deviation formula"
     population, sample = bool(_POPULATION.search(task)), bool(_SAMPLE.search(task))
     if population == sample or not re.search(r"\b(std|var)\(", code):
         return []
