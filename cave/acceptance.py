@@ -94,6 +94,7 @@ class Acceptance:
             numbers = typed.typed_numbers(code, seen) or typed.prose_guesses(traj, code, seen)
             if numbers:  # once: the values were guessed before the code that computes them ran
                 traj.meta["typed_asked"] = True
+                traj.meta["held_typed"] = {"answer": repr(value)[:2000], "code": code[:4000]}  # for a confirmation
                 call = typed.typed_call(code)
                 fix = held_notes.TYPED_FIX.format(call=call) if call else ""
                 return held_notes.TYPED_NOTE.format(numbers=", ".join(numbers[:6]), fix=fix)
@@ -197,6 +198,15 @@ class Acceptance:
             numbers = typed.typed_numbers(code, typed.seen_text(traj) + "\n" + shown, alone=True)
             if numbers:
                 problems.append(f"the answer still has numbers typed in that no computed output shows: {numbers[:6]}")
+            held = traj.meta.get("held_typed") or {}
+            if not numbers and repr(value)[:2000] == held.get("answer") and not _computes(code):
+                # confirmed with final_answer(_final_answer): still typed, unless an output has shown them since
+                seen_now = typed.seen_text(traj) + "\n" + shown
+                unseen = typed.typed_numbers(held.get("code", ""), seen_now, alone=True)
+                if unseen:
+                    problems.append(
+                        f"the answer is still the one typed in before the code ran (confirmed): {unseen[:6]}"
+                    )
         if traj.meta.get("variables_asked"):
             problems += [f"the answer still says {w}" for w in await self._disagreements(value, code)]
         misread = traj.meta.get("held_misread")

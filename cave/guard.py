@@ -319,9 +319,8 @@ def chained_writes(code: str) -> tuple[str, list[str]]:
         indent = lines[node.lineno - 1][: node.col_offset]
         lines[node.lineno - 1 : node.end_lineno] = [indent + new] + [""] * (node.end_lineno - node.lineno)  # type: ignore[operator]
         shown.append(f"`{was[:80]}` ran as `{new[:100]}`")
-    note = "a write through a selected column changes a copy, not the frame, under pandas' copy-on-write: " + "; ".join(
-        reversed(shown)
-    )
+    note = "An inplace method on a selected column changes a copy, not the frame, under pandas' copy-on-write: "
+    note += "; ".join(reversed(shown))
     return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), [note]
 
 

@@ -276,3 +276,18 @@ def test_an_empty_table_as_a_named_answer_and_a_number_for_listed_words_are_held
         held.trajectory.steps[0].observation
     )
     assert held.status == "success" and held.answer == {"shape": "symmetric"}
+
+
+def test_a_typed_answer_confirmed_with_final_answer_underscore_is_still_typed(sites):
+    # replayed DABench 111: 136.13 and 61.37 typed in (the pre-fix output), held, then `final_answer(_final_answer)`
+    task = "What is the mean score, rounded to two decimals?"
+    typed = code("m = df.score.mean()", "final_answer(5.55)")
+    confirmed = run([typed, code("final_answer(_final_answer)")], sites, task)
+    assert "typed in" in confirmed.trajectory.steps[0].observation
+    assert (
+        confirmed.status == "failed_checks"
+        and "still the one typed in before the code ran" in confirmed.trajectory.error
+    )
+    # typed, but the same as what the first block printed: once the output was seen, confirming it stands
+    shown = code("print(round(df.score.mean(), 2))", "final_answer(5.45)")
+    assert run([shown, code("final_answer(_final_answer)")], sites, task).status == "success"
