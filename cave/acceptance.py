@@ -185,10 +185,14 @@ class Acceptance:
         return typed.disagreements(value, live, keys)
 
     async def _repeats(self, found: list[entities.Repeated]) -> bool | None:
-        """Whether the rows the code counted repeat an id (read back when they are variables; None: unknown)."""
+        """Whether the rows the code counted repeat an id (read back when they are variables, evaluated on the given
+        tables when they are a selection written inline: analyst missing_emails; None: unknown)."""
         names = [n for r in found for n in r.counted]
         live = await self.variables(names) if names and self.variables is not None else {}
-        return entities.repeats_in(found[0], live)
+        said = entities.repeats_in(found[0], live)
+        if said is None:
+            said = await asyncio.to_thread(entities.repeats_selected, found[0], self.given_tables())
+        return said
 
     async def kept(self, traj: Trajectory, value: Any, stderr: str, code: str = "", shown: str = "") -> list[str]:
         """The problems an answer was held for that the answer sent again still has (``recovery.kept_problems``);

@@ -25,7 +25,17 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["REPEATED_NOTE", "Repeated", "counted_names", "deduplicates", "note", "repeated", "repeats_in"]
+__all__ = [
+    "REPEATED_NOTE",
+    "Repeated",
+    "counted_names",
+    "deduplicates",
+    "note",
+    "repeated",
+    "repeats_in",
+    "repeats_selected",
+    "selected_rows",
+]
 
 REPEATED_NOTE = (
     "Not accepted yet: the task counts {entity}s, and {tables} (the code counts rows, so an {entity} on two rows "
@@ -149,6 +159,57 @@ def repeats_in(found: Repeated, live: dict[str, Any]) -> bool | None:
     if not says:
         return None
     return any(int(v[found.column].dropna().duplicated().sum()) > 0 for v in says)
+
+
+# what an expression that selects rows of a given table may do, to be evaluated on the host's copy: subscripts,
+# comparisons, masks and the methods that test values; no other call, no name but the tables
+_SAFE_METHODS = frozenset({
+    "isnull", "isna", "notna", "notnull", "isin", "between", "str", "dt", "contains", "startswith", "endswith",
+    "lower", "upper", "strip", "eq", "ne", "gt", "lt", "ge", "le", "month", "year", "day", "loc",
+})  # fmt: skip
+_SAFE_NODES = (
+    ast.Expression, ast.Subscript, ast.Name, ast.Load, ast.Constant, ast.Compare, ast.BoolOp, ast.BinOp, ast.UnaryOp,
+    ast.Attribute, ast.Call, ast.List, ast.Tuple, ast.Slice, ast.cmpop, ast.boolop, ast.operator, ast.unaryop,
+)  # fmt: skip
+
+
+def selected_rows(expr: str, tables: dict[str, Any]) -> Any:
+    """The rows ``expr`` (``signups[signups['email'].isnull()]``) selects from the given ``tables``, evaluated on
+    the host's copies when it only subscripts, compares and tests values; None when it does anything else.
+
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"user_id": [1, 1, 2], "email": [None, None, "b"]})
+    >>> len(selected_rows("t[t['email'].isnull()]", {"t": t})), selected_rows("t.drop(0)", {"t": t})
+    (2, None)
+    """
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, _SAFE_NODES):
+            return None
+        if isinstance(node, ast.Name) and node.id not in tables:
+            return None
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            return None
+        if isinstance(node, ast.Call) and not (
+            isinstance(node.func, ast.Attribute) and node.func.attr in _SAFE_METHODS
+        ):
+            return None
+    try:
+        rows = eval(compile(tree, "<selection>", "eval"), {"__builtins__": {}}, dict(tables))  # noqa: S307
+    except Exception:
+        return None
+    return rows if hasattr(rows, "columns") else None
+
+
+def repeats_selected(found: Repeated, tables: dict[str, Any]) -> bool | None:
+    """Whether the rows the code counted inline (``len(t[mask])``) repeat an id, evaluated on the given tables."""
+    says = [r for e in found.rows_of if (r := selected_rows(e, tables)) is not None and found.column in r.columns]
+    if not says:
+        return None
+    return any(int(r[found.column].dropna().duplicated().sum()) > 0 for r in says)
 
 
 def note(found: list[Repeated]) -> str:

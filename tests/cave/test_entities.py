@@ -49,14 +49,19 @@ def test_rows_that_repeat_no_user_are_not_held():
     assert result.status == "success" and result.answer == 1 and len(result.trajectory.steps) == 1
 
 
-def test_a_count_that_cannot_be_read_back_is_asked_once_and_then_stands():
-    # analyst suite, missing_emails: signups[signups['email'].isnull()].shape[0] (18 rows for 17 users)
+def test_a_count_of_a_selection_written_inline_is_read_on_the_given_table():
+    # analyst suite, missing_emails: signups[signups['email'].isnull()].shape[0] (18 rows for 17 users), held, then
+    # sent again as it was: `success` at c9f4d9a, when only variables could be read back
     rows = "final_answer(signups[signups['email'].isnull()].shape[0])"
     result = run(rows, rows, task="How many users have no email address on file?")
     assert "count distinct ids, e.g. signups[signups['email'].isnull()]['user_id'].nunique()" in (
         result.trajectory.steps[0].observation
     )
-    assert result.status == "success" and result.answer == 4
+    assert result.status == "failed_checks" and result.answer == 4
+    assert "counts rows where the task counts users" in result.trajectory.error
+    # a selection that cannot be evaluated on the given table alone (a name the code made): asked once, then stands
+    opaque = "cut = 0\nfinal_answer(signups[signups['month'] > cut].shape[0])"
+    assert run(opaque, opaque, task="How many users signed up?").status == "success"
     # the selection dropped, every user in the table counted (the 1.5B did, told only "your selection")
     everyone = run(rows, "final_answer(signups['user_id'].nunique())", task="How many users have no email address?")
     assert everyone.status == "failed_checks" and "every user in the table" in everyone.trajectory.error
