@@ -206,7 +206,9 @@ def unapplied_bounds(task: str, codes: list[str]) -> list[str]:
 
 # operations a task names that code must do somewhere: the words, and the calls (or operators) that do it
 _OPERATIONS = (
-    (re.compile(r"\blog(?:arithm\w*)?\b|\blog[- ]?transform\w*|\blog10\b|\bnatural log", re.I),
+    # not a bare "log": log.txt, a log file, the server log (BFCL's file system)
+    (re.compile(r"\blogarithm\w*|\blog[- ]?transform\w*|\blog10\b|\bnatural log\b|\blog[- ]scale\b"
+                r"|\b(?:the|a) log of\b", re.I),
      re.compile(r"\blog(?:10|2|1p)?\s*\(|\.log(?:10|2|1p)?\b|PowerTransformer|FunctionTransformer"),
      "a logarithm", "np.log(x) (base 10: np.log10(x))"),
     (re.compile(r"\bsquare[- ]root\b", re.I), re.compile(r"\bsqrt\b|\*\*\s*\(?\s*(?:0?\.5|1\s*/\s*2)"),

@@ -429,6 +429,7 @@ def test_a_step_that_draws_at_random_without_the_tasks_random_state_is_found(tas
         ("If the p-value is less than 0.05, apply a log transformation.", ["p = shapiro(df.x).pvalue"], False),
         ("Take the square root of the variance.", ["s = v ** 0.5"], False),
         ("Take the square root of the variance.", ["s = v"], True),
+        ("Move log.txt to archive, then grep the log file for 'Error'.", ["mv('log.txt', 'archive')"], False),  # BFCL
     ],
 )
 def test_an_operation_the_task_names_that_no_code_does_is_found(task, codes, flagged):
