@@ -71,6 +71,13 @@ def _run(replies: list[str]) -> object:
     return agent.run("Does qty follow a normal distribution? Use Shapiro-Wilk at alpha 0.05. Answer yes or no.")
 
 
+def _run_on(table: pd.DataFrame, codes: list[str], task: str, name: str = "df") -> object:
+    """The agent on ``task`` with ``table`` given as ``name``, replying each of ``codes`` as a python block."""
+    agent = Agent(model=Scripted([f"```python\n{c}\n```" for c in codes]), runtime="inprocess")
+    agent.runtime.inject(name, table)
+    return agent.run(task)
+
+
 TEST = "from scipy.stats import shapiro\np = shapiro(df['qty']).pvalue\n"
 
 
@@ -347,10 +354,7 @@ def test_an_answer_from_code_that_never_applies_a_bound_is_held_once_then_kept()
         "final_answer(ok.groupby('brand').stars.mean().idxmax())"
     )
     for second, status, answer in ((filtered, "success", "B"), (unfiltered, "failed_checks", "A")):
-        replies = [f"```python\n{unfiltered}\n```", f"```python\n{second}\n```"]
-        agent = Agent(model=Scripted(replies), runtime="inprocess")
-        agent.runtime.inject("hotels", hotels)
-        result = agent.run(task)
+        result = _run_on(hotels, [unfiltered, second], task, name="hotels")
         assert "'at least 10 hotels': no code uses 10" in result.trajectory.steps[0].observation
         assert result.status == status and result.answer == answer
 
@@ -361,10 +365,7 @@ def test_a_test_unpacked_with_the_p_value_first_is_held_once():
     task = "Report the Shapiro-Wilk p-value of h. Call final_answer({'p_value': p})."
     wrong = "p_value, stat = shapiro(df.h)\nfinal_answer({'p_value': round(float(p_value), 4)})"
     right = "stat, p_value = shapiro(df.h)\nfinal_answer({'p_value': round(float(p_value), 4)})"
-    replies = [f"```python\nfrom scipy.stats import shapiro\n{wrong}\n```", f"```python\n{right}\n```"]
-    agent = Agent(model=Scripted(replies), runtime="inprocess")
-    agent.runtime.inject("df", df)
-    result = agent.run(task)
+    result = _run_on(df, [f"from scipy.stats import shapiro\n{wrong}", right], task)
     assert "gives p_value the statistic, not the p-value" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer["p_value"] > 0.5  # W would be about 0.97 too: p differs
 
@@ -393,15 +394,11 @@ def test_the_same_answer_computed_again_by_fixed_code_stands():
     )
     z = "z = (df.score - df.score.mean()) / df.score.std({})\n"
     send = "final_answer({'outliers': df[z.abs() > 3].country.tolist()})"
-    replies = [f"```python\n{z.format('')}{send}\n```", f"```python\n{z.format('ddof=0')}{send}\n```"]
-    agent = Agent(model=Scripted(replies), runtime="inprocess")
-    agent.runtime.inject("df", df)
-    result = agent.run(task)
+    result = _run_on(df, [z.format("") + send, z.format("ddof=0") + send], task)
     assert "the task asks for the population one" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer == {"outliers": []}, result.trajectory.error
-    typed = Agent(model=Scripted([replies[0], "```python\nfinal_answer({'outliers': []})\n```"]), runtime="inprocess")
-    typed.runtime.inject("df", df)
-    assert typed.run(task).status == "failed_checks"  # typed in again: nothing was computed with the fix
+    typed = _run_on(df, [z.format("") + send, "final_answer({'outliers': []})"], task)
+    assert typed.status == "failed_checks"  # typed in again: nothing was computed with the fix
 
 
 @pytest.mark.parametrize(
