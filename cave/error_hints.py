@@ -1,0 +1,112 @@
+"""One-line fixes for the errors small models make again and again: APIs that changed under the code they learned
+from (scikit-learn's ``squared=False``, ``DataFrame.append``), library errors whose message does not say what to
+do (an ndarray used as a Series, dates in several formats), string methods outside ``.str``, a missing import.
+``cave.prompts.format_execution`` adds the hint under the error; each one is tested against the messages of the
+installed libraries (tests/cave/test_prompts.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["error_hint"]
+
+
+_NO_ATTR = re.compile(r"'(Series|Index)' object has no attribute '(\w+)'")
+_ENGINE_ATTR = re.compile(
+    r"'(Engine|OptionEngine|Connection)' object has no attribute '(execute|cursor|fetchall|query)'"
+)
+_NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
+# APIs that changed under the code small models learned from: the error says what is gone, the hint what replaced it.
+_API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
+    (("TypeError",), re.compile(r"unexpected keyword argument 'squared'"),
+     "scikit-learn 1.6 removed squared=: the RMSE is sklearn.metrics.root_mean_squared_error(y_true, y_pred) "
+     "(without squared=False, mean_squared_error is the MSE, not the RMSE)"),
+    (("AttributeError",), re.compile(r"'DataFrame' object has no attribute 'append'"),
+     "DataFrame.append was removed in pandas 2: pd.concat([df, other], ignore_index=True)"),
+    (("AttributeError",), re.compile(r"object has no attribute 'iteritems'"), "iteritems was removed in pandas 2: .items()"),
+    (("AttributeError",), re.compile(r"'DataFrame' object has no attribute 'applymap'"),
+     "DataFrame.applymap is DataFrame.map in pandas 3: df.map(func)"),
+    (("AttributeError",), re.compile(r"'(Series|DataFrame)' object has no attribute 'mad'"),
+     ".mad() was removed in pandas 2: (s - s.mean()).abs().mean()"),
+    (("TypeError",), re.compile(r"fillna\(\) got an unexpected keyword argument 'method'"),
+     "fillna(method=...) was removed in pandas 3: .ffill() or .bfill()"),
+    (("TypeError",), re.compile(r"dtype '(str|object|string)' does not support operation|reduction '\w+' with string dtype"),
+     "a column holds text: use only the numeric columns (df.select_dtypes('number'), or numeric_only=True), or "
+     "convert it first with pd.to_numeric(df[col], errors='coerce')"),
+    (("IndexError",), re.compile(r"single positional indexer is out-of-bounds|index 0 is out of bounds"),
+     ".iloc[0] (or [0]) of an empty selection: the filter before it kept no row. Print len() after each step and "
+     "the values of the column you filtered on (e.g. print(df[col].describe())) before picking a row"),
+    (("ValueError",), re.compile(r"Encountered all NA values|attempt to get arg(max|min) of an empty sequence"),
+     "the Series is all NaN (or empty). Two selections of different rows subtract by row label, so no pair lines "
+     "up and every difference is NaN: put the periods side by side first, e.g. t = df.pivot_table(index='product', "
+     "columns='quarter', values='units', aggfunc='sum'), then (t['Q2'] - t['Q1']).idxmax()"),
+    (("AttributeError", "ImportError"), re.compile(r"binom_test"),
+     "scipy.stats.binom_test was removed: scipy.stats.binomtest(k, n, p).pvalue"),
+    (("TypeError",), re.compile(r"OneHotEncoder.*unexpected keyword argument 'sparse'"),
+     "scikit-learn 1.2 renamed sparse= to sparse_output=: OneHotEncoder(sparse_output=False)"),
+    (("AttributeError",), re.compile(r"'numpy\.ndarray' object has no attribute '(abs|isna|isnull|notna|dropna|fillna|"
+                                     r"apply|map|value_counts|idxmax|idxmin|iloc|loc|index|to_list|between|sort_values)'"),
+     "this is a NumPy array (scipy.stats.zscore, .values and np functions return one), not a pandas Series: use "
+     "np.abs(a) and the like, or make it a Series on the frame's rows first: pd.Series(a, index=df.index)"),
+    (("AttributeError",), re.compile(r"Can only use \.dt accessor with datetimelike values"),
+     "the column holds text, not dates: convert it first, e.g. df[col] = pd.to_datetime(df[col])"),
+    (("ValueError",), re.compile(r"Input (X|y) contains NaN"),
+     "the model's input has missing values: drop those rows from X and y together first, e.g. "
+     "data = df[features + [target]].dropna(); X, y = data[features], data[target]"),
+    (("ValueError",), re.compile(r"Unknown label type: .?continuous"),
+     "a classifier needs class labels, and this target is continuous: use a regressor (e.g. LinearRegression), or "
+     "turn the target into classes first if the task says so"),
+    (("ValueError",), re.compile(r"solver does not support multiclass"),
+     "this solver handles two classes only: leave solver= out (the default handles several classes)"),
+    (("ValueError",), re.compile(r"Item wrong length (\d+) instead of (\d+)"),
+     "the boolean mask has a different number of rows than the frame it selects from (a mask computed after "
+     "dropna() or on another frame): compute it on the same frame, e.g. s = df[col].dropna(); kept = s[mask]"),
+    (("InvalidParameterError", "ValueError"), re.compile(r"'method' parameter of PowerTransformer .* Got 'log"),
+     "PowerTransformer has no log method, and it standardizes its output (mean 0, std 1): a log transform is "
+     "np.log(x) (base 10: np.log10(x))"),
+    (("ValueError",), re.compile(r"time data .* doesn't match format|unconverted data remains"),
+     "the dates are written in more than one format: pd.to_datetime(df[col], format='mixed') reads each one "
+     "(add errors='coerce' to make the unreadable ones NaT)"),
+    (("AttributeError",), re.compile(r"'float' object has no attribute 'numerator'"),
+     "Python's statistics functions fail on NaN (or inf): drop the missing values first, e.g. "
+     "statistics.stdev(df[col].dropna().tolist())"),
+    (("AttributeError", "TypeError"), re.compile(r"ObjectDType' object has no attribute 'dtype'"),
+     "a column holds Python objects (text or mixed), not numbers: convert it first, "
+     "e.g. pd.to_numeric(df[col], errors='coerce')"),
+]  # fmt: skip
+_USUAL_IMPORTS = {"pd": "import pandas as pd", "np": "import numpy as np", "plt": "import matplotlib.pyplot as plt"}
+
+
+def error_hint(etype: str, message: str) -> str | None:
+    """A one-line fix for errors small models make again and again (None when there is none).
+
+    >>> error_hint("AttributeError", "'Series' object has no attribute 'title'")
+    'string methods of a Series are under .str: write .str.title(...), e.g. s.str.strip().str.title()'
+    >>> error_hint("NameError", "name 'pd' is not defined")
+    'add `import pandas as pd` at the top of the code'
+    >>> error_hint("AttributeError", "'Engine' object has no attribute 'cursor'").startswith("a SQLAlchemy 2 engine")
+    True
+    >>> error_hint("TypeError", "got an unexpected keyword argument 'squared'")[:43]
+    'scikit-learn 1.6 removed squared=: the RMSE'
+    >>> error_hint("IndexError", "single positional indexer is out-of-bounds")[:40]
+    '.iloc[0] (or [0]) of an empty selection:'
+    >>> error_hint("ValueError", "Encountered all NA values")[:36]
+    'the Series is all NaN (or empty). Tw'
+    >>> error_hint("AttributeError", "'numpy.ndarray' object has no attribute 'abs'")[:40]
+    'this is a NumPy array (scipy.stats.zscor'
+    >>> error_hint("ValueError", "bad") is None
+    True
+    """
+    if etype == "AttributeError" and (m := _NO_ATTR.search(message)) and hasattr(str, m.group(2)):
+        return f"string methods of a {m.group(1)} are under .str: write .str.{m.group(2)}(...), e.g. s.str.strip().str.title()"
+    if etype == "AttributeError" and _ENGINE_ATTR.search(message):
+        return (
+            "a SQLAlchemy 2 engine has no execute()/cursor(): query it with pandas, "
+            'e.g. pd.read_sql("SELECT ...", db) (use the engine\'s own name)'
+        )
+    if etype in ("ObjectNotExecutableError", "ArgumentError") and "Not an executable object" in message:
+        return 'pass SQL text to pandas instead: pd.read_sql("SELECT ...", db)'
+    if etype == "NameError" and (m := _NOT_DEFINED.search(message)) and m.group(1) in _USUAL_IMPORTS:
+        return f"add `{_USUAL_IMPORTS[m.group(1)]}` at the top of the code"
+    return next((hint for types, pattern, hint in _API_CHANGES if etype in types and pattern.search(message)), None)
