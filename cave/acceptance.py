@@ -163,6 +163,33 @@ class Acceptance:
             return held_notes.review_note(traj.task, what)
         return None
 
+    async def keep_held(self, traj: Trajectory, ended: str, held_value: Callable[[], Awaitable[Any]]) -> None:
+        """A run that ends on prose (a reply without code, or the summary at max_steps) after its answer was held
+        ends with that answer, not the prose, and not as a success (DABench 690: 2.29 and 1.15 held for their
+        decimals, restated in prose, and the prose was the answer). The form the task asks for is applied where that
+        was all the hold was about. ``held_value``: reads the last final_answer value back from the runtime."""
+        held = [
+            b
+            for s in traj.steps
+            for b in s.meta.get("blocks", ())
+            if b.get("final") and (b.get("held") or b.get("checks"))
+        ]
+        if not held:
+            return
+        try:
+            value = await held_value()
+        except Exception:  # gone, or not transferable: the prose stays the answer
+            return
+        value = value if self.checks else await self.settled_form(traj, value)
+        checks = held[-1].get("checks")
+        traj.status, traj.final_answer = "failed_checks", value
+        if checks:
+            traj.error = traj.error or "the answer failed the task's checks: " + "; ".join(checks)
+            return
+        kinds = ", ".join(dict.fromkeys(traj.meta.get("held_for", []))) or "a note"
+        traj.meta["failed_checks"] = [f"{ended}; its last answer (held for: {kinds}) stands"]
+        traj.error = "the answer kept problems it was held for: " + "; ".join(traj.meta["failed_checks"])
+
     async def settled_form(self, traj: Trajectory, value: Any) -> Any:
         """The answer sent again after a hold for its form, with what the form check fixes fixed (the decimal places
         and the Yes/No words the task asks for), when that is all that is wrong with its form; otherwise ``value``.

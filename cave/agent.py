@@ -506,31 +506,8 @@ class Agent(Compaction, Given, Replying):
             traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
 
     async def _keep_held_answer(self, traj: Trajectory, ended: str) -> None:
-        """A run that ends on prose (a reply without code, or the summary at max_steps) after its answer was held
-        ends with that answer, not the prose, and not as a success (DABench 690: 2.29 and 1.15 held for their
-        decimals, restated in prose, and the prose was the answer). The form the task asks for is applied where that
-        was all the hold was about."""
-        held = [
-            b
-            for s in traj.steps
-            for b in s.meta.get("blocks", ())
-            if b.get("final") and (b.get("held") or b.get("checks"))
-        ]
-        if not held:
-            return
-        try:
-            value = await asyncio.to_thread(self.runtime.retrieve, FINAL_VAR)
-        except Exception:  # gone, or not transferable: the prose stays the answer
-            return
-        value = value if self.checks else await self.acceptance.settled_form(traj, value)
-        checks = held[-1].get("checks")
-        traj.status, traj.final_answer = "failed_checks", value
-        if checks:
-            traj.error = traj.error or "the answer failed the task's checks: " + "; ".join(checks)
-            return
-        kinds = ", ".join(dict.fromkeys(traj.meta.get("held_for", []))) or "a note"
-        traj.meta["failed_checks"] = [f"{ended}; its last answer (held for: {kinds}) stands"]
-        traj.error = "the answer kept problems it was held for: " + "; ".join(traj.meta["failed_checks"])
+        """A run that ended on prose after its answer was held ends with that answer (``Acceptance.keep_held``)."""
+        await self.acceptance.keep_held(traj, ended, lambda: asyncio.to_thread(self.runtime.retrieve, FINAL_VAR))
 
     def _repeat_note(self, step: Step) -> str:
         """The same code again: after an error, read it; after output, answer with it (or change the code)."""
