@@ -58,6 +58,26 @@ def _private_run_store(tmp_path_factory):
         os.environ["CAVE_RUNS"] = old
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_ray_temp_dir():
+    """Ray's session folders (logs, sockets, spilled objects) go to a folder removed when the tests end, not to
+    /tmp/ray, where every run's would pile up on a machine that keeps /tmp (a short path: Ray's socket paths must
+    stay under 108 characters, which pytest's tmp_path does not)."""
+    import os
+    import shutil
+    import tempfile
+
+    old = os.environ.get("RAY_TMPDIR")
+    folder = tempfile.mkdtemp(prefix="cave-ray-")
+    os.environ["RAY_TMPDIR"] = folder
+    yield
+    shutil.rmtree(folder, ignore_errors=True)
+    if old is None:
+        os.environ.pop("RAY_TMPDIR", None)
+    else:
+        os.environ["RAY_TMPDIR"] = old
+
+
 @pytest.fixture
 def make_tiny_llama():
     """The ``tiny_llama`` builder as a fixture."""

@@ -337,6 +337,9 @@ class TrainConfig(ConfigModel):
         None, description="a run folder (e.g. the sft output_dir) whose latest weights the models start from"
     )
     checkpoint_every: int = Field(1, ge=1, description="write a checkpoint every K steps (and at the last step)")
+    keep_checkpoints: int | None = Field(
+        None, ge=1, description="keep only the newest K checkpoints, deleting older ones as new ones land (None: all)"
+    )
     max_grad_norm_stop: float = Field(1e4, gt=0, description="a gradient norm above this stops the run")
     per_role_grad_norm: bool = Field(True, description="measure each role's own gradient norm on a shared model")
     device: Literal["auto", "cpu", "cuda"] = "auto"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -44,7 +45,9 @@ __all__ = [
     "plot_run",
     "progress",
     "read_metrics",
+    "prune_checkpoints",
     "save_checkpoint",
+    "stale_checkpoints",
     "status_line",
     "step_metrics",
     "trim_metrics",
@@ -120,6 +123,7 @@ class Trainer:
                     self.trackers.log(metrics)
                     if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                         save_checkpoint(self.run_dir, step, self.workers)
+                        prune_checkpoints(self.run_dir, cfg.keep_checkpoints)
                     if cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
                         self.evaluate(step)
                     bar.update(task, advance=1, description=status_line(metrics))
@@ -389,6 +393,28 @@ def save_checkpoint(run_dir: Path, step: int, workers: Any) -> Path:
     (ckpt_dir / "latest.tmp").write_text(path.name)
     os.replace(ckpt_dir / "latest.tmp", ckpt_dir / "latest")
     return path
+
+
+def stale_checkpoints(names: list[str], keep: int | None) -> list[str]:
+    """The checkpoint files to delete so that only the newest ``keep`` stay (None: keep all).
+
+    >>> stale_checkpoints(["step_000003.pt", "step_000001.pt", "step_000010.pt", "latest"], 2)
+    ['step_000001.pt']
+    >>> stale_checkpoints(["step_000001.pt"], None)
+    []
+    """
+    steps = sorted(n for n in names if re.fullmatch(r"step_\d+\.pt", n))  # zero-padded: name order is step order
+    return [] if keep is None else steps[: max(len(steps) - keep, 0)]
+
+
+def prune_checkpoints(run_dir: Path, keep: int | None) -> list[Path]:
+    """Delete all but the newest ``keep`` checkpoints of ``run_dir`` (after the newest one is written and named
+    ``latest``, so a crash here never leaves a run without a checkpoint to resume from)."""
+    ckpt_dir = run_dir / CHECKPOINTS
+    stale = [ckpt_dir / n for n in stale_checkpoints([p.name for p in ckpt_dir.iterdir()], keep)]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:

@@ -35,23 +35,23 @@ from cave.registry import DuplicateName, Registry, UnknownName
 
 def _modules_with_examples() -> list:
     """Every cave module with an example that runs (not all +SKIP), so a new module's examples run without a list to
-    update; the runtimes' modules live in their own top-level package and are named."""
+    update; the runtimes and training live in their own top-level folders (cave.runtimes, cave.training) and are
+    walked too."""
     found = []
-    for info in pkgutil.walk_packages(cave.__path__, "cave."):
-        if info.name.endswith("__main__"):  # runs the CLI on import
-            continue
-        module = importlib.import_module(info.name)
-        examples = [e for test in doctest.DocTestFinder().find(module) for e in test.examples]
-        if any(not e.options.get(doctest.SKIP) for e in examples):
-            found.append(module)
-    return found + [
-        cave.runtimes.coercion,
-        cave.runtimes.matches,
-        cave.runtimes.suggest,
-        cave.runtimes.describe,
-        cave.runtimes.tagged,
-        cave.training.forward,
+    packages = [
+        (cave.__path__, "cave."),
+        (cave.runtimes.__path__, "cave.runtimes."),
+        (cave.training.__path__, "cave.training."),
     ]
+    for path, prefix in packages:
+        for info in pkgutil.walk_packages(path, prefix):
+            if info.name.endswith("__main__"):  # runs the CLI on import
+                continue
+            module = importlib.import_module(info.name)
+            examples = [e for test in doctest.DocTestFinder().find(module) for e in test.examples]
+            if any(not e.options.get(doctest.SKIP) for e in examples):
+                found.append(module)
+    return found
 
 
 @pytest.mark.parametrize("module", _modules_with_examples(), ids=lambda m: m.__name__)

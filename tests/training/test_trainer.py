@@ -13,7 +13,7 @@ import yaml
 from cave.training.cli import train_main
 from cave.training.config import load_config, parse_config
 from cave.training.rewards import register_reward
-from cave.training.trainer import Trainer, TrainingStopped, latest_checkpoint, read_metrics
+from cave.training.trainer import Trainer, TrainingStopped, latest_checkpoint, prune_checkpoints, read_metrics
 
 from tests.training.test_rollout import TEAM, save_tiny
 
@@ -211,6 +211,17 @@ def test_cave_train_smollm2_solver_verifier_end_to_end(tmp_path):
     assert train_main([str(config), "--resume", str(run), "--steps", "3", "--quiet"]) == 0
     assert [r["step"] for r in read_metrics(run)] == [1, 2, 3]
     assert latest_checkpoint(run).name == "step_000003.pt"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["latest", "step_000003.pt"]  # keep_checkpoints
+
+
+def test_prune_checkpoints_keeps_the_newest_and_latest(tmp_path):
+    ckpts = tmp_path / "checkpoints"
+    ckpts.mkdir()
+    for name in ["step_000001.pt", "step_000002.pt", "step_000010.pt", "latest", "notes.txt"]:
+        (ckpts / name).write_text("x")
+    assert prune_checkpoints(tmp_path, None) == []
+    assert [p.name for p in prune_checkpoints(tmp_path, 2)] == ["step_000001.pt"]
+    assert sorted(p.name for p in ckpts.iterdir()) == ["latest", "notes.txt", "step_000002.pt", "step_000010.pt"]
 
 
 @pytest.mark.slow
