@@ -41,7 +41,9 @@ def shorten_to_fit(
     messages: list[Message], start: int, end: int, target: int, count: Callable[[list[Message]], int]
 ) -> int:
     """Halve the longest message in ``messages[start:end]`` (keeping its head and tail) until ``count(messages)``
-    is at most ``target`` or nothing there is longer than KEEP_AT_LEAST characters; in place, returns the cuts.
+    is at most ``target``; in place, returns the cuts. When every message there is down to KEEP_AT_LEAST
+    characters and the prompt is still too long, the oldest are replaced by a one-line stub, one by one; it always
+    ends (each message is halved a bounded number of times and stubbed at most once).
 
     The last resort of compaction: a prompt over the context window is an error, a shortened old reply is not.
     Tails are kept because that is where a traceback's error is.
@@ -51,21 +53,36 @@ def shorten_to_fit(
     2
     >>> msgs[1]["content"].endswith("END"), len(msgs[1]["content"]) < 700
     (True, True)
+    >>> many = [{"role": "user", "content": "task"}] + [{"role": "user", "content": "x" * 700} for _ in range(6)]
+    >>> shorten_to_fit(many, 1, 7, 400, lambda ms: sum(len(m["content"]) for m in ms) // 4) > 0
+    True
+    >>> [len(m["content"]) < 100 for m in many]
+    [True, True, True, True, False, False, False]
     """
     cuts = 0
+    done: set[int] = set()  # messages a halving no longer shortens
     while count(messages) > target:
-        sizes = {i: len(str(messages[i].get("content") or "")) for i in range(start, end)}
+        sizes = {i: len(str(messages[i].get("content") or "")) for i in range(start, end) if i not in done}
         i = max(sizes, key=sizes.__getitem__, default=None)
         if i is None or sizes[i] <= KEEP_AT_LEAST:
             break
         content = str(messages[i]["content"])
         keep = max(KEEP_AT_LEAST, len(content) // 2) // 2
         gap = len(content) - 2 * keep
-        messages[i] = {
-            **messages[i],
-            "content": f"{content[:keep]}\n[... {gap} characters cut to fit the context window ...]\n{content[-keep:]}",
-        }
+        shorter = f"{content[:keep]}\n[... {gap} characters cut to fit the context window ...]\n{content[-keep:]}"
+        if len(shorter) >= len(content):  # the marker costs what the cut saves: this one is as short as it gets
+            done.add(i)
+            continue
+        messages[i] = {**messages[i], "content": shorter}
         cuts += 1
+    for i in range(start, end):  # still too long: the oldest messages go, their roles stay
+        if count(messages) <= target:
+            break
+        content = str(messages[i].get("content") or "")
+        stub = f"[{len(content)} characters cut to fit the context window]"
+        if len(stub) < len(content):
+            messages[i] = {**messages[i], "content": stub}
+            cuts += 1
     return cuts
 
 

@@ -419,6 +419,21 @@ def test_a_prompt_always_leaves_room_for_a_reply():
     assert any("characters cut to fit the context window" in str(m["content"]) for m in llm.calls[-1])
 
 
+@pytest.mark.timeout(60)
+def test_fitting_a_prompt_ends_when_halving_no_longer_shortens():
+    """Many mid-sized observations in a small window: halving stops shortening a message near KEEP_AT_LEAST (the
+    cut's marker costs what it saves), and the fit used to loop there for ever (a DABench run hung at max_steps).
+    Now the oldest messages become stubs and the summarizing call at the limit still fits."""
+    replies = [code(f"print('{c}' * 700)\nv{c} = 1") for c in "abcdefghij"] * 2
+    llm = Scripted(replies, context_window=1000)
+    agent = make_agent(llm, max_tokens=300, keep_recent=4, max_steps=10, prompt_layout="stable")
+    events = asyncio.run(collect(agent, "print things"))
+    traj = events[-1].trajectory
+    assert traj.status == "max_steps", traj.error
+    assert all(agent.prompt_tokens(call) + 128 <= 1000 for call in llm.calls)
+    assert any("characters cut to fit the context window]" in str(m["content"]) for m in llm.calls[-1])
+
+
 # -- token accounting ----------------------------------------------------------------------------
 class NonStreaming(LLM):
     """A backend that cannot stream (implements only _complete), replaying the same replies."""
