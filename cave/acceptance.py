@@ -21,6 +21,7 @@ functions in ``cave.recovery`` and ``cave.answers``.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -153,6 +154,15 @@ class Acceptance:
                 return held_notes.form_note(
                     [f"the answer has no {', '.join(map(repr, missing))} (the task asks for the keys {wanted})"], None
                 )
+        if self.review and traj.meta.get("reviewed") and not traj.meta.get("new_warning_asked"):
+            what = await _summary(traj, value)
+            looked = {_warning_kind(w) for w in recovery.summary_warnings(traj.meta.get("held_summary", ""))}
+            if any(_warning_kind(w) not in looked for w in recovery.summary_warnings(what)):
+                # once: the last look was at an earlier answer; this one is new and warns (DABench 271: a form
+                # hold, then NaN from a log taken twice, and the NaN was `success`); sent again, it fails its checks
+                traj.meta["new_warning_asked"] = True
+                await _held_for(traj, "warning", value, what)
+                return held_notes.review_note(traj.task, what)
         if self.review and not self.checks and not traj.meta.get("reviewed"):
             what = await _summary(traj, value)
             if self.review == "auto" and not recovery.needs_review(traj.task, value, what):
@@ -362,6 +372,15 @@ async def _summary(traj: Trajectory, value: Any) -> str:
     """The answer's summary, without the one-value warning for names the task asks a table, dict or list for."""
     tables, empty_ok = answers.collection_keys(traj.task), answers.absence_possible(traj.task)
     return await asyncio.to_thread(answer_summary, value, tables=tables, empty_ok=empty_ok)
+
+
+def _warning_kind(warning: str) -> str:
+    """A warning without its numbers: the same problem in a rounded answer is no new one.
+
+    >>> _warning_kind("'p' is -0.131836; a p-value is between 0 and 1") == _warning_kind("'p' is -0.13; a p-value is between 0 and 1")
+    True
+    """
+    return re.sub(r"-?\d[\d.,e+-]*", "#", warning)
 
 
 async def _held_for(traj: Trajectory, kind: recovery.HeldFor, value: Any, summary: str | None = None) -> None:

@@ -38,13 +38,35 @@ class Given:
                 continue
             given = preview(reg.value)
             if live.get(name) == given:
-                continue
+                # same shape, columns and dtypes: values changed in place (a log applied, a column filled) show only
+                # in the data, and a cell that reads the file again means the data as given (DABench 271: a log
+                # re-run on the logged column sent NaN)
+                if await self._same_data(name, reg.value):
+                    continue
+                was = "its values changed in place"
+            else:
+                was = (live.get(name) or "deleted")[:80]
             await asyncio.to_thread(self.runtime.inject, name, reg.value, reg.description)
             notes.append(
-                f"`{name}` had been changed by earlier code ({(live.get(name) or 'deleted')[:80]}); it is back as it was "
-                f"given ({given[:80]})."
+                f"`{name}` had been changed by earlier code ({was}); it is back as it was given ({given[:80]})."
             )
         return notes
+
+    async def _same_data(self, name: str, given: Any) -> bool:
+        """Whether the live ``name`` holds the given table's data (tables and arrays are compared by value; other
+        objects, and a live value that cannot be read back, count as the same)."""
+        import numpy as np
+        import pandas as pd
+
+        if not isinstance(given, pd.DataFrame | pd.Series | np.ndarray):
+            return True
+        try:
+            live = await asyncio.to_thread(self.runtime.retrieve, name)
+        except Exception:  # an untrusted kernel's object that cannot come back: the preview check stands
+            return True
+        if isinstance(given, np.ndarray):
+            return isinstance(live, np.ndarray) and np.array_equal(live, given, equal_nan=live.dtype.kind == "f")
+        return type(live) is type(given) and live.equals(given)
 
     def _protected(self) -> dict[str, str]:
         """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""

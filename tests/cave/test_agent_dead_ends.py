@@ -600,6 +600,29 @@ def test_review_is_skipped_when_the_task_has_checks(sales):
     assert result.status == "success" and len(result.trajectory.steps) == 1
 
 
+def test_a_given_table_changed_in_place_and_read_again_comes_back_as_given(sales):
+    """DABench 271: a log applied in place keeps shape and dtypes, so the preview did not show the change; the cell
+    run again (re-reading the file, the line skipped) took the log of the log and sent NaN, `success`. In a kernel
+    the host keeps the table as given, and the data itself is compared."""
+    from cave.runtimes.kernel import KernelRuntime
+
+    logged = code("import numpy as np\nsales['units'] = np.log10(sales['units'])\nprint(sales['units'].iloc[0])")
+    logged_again = code(
+        "import numpy as np, pandas as pd\nsales = pd.read_csv('sales.csv')\n"
+        "sales['units'] = np.log10(sales['units'])\nfinal_answer(round(float(sales['units'].iloc[0]), 3))"
+    )
+    units = sales.assign(units=[100.0, 10.0, 1000.0, 10.0])
+    with KernelRuntime(timeout=30) as rt:
+        rt.inject("sales", units)
+        first = Agent(model=Scripted([logged_again]), runtime=rt, max_steps=2).run("log10 of row 1's units?")
+        assert first.answer == 2.0 and "had been changed" not in first.trajectory.steps[0].observation  # as given
+        rt.inject("sales", units)
+        result = Agent(model=Scripted([logged, logged_again]), runtime=rt, max_steps=3).run("log10 of row 1's units?")
+    assert result.answer == 2.0
+    note = result.trajectory.steps[1].observation
+    assert "`sales` had been changed by earlier code (its values changed in place); it is back as it was given" in note
+
+
 def test_an_answer_an_untrusted_kernel_cannot_hand_back_is_fed_back_not_fatal():
     """final_answer(obj) with no safe form (here a class instance) in a sandbox-like kernel: the model is told to
     pass plain data and the run goes on, instead of ending in a TransferError."""

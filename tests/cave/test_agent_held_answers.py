@@ -291,3 +291,21 @@ def test_a_typed_answer_confirmed_with_final_answer_underscore_is_still_typed(si
     # typed, but the same as what the first block printed: once the output was seen, confirming it stands
     shown = code("print(round(df.score.mean(), 2))", "final_answer(5.45)")
     assert run([shown, code("final_answer(_final_answer)")], sites, task).status == "success"
+
+
+def test_a_new_answer_that_warns_after_the_last_look_is_held_and_cannot_stand(sites):
+    # DABench 271: held for its decimals (the review's last look), the next answer carried a NaN (a log taken twice)
+    # and was `success`; a changed answer that now warns is looked at once more, and sent again it fails its checks
+    task = "Mean of score and the log10 of the first score, each rounded to two decimal places."
+    unrounded = "final_answer({'mean': df.score.mean(), 'log': float(np.log10(df.score.iloc[0]))})"
+    nan = "final_answer({'mean': 5.45, 'log': float('nan')})"
+    fixed = "final_answer({'mean': 5.45, 'log': 0.96})"
+    setup = "import numpy as np"
+    kept = run([code(setup, unrounded), code(nan), code(nan)], sites, task)
+    assert "the task asks for 2 decimal places" in kept.trajectory.steps[0].observation
+    assert "'log' is NaN" in kept.trajectory.steps[1].observation
+    assert kept.status == "failed_checks" and "NaN" in kept.trajectory.error
+    right = run([code(setup, unrounded), code(nan), code(fixed)], sites, task)
+    assert right.status == "success" and right.answer == {"mean": 5.45, "log": 0.96}
+    plain = run([code(setup, unrounded), code(fixed)], sites, task)  # no new warning: no second look
+    assert plain.status == "success" and len(plain.trajectory.steps) == 2
