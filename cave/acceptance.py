@@ -309,14 +309,17 @@ def _computes(code: str) -> bool:
     def calls(node: ast.AST) -> bool:
         return any(isinstance(n, ast.Call) and estimators.node_name(n.func) not in _PLAIN_CALLS for n in ast.walk(node))
 
-    computed = {
-        t.id
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Assign) and calls(n.value)
-        for target in n.targets
-        for t in ast.walk(target)
-        if isinstance(t, ast.Name)
-    }
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    computed: set[str] = set()
+    grew = True
+    while grew:  # transitively: `normal = p >= 0.05` after `p = shapiro(x).pvalue` is computed (DABench 304)
+        grew = False
+        for n in assigns:
+            names = {x.id for x in ast.walk(n.value) if isinstance(x, ast.Name)}
+            if calls(n.value) or names & computed:
+                new = {t.id for target in n.targets for t in ast.walk(target) if isinstance(t, ast.Name)} - computed
+                computed |= new
+                grew |= bool(new)
     sent = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and estimators.node_name(n.func) == "final_answer"]
     return any(
         calls(arg) or any(isinstance(x, ast.Name) and x.id in computed for x in ast.walk(arg))

@@ -94,6 +94,15 @@ def test_an_answer_from_a_backwards_reading_is_held_once_and_the_fix_succeeds():
     assert result.status == "success" and result.answer == {"is_normal": "no"}
 
 
+def test_a_fix_that_derives_the_verdict_from_a_computed_result_succeeds():
+    # DABench 304: `normal = p >= 0.05` after `p = shapiro(...).pvalue`: a comparison (no call) of a computed value
+    # was taken for a typed answer, the held step's backwards line was read with it, and the right answer failed
+    result = _run([TEST + "normal = 'yes' if p < 0.05 else 'no'\nfinal_answer({'is_normal': normal})",
+                   TEST + "normal = 'yes' if p >= 0.05 else 'no'\nfinal_answer({'is_normal': normal})"])  # fmt: skip
+    assert "reads the hypothesis test backwards" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == {"is_normal": "no"}, result.trajectory.error
+
+
 @pytest.mark.parametrize("again", ["final_answer({'is_normal': 'yes'})", "final_answer(_final_answer)"])
 def test_the_same_verdict_sent_again_is_not_a_success(again):
     result = _run([TEST + "final_answer({'is_normal': 'yes' if p < 0.05 else 'no'})", again])
