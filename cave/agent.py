@@ -57,7 +57,7 @@ from cave.events import (
 )
 from cave.generation import Generation, Replying
 from cave.given import Given
-from cave.guard import RENAMES, guard_code, rereads, spaced_names
+from cave.guard import guard_code, rereads
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Message, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
@@ -584,15 +584,8 @@ class Agent(Compaction, Given, Replying):
         protected = self._protected()
         restored = await self._restore_given(rereads(code, protected))
         guarded, notes = guard_code(code, protected, self._given_functions())
-        if restored:  # the given tables are back as given: with their own column names
-            self._renamed_columns = False
-        if RENAMES.search(code):  # from here on a name without its end spaces may be the real one
-            self._renamed_columns = True
-        elif not self._renamed_columns:
-            tables = self._given_tables()
-            guarded, spaced = spaced_names(guarded, {n: list(f.columns) for n, f in tables.items()})
-            notes += spaced
-        notes += restored
+        guarded, spaced = self._spaced_names(code, guarded, bool(restored))
+        notes += spaced + restored
         try:
             ex = await self.runtime.aexecute(guarded, self.timeout)
         except FinalAnswer as signal:  # a runtime that lets BaseExceptions through

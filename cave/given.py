@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cave.guard import RENAMES, spaced_names
 from cave.runtimes.describe import preview, type_name
 
 __all__ = ["Given"]
@@ -23,6 +24,7 @@ class Given:
 
     runtime: Any
     describe: Any
+    _renamed_columns: bool
 
     async def _restore_given(self, names: list[str]) -> list[str]:
         """Put back, as they were given, the variables in ``names`` that earlier cells changed (their shape, columns
@@ -67,6 +69,18 @@ class Given:
         if isinstance(given, np.ndarray):
             return isinstance(live, np.ndarray) and np.array_equal(live, given, equal_nan=live.dtype.kind == "f")
         return type(live) is type(given) and live.equals(given)
+
+    def _spaced_names(self, code: str, guarded: str, restored: bool) -> tuple[str, list[str]]:
+        """``guard.spaced_names`` on ``guarded`` with the given tables' columns, unless the code renamed them (then a
+        name without its end spaces may be the real one, until the tables are restored as given)."""
+        if restored:  # the given tables are back as given: with their own column names
+            self._renamed_columns = False
+        if RENAMES.search(code):
+            self._renamed_columns = True
+            return guarded, []
+        if self._renamed_columns:
+            return guarded, []
+        return spaced_names(guarded, {n: list(f.columns) for n, f in self._given_tables().items()})
 
     def _protected(self) -> dict[str, str]:
         """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""
