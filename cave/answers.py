@@ -215,6 +215,7 @@ _COLLECTION_KEY = re.compile(r"@(\w+)\[\s*[\[{]")
 
 _ABSENCE = re.compile(
     r"\bif any\b|\b(?:are|is) there any\b|\bif so\b|\bif there (?:are|is)\b|\bor (?:none|nothing)\b"
+    r"|\b(?:identify|find|detect|flag|check for|look for|list|report|return) any\b"
     r"|\b(?:are|is|were|was|do|does|did) (?:\w+ ){0,4}any\b[^.?!]{0,80}\?",
     re.I,
 )
@@ -225,6 +226,8 @@ def absence_possible(task: str) -> bool:
     is a finding, not a warning sign.
 
     >>> absence_possible("Are there any outliers in the scores? If so, which countries?")
+    True
+    >>> absence_possible("Identify any outliers in the Fare column using the Z-score method.")  # DABench 352
     True
     >>> absence_possible("List the customers who ordered in 2025.")
     False
