@@ -49,6 +49,9 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
                                      r"apply|map|value_counts|idxmax|idxmin|iloc|loc|index|to_list|between|sort_values)'"),
      "this is a NumPy array (scipy.stats.zscore, .values and np functions return one), not a pandas Series: use "
      "np.abs(a) and the like, or make it a Series on the frame's rows first: pd.Series(a, index=df.index)"),
+    (("KeyError",), re.compile(r"^-?\d+$"),
+     "pandas 3 reads s[1] on a Series as the label 1, not the second item (model.params[1] is a KeyError: its "
+     "labels are names like 'const' and 'Age'): take a position with s.iloc[1], or a label, e.g. params['Age']"),
     (("AttributeError",), re.compile(r"Can only use \.dt accessor with datetimelike values"),
      "the column holds text, not dates: convert it first, e.g. df[col] = pd.to_datetime(df[col])"),
     (("ValueError",), re.compile(r"Input (X|y) contains NaN"),
@@ -95,6 +98,8 @@ def error_hint(etype: str, message: str) -> str | None:
     'the Series is all NaN (or empty). Tw'
     >>> error_hint("AttributeError", "'numpy.ndarray' object has no attribute 'abs'")[:40]
     'this is a NumPy array (scipy.stats.zscor'
+    >>> error_hint("KeyError", "1")[:44]  # DABench 355: model.params[1] three times, then prose
+    'pandas 3 reads s[1] on a Series as the label'
     >>> error_hint("ValueError", "bad") is None
     True
     """

@@ -144,6 +144,7 @@ def test_error_hints():
         ("LogisticRegression(solver='liblinear').fit([[1.0], [2.0], [3.0]], [0, 1, 2])", "leave solver= out"),
         ("import statistics\nstatistics.stdev(pd.Series([1.0, None, 3.0]))", "statistics functions fail on NaN"),
         ("pd.to_datetime(pd.Series(['2025/02/08', 'Apr 12 2025']))", "format='mixed'"),  # analyst clean_signups
+        ("pd.Series([0.5, -0.05], index=['const', 'Age'])[1]", "take a position with s.iloc[1]"),  # DABench 355
         (
             "from sklearn.preprocessing import PowerTransformer\nPowerTransformer(method='log').fit([[1.0], [2.0]])",
             "a log transform is np.log(x)",
