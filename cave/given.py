@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cave.guard import RENAMES, spaced_names
+from cave.guard import RENAMES, created_columns, separator_names, spaced_names
 from cave.runtimes.describe import preview, type_name
 
 __all__ = ["Given"]
@@ -25,6 +25,7 @@ class Given:
     runtime: Any
     describe: Any
     _renamed_columns: bool
+    _created_columns: set[str]
 
     async def _restore_given(self, names: list[str]) -> list[str]:
         """Put back, as they were given, the variables in ``names`` that earlier cells changed (their shape, columns
@@ -80,7 +81,11 @@ class Given:
             return guarded, []
         if self._renamed_columns:
             return guarded, []
-        return spaced_names(guarded, {n: list(f.columns) for n, f in self._given_tables().items()})
+        columns = {n: list(f.columns) for n, f in self._given_tables().items()}
+        guarded, notes = spaced_names(guarded, columns)
+        guarded, more = separator_names(guarded, columns, self._created_columns)
+        self._created_columns |= created_columns(code)  # a column the code made is its own, not a misspelling
+        return guarded, notes + more
 
     def _protected(self) -> dict[str, str]:
         """The given variables (name -> type name): guard_code keeps the model from replacing or reloading them."""

@@ -280,6 +280,23 @@ def test_column_names_written_without_their_end_spaces_run_with_them():
     assert result.answer == 6.0 and "ran with them" not in str([s.observation for s in result.trajectory.steps])
 
 
+def test_column_names_written_with_other_separators_run_as_the_tables_in_a_kernel():
+    """DABench 361: `df['wind_speed']` for 'wind speed', three KeyErrors in a row despite the "Did you mean". In a
+    kernel (the host keeps the table as given), a column the code made under the snake_case name stays its own."""
+    from cave.runtimes.kernel import KernelRuntime
+
+    weather = pd.DataFrame({"time": ["a", "b", "c"], "wind speed": [2.0, 4.0, 6.0]})
+    made = code("weather['wind_speed'] = weather['wind speed'] * 10\nprint(weather['wind_speed'].max())")
+    with KernelRuntime(timeout=30) as rt:
+        rt.inject("weather", weather)
+        mean = code("final_answer(float(weather['wind_speed'].mean()))")
+        result = Agent(model=Scripted([mean]), runtime=rt).run("Mean wind?")
+        assert result.answer == 4.0
+        assert "'wind_speed' as 'wind speed'" in result.trajectory.steps[0].observation
+        own = Agent(model=Scripted([made, mean]), runtime=rt).run("Ten times the mean wind?")
+        assert own.answer == 40.0 and "other separators" not in str([s.observation for s in own.trajectory.steps])
+
+
 class RecordingScripted(Scripted):
     """Scripted that also records the sampling arguments of each call."""
 
