@@ -17,6 +17,7 @@ _ENGINE_ATTR = re.compile(
     r"'(Engine|OptionEngine|Connection)' object has no attribute '(execute|cursor|fetchall|query)'"
 )
 _NOT_DEFINED = re.compile(r"name '(\w+)' is not defined")
+_TIME_OF_DAY = re.compile(r"invalid literal for (?:int|float)\(\)[^:]*: '(\d{1,2}:\d{2}(?::\d{2})?\s*([AaPp][Mm])?)'")
 # APIs that changed under the code small models learned from: the error says what is gone, the hint what replaced it.
 _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     (("TypeError",), re.compile(r"unexpected keyword argument 'squared'"),
@@ -100,6 +101,8 @@ def error_hint(etype: str, message: str) -> str | None:
     'this is a NumPy array (scipy.stats.zscor'
     >>> error_hint("KeyError", "1")[:44]  # DABench 355: model.params[1] three times, then prose
     'pandas 3 reads s[1] on a Series as the label'
+    >>> error_hint("ValueError", "invalid literal for int() with base 10: '7:13 PM'")  # DABench 326, six times
+    "'7:13 PM' is a time of day, not a number: parse the column as times and take the part, e.g. pd.to_datetime(df[col], format='%I:%M %p').dt.hour (24-hour)"
     >>> error_hint("ValueError", "bad") is None
     True
     """
@@ -114,4 +117,10 @@ def error_hint(etype: str, message: str) -> str | None:
         return 'pass SQL text to pandas instead: pd.read_sql("SELECT ...", db)'
     if etype == "NameError" and (m := _NOT_DEFINED.search(message)) and m.group(1) in _USUAL_IMPORTS:
         return f"add `{_USUAL_IMPORTS[m.group(1)]}` at the top of the code"
+    if etype == "ValueError" and (m := _TIME_OF_DAY.search(message)):
+        fmt = "%I:%M %p" if m.group(2) else "%H:%M"
+        return (
+            f"{m.group(1)!r} is a time of day, not a number: parse the column as times and take the part, e.g. "
+            f"pd.to_datetime(df[col], format='{fmt}').dt.hour (24-hour)"
+        )
     return next((hint for types, pattern, hint in _API_CHANGES if etype in types and pattern.search(message)), None)

@@ -204,6 +204,9 @@ def _wide_line(key: str, frames: list[tuple[str, Any]]) -> str | None:
     >>> df = pd.DataFrame({"Year": [2009, 2010], **{f"f{i}": [1.0 * i, 2.0 * i] for i in range(8)}})
     >>> print(_wide_line("Percent", [("df", df)]))  # doctest: +ELLIPSIS
     df is wide: its 8 number columns ('f0', 'f1', 'f2', ...) are the values, one column each, keyed by 'Year'. ...
+    >>> people = df.assign(name="a", sex="m", ticket="t")  # DABench 308: titanic's KeyError 'Mr.' was no wide read
+    >>> _wide_line("Mr.", [("df", people)]) is None
+    True
     """
     for name, frame in reversed(frames):  # the newest frame first: the one just built and used
         columns = [c for c in list(frame.columns[:_MAX_COLUMNS]) if isinstance(c, str)]
@@ -211,7 +214,7 @@ def _wide_line(key: str, frames: list[tuple[str, Any]]) -> str | None:
         others = [c for c in columns if c not in numeric]
         ids = others or [c for c in numeric if re.search(r"year|date|id$|^id|month|time", c, re.I)]
         values = [c for c in numeric if c not in ids]
-        if len(values) < 6 or not ids:
+        if len(values) < 6 or not ids or len(others) > 2:  # a table with many text fields (titanic) is no wide one
             continue
         by = ids[0]
         shown = ", ".join(repr(c) for c in values[:3])

@@ -145,6 +145,8 @@ def test_error_hints():
         ("import statistics\nstatistics.stdev(pd.Series([1.0, None, 3.0]))", "statistics functions fail on NaN"),
         ("pd.to_datetime(pd.Series(['2025/02/08', 'Apr 12 2025']))", "format='mixed'"),  # analyst clean_signups
         ("pd.Series([0.5, -0.05], index=['const', 'Age'])[1]", "take a position with s.iloc[1]"),  # DABench 355
+        ("pd.Series(['7:13 PM']).astype(int)", "is a time of day, not a number"),  # DABench 326
+        ("int('19:05')", "format='%H:%M'"),
         (
             "from sklearn.preprocessing import PowerTransformer\nPowerTransformer(method='log').fit([[1.0], [2.0]])",
             "a log transform is np.log(x)",
