@@ -73,6 +73,21 @@ def _statistics_line(keys: list[str], frames: list[tuple[str, Any]]) -> str | No
 _TEST_RESULTS = frozenset({"pvalue", "p_value", "statistic", "correlation"})
 
 
+def _name_hint(name: str, namespace: dict[str, Any]) -> str | None:
+    """For an undefined name, the variables of earlier cells written alike (``pvalue`` for ``p_value``: DABench
+    297 sent ``pvalue`` three times; Python's own suggestion is not in a cell's traceback).
+
+    >>> _name_hint("pvalue", {"p_value": 0.01, "df": None}), _name_hint("zz", {"p_value": 1})
+    ("Did you mean 'p_value' (a variable of an earlier cell)?", None)
+    """
+    names = [n for n in list(namespace)[: _MAX_COLUMNS * 5] if isinstance(n, str) and not n.startswith("_")]
+    same = [n for n in names if _norm(n) == _norm(name) and n != name]
+    close = same or difflib.get_close_matches(name, names, n=2, cutoff=0.8)
+    if not close:
+        return None
+    return f"Did you mean {' or '.join(repr(c) for c in close)} (a variable of an earlier cell)?"
+
+
 def _attributes_hint(e: BaseException) -> str | None:
     """For a missing attribute of any other object: the closest public attributes, else the ones it has."""
     if not isinstance(e, AttributeError) or not isinstance(getattr(e, "name", None), str):
@@ -142,6 +157,8 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     """
     if isinstance(e, TypeError) and (m := _NO_KEYWORD.search(str(e))):
         return _signature_hint(m.group(1), m.group(2), namespace)
+    if type(e) is NameError and isinstance(getattr(e, "name", None), str):
+        return _name_hint(e.name, namespace)
     keys = _missing_keys(e)
     pd = sys.modules.get("pandas")
     if pd is not None and isinstance(e, ValueError) and (m := _NOT_A_NUMBER.search(str(e))):

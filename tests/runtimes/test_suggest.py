@@ -159,3 +159,11 @@ def test_each_name_of_a_list_that_pandas_says_is_missing_gets_its_hint(bare_rt, 
     bare_rt.inject("df", pd.DataFrame({"wind speed": [1.0, 2.0], "Fare": [3.0, 4.0]}))
     ex = bare_rt.execute(code)
     assert ex.error is not None and said in ex.error.message
+
+
+def test_an_undefined_name_written_like_a_variable_of_an_earlier_cell_names_it(rt):
+    # DABench 297: `pvalue` three times where the earlier cell made `p_value`
+    assert rt.execute("p_value = 0.03").ok
+    ex = rt.execute("final = pvalue * 2")
+    assert ex.error.type == "NameError" and "Did you mean 'p_value' (a variable of an earlier cell)?" in ex.error.message
+    assert "Did you mean" not in rt.execute("x = nothing_like_it").error.message
