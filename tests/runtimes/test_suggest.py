@@ -165,5 +165,7 @@ def test_an_undefined_name_written_like_a_variable_of_an_earlier_cell_names_it(r
     # DABench 297: `pvalue` three times where the earlier cell made `p_value`
     assert rt.execute("p_value = 0.03").ok
     ex = rt.execute("final = pvalue * 2")
-    assert ex.error.type == "NameError" and "Did you mean 'p_value' (a variable of an earlier cell)?" in ex.error.message
+    assert (
+        ex.error.type == "NameError" and "Did you mean 'p_value' (a variable of an earlier cell)?" in ex.error.message
+    )
     assert "Did you mean" not in rt.execute("x = nothing_like_it").error.message
