@@ -309,17 +309,8 @@ def _computes(code: str) -> bool:
     def calls(node: ast.AST) -> bool:
         return any(isinstance(n, ast.Call) and estimators.node_name(n.func) not in _PLAIN_CALLS for n in ast.walk(node))
 
-    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
-    computed: set[str] = set()
-    grew = True
-    while grew:  # transitively: `normal = p >= 0.05` after `p = shapiro(x).pvalue` is computed (DABench 304)
-        grew = False
-        for n in assigns:
-            names = {x.id for x in ast.walk(n.value) if isinstance(x, ast.Name)}
-            if calls(n.value) or names & computed:
-                new = {t.id for target in n.targets for t in ast.walk(target) if isinstance(t, ast.Name)} - computed
-                computed |= new
-                grew |= bool(new)
+    # transitively: `normal = p >= 0.05` after `p = shapiro(x).pvalue` is computed (DABench 304)
+    computed = _derived(tree, calls)
     sent = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and estimators.node_name(n.func) == "final_answer"]
     return any(
         calls(arg) or any(isinstance(x, ast.Name) and x.id in computed for x in ast.walk(arg))
@@ -328,10 +319,64 @@ def _computes(code: str) -> bool:
     )
 
 
+def _derived(tree: Any, source: Callable[[Any], bool]) -> set[str]:
+    """The names ``tree`` assigns from an expression ``source`` accepts, or from one that uses such a name
+    (transitively, in any order of the assignments)."""
+    import ast
+
+    assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
+    out: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for n in assigns:
+            names = {x.id for x in ast.walk(n.value) if isinstance(x, ast.Name)}
+            if source(n.value) or names & out:
+                new = {t.id for target in n.targets for t in ast.walk(target) if isinstance(t, ast.Name)} - out
+                out |= new
+                grew |= bool(new)
+    return out
+
+
+def _made_here(code: str) -> bool:
+    r"""Whether final_answer sends a variable that ``code`` itself read from data (a subscript, an attribute or a
+    call, or arithmetic on such variables): the answer comes from this reply's code even when no call computes it
+    (analyst share_big_orders: ``n = orders[...].shape[0]``, ``share = n / total``, and an earlier step's held
+    line was read with it). A variable set to a literal or to an earlier cell's variable is not.
+
+    >>> _made_here("n = df[df.a > 1].shape[0]\nfinal_answer(n / len(df))"), _made_here("final_answer(round(x, 2))")
+    (True, False)
+    >>> _made_here("s = 2.68\nfinal_answer(s)"), _made_here("y = x\nfinal_answer(_final_answer)")
+    (False, False)
+    """
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+
+    def reads(node: ast.AST) -> bool:
+        return any(
+            isinstance(n, ast.Subscript | ast.Attribute)
+            or (isinstance(n, ast.Call) and estimators.node_name(n.func) not in _PLAIN_CALLS)
+            for n in ast.walk(node)
+        )
+
+    made = _derived(tree, reads)
+    sent = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and estimators.node_name(n.func) == "final_answer"]
+    return any(
+        isinstance(x, ast.Name) and x.id in made
+        for call in sent
+        for arg in [*call.args, *(k.value for k in call.keywords)]
+        for x in ast.walk(arg)
+    )
+
+
 def _answering_code(traj: Trajectory, code: str) -> str:
     """The code an answer came from: the reply's own, and the previous step's too when the reply computes nothing
     (DABench 724: the sample std computed in one step, its printed value typed into final_answer in the next)."""
-    if _computes(code):
+    if _computes(code) or _made_here(code):
         return code
     previous = recovery.last_code_step(traj)
     return f"{previous.code}\n\n{code}" if previous is not None and previous.code else code

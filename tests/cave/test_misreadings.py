@@ -235,7 +235,15 @@ def test_a_share_of_orders_answered_as_the_share_of_the_amount_is_held_once_then
     orders = pd.DataFrame({"amount": [200.0, 20.0, 30.0, 160.0, 10.0]})
     summed = "big = orders[orders['amount'] > 150]['amount'].sum()\nfinal_answer(big / orders['amount'].sum())"
     counted = "final_answer(len(orders[orders['amount'] > 150]) / len(orders))"
-    for second, status, answer in ((counted, "success", 0.4), (summed, "failed_checks", 360 / 420)):
+    # the count in variables and no call (analyst run at 38d195f: the held line of the step before was read with it)
+    shaped = (
+        "n = orders[orders['amount'] > 150].shape[0]\ntotal = orders.shape[0]\nshare = n / total\nfinal_answer(share)"
+    )
+    for second, status, answer in (
+        (counted, "success", 0.4),
+        (shaped, "success", 0.4),
+        (summed, "failed_checks", 360 / 420),
+    ):
         agent = Agent(model=Scripted([f"```python\n{summed}\n```", f"```python\n{second}\n```"]), runtime="inprocess")
         agent.runtime.inject("orders", orders)
         result = agent.run("What share of orders are over $150?")
