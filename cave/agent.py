@@ -254,8 +254,10 @@ class Agent(Compaction, Given, Replying):
         self.expect_calls = expect_calls
         self._system: str | None = None  # the session's system prompt (stable layout)
         self._seen: dict[str, str] = {}  # what the model was last told of each variable (stable layout)
-        self._renamed_columns = False  # the code renamed a given table's columns (guard.spaced_names stands aside)
-        self._created_columns: set[str] = set()  # column names the code wrote (guard.separator_names leaves them)
+        self._renamed_columns = False  # the code renamed a given table's columns (column_names stands aside)
+        self._created_columns: set[str] = (
+            set()
+        )  # column names the code wrote (column_names.separator_names leaves them)
 
     # -- sync and async edges ------------------------------------------------------------------
     def run(self, task: str, **kwargs: Any) -> RunResult:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cave.guard import RENAMES, created_columns, separator_names, spaced_names
+from cave.column_names import RENAMES, created_columns, separator_names, spaced_names
 from cave.runtimes.describe import preview, type_name
 
 __all__ = ["Given"]
@@ -72,7 +72,7 @@ class Given:
         return type(live) is type(given) and live.equals(given)
 
     def _spaced_names(self, code: str, guarded: str, restored: bool) -> tuple[str, list[str]]:
-        """``guard.spaced_names`` on ``guarded`` with the given tables' columns, unless the code renamed them (then a
+        """``column_names.spaced_names`` and ``separator_names`` on ``guarded`` with the given tables' columns, unless the code renamed them (then a
         name without its end spaces may be the real one, until the tables are restored as given)."""
         if restored:  # the given tables are back as given: with their own column names
             self._renamed_columns = False
