@@ -55,6 +55,7 @@ from cave.events import (
     StepStarted,
     TextChunk,
 )
+from cave.feedback import Feedback
 from cave.generation import Generation, Replying
 from cave.given import Given
 from cave.guard import guard_code, rereads
@@ -114,7 +115,7 @@ class RunResult:
 
 
 # -- the agent -----------------------------------------------------------------------------------
-class Agent(Compaction, Given, Replying):
+class Agent(Compaction, Given, Replying, Feedback):
     """A code-as-action agent: an LLM backend plus a persistent runtime.
 
     The runtime persists across ``run`` calls, so a second run sees what the first one left behind.
@@ -511,61 +512,6 @@ class Agent(Compaction, Given, Replying):
     async def _keep_held_answer(self, traj: Trajectory, ended: str) -> None:
         """A run that ended on prose after its answer was held ends with that answer (``Acceptance.keep_held``)."""
         await self.acceptance.keep_held(traj, ended, lambda: asyncio.to_thread(self.runtime.retrieve, FINAL_VAR))
-
-    def _repeat_note(self, step: Step) -> str:
-        """The same code again: after an error, read it; after output, answer with it (or change the code)."""
-        if step.execution is not None and not step.execution.ok:
-            return prompts.REPEAT_NOTE
-        name = recovery.last_assigned(step.code or "")
-        return prompts.REPEAT_OK_NOTE.format(example=f", e.g. final_answer({name})" if name else "")
-
-    async def _next_message(self, traj: Trajectory, step: Step, records: list[dict[str, Any]]) -> str:
-        """What the model reads after this step: the observation, its notes, and (stable layout) the state."""
-        infos = await self.describe()
-        named = recovery.uncalled_answer(step.completion or "", step.code or "", [v.name for v in infos])
-        if named and step.execution is not None and step.execution.ok:  # the prose says final_answer(x); nothing ran it
-            step.observation += "\n" + prompts.PROSE_CALL_NOTE.format(name=named)
-        unknown = recovery.unknown_function_note(step, self._given_functions())
-        if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
-            step.observation += "\n" + unknown
-            step.meta["unknown_function"] = True
-        features = recovery.features_note(traj.task, step, self._given_tables())
-        if features:  # text reached a model: the columns the task names, encoded
-            step.observation += "\n" + features
-        loop = recovery.loop_note(traj, step, records, infos)
-        if loop:
-            step.observation += "\n" + loop
-            step.meta["loop_note"] = True
-        message = step.observation
-        if self.prompt_layout == "stable":  # the state note travels in the message, not in the observation
-            note = self._state_note(infos)
-            if note:  # before the observation: what to do next (an error, a fix) is what the model reads last
-                step.meta["state"] = note
-                message = f"{note}\n\n{step.observation}"
-        return message
-
-    async def _prose_refusal(self, traj: Trajectory, text: str) -> str | None:
-        """Why a reply without code cannot end the run here (None: it can be the answer)."""
-        given = any(reg.kind == "variable" for reg in self.runtime.registered.values())
-        refusal = recovery.prose_refusal(
-            traj,
-            checks=bool(self.checks),
-            insist_on_code=self.insist_on_code,
-            given=given,
-            text=text,
-            functions=self._given_functions(),
-            expect_calls=self.expect_calls,
-        )
-        if refusal is not None or not recovery.may_refuse_prose(traj, self.insist_on_code):
-            return refusal
-        missing = await self._missing_outputs()
-        return recovery.missing_note(missing) if missing else None
-
-    async def _missing_outputs(self) -> list[str]:
-        if not self.outputs:
-            return []
-        present = {v.name for v in await self.describe()}
-        return [name for name in self.outputs if name not in present]
 
     @property
     def acceptance(self) -> Acceptance:

@@ -1,0 +1,86 @@
+"""What the model reads after a step, and whether a reply without code may end the run.
+
+The agent's feedback half: after a step that ran code, the observation gets its notes (the same code again, a
+``final_answer(x)`` written in prose, an unknown function, encoded text features, a loop) and, in the stable
+layout, the note of what changed in the runtime; after a reply without code, the reason it cannot be the answer
+yet (a failed cell just before it, declared outputs still missing, ...) or None when it can.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cave import prompts, recovery
+from cave.trajectory import Step, Trajectory
+
+__all__ = ["Feedback"]
+
+
+class Feedback:
+    """Mixed into ``Agent``: uses its runtime, task settings and given objects."""
+
+    runtime: Any
+    checks: Any
+    outputs: Any
+    insist_on_code: bool
+    expect_calls: Any
+    prompt_layout: str
+    describe: Any
+    _state_note: Any
+    _given_functions: Any
+    _given_tables: Any
+
+    def _repeat_note(self, step: Step) -> str:
+        """The same code again: after an error, read it; after output, answer with it (or change the code)."""
+        if step.execution is not None and not step.execution.ok:
+            return prompts.REPEAT_NOTE
+        name = recovery.last_assigned(step.code or "")
+        return prompts.REPEAT_OK_NOTE.format(example=f", e.g. final_answer({name})" if name else "")
+
+    async def _next_message(self, traj: Trajectory, step: Step, records: list[dict[str, Any]]) -> str:
+        """What the model reads after this step: the observation, its notes, and (stable layout) the state."""
+        infos = await self.describe()
+        named = recovery.uncalled_answer(step.completion or "", step.code or "", [v.name for v in infos])
+        if named and step.execution is not None and step.execution.ok:  # the prose says final_answer(x); nothing ran it
+            step.observation += "\n" + prompts.PROSE_CALL_NOTE.format(name=named)
+        unknown = recovery.unknown_function_note(step, self._given_functions())
+        if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
+            step.observation += "\n" + unknown
+            step.meta["unknown_function"] = True
+        features = recovery.features_note(traj.task, step, self._given_tables())
+        if features:  # text reached a model: the columns the task names, encoded
+            step.observation += "\n" + features
+        loop = recovery.loop_note(traj, step, records, infos)
+        if loop:
+            step.observation += "\n" + loop
+            step.meta["loop_note"] = True
+        message = step.observation
+        if self.prompt_layout == "stable":  # the state note travels in the message, not in the observation
+            note = self._state_note(infos)
+            if note:  # before the observation: what to do next (an error, a fix) is what the model reads last
+                step.meta["state"] = note
+                message = f"{note}\n\n{step.observation}"
+        return message
+
+    async def _prose_refusal(self, traj: Trajectory, text: str) -> str | None:
+        """Why a reply without code cannot end the run here (None: it can be the answer)."""
+        given = any(reg.kind == "variable" for reg in self.runtime.registered.values())
+        refusal = recovery.prose_refusal(
+            traj,
+            checks=bool(self.checks),
+            insist_on_code=self.insist_on_code,
+            given=given,
+            text=text,
+            functions=self._given_functions(),
+            expect_calls=self.expect_calls,
+        )
+        if refusal is not None or not recovery.may_refuse_prose(traj, self.insist_on_code):
+            return refusal
+        missing = await self._missing_outputs()
+        return recovery.missing_note(missing) if missing else None
+
+    async def _missing_outputs(self) -> list[str]:
+        if not self.outputs:
+            return []
+        present = {v.name for v in await self.describe()}
+        return [name for name in self.outputs if name not in present]
