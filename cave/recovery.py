@@ -291,6 +291,12 @@ def _with_suggested_column(line: str, message: str) -> str | None:
     "df['avg. waiting time'] = pd.to_timedelta(df['avg. wait time'])"
     >>> _with_suggested_column("x = 1", msg) is None
     True
+
+    A name in a list of columns selected at once:
+
+    >>> msg = '''"['MEANGJZH'] not in index". Did you mean 'MEANJZH' (a column of df) or 'MEANJZD' (a column of df)?'''
+    >>> _with_suggested_column("X = df[['MEANGJZH', 'TOTUSJZ']]", msg)
+    "X = df[['MEANJZH', 'TOTUSJZ']]"
     """
     suggested = suggested_column(message)
     if suggested is None or not line:
@@ -301,10 +307,11 @@ def _with_suggested_column(line: str, message: str) -> str | None:
     except SyntaxError:
         return None
     reads = [
-        node.slice
+        c
         for node in ast.walk(tree)
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-        and isinstance(node.slice, ast.Constant) and node.slice.value == key
+        for c in (node.slice.elts if isinstance(node.slice, (ast.List, ast.Tuple)) else [node.slice])
+        if isinstance(c, ast.Constant) and c.value == key
     ]  # fmt: skip
     if not reads:
         return None

@@ -399,9 +399,13 @@ def suggested_column(message: str) -> tuple[str, str] | None:
     ('avg. waiting time', 'avg. wait time')
     >>> suggested_column("'zzz'") is None
     True
-    """
-    import ast
 
+    A list of names selected at once, as pandas reports it (DABench 275: ``df[['MEANGJZH', 'TOTUSJZ']]`` for
+    seven steps), gives the one name missing from it:
+
+    >>> suggested_column('''"['MEANGJZH'] not in index". Did you mean 'MEANJZH' (a column of df) or 'MEANJZD'?''')
+    ('MEANGJZH', 'MEANJZH')
+    """
     m = _SUGGESTED.match(message.strip())
     if m is None:
         return None
@@ -409,7 +413,12 @@ def suggested_column(message: str) -> tuple[str, str] | None:
         key, column = ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))
     except (ValueError, SyntaxError):
         return None
-    return (key, column) if isinstance(key, str) and isinstance(column, str) else None
+    if not (isinstance(key, str) and isinstance(column, str)):
+        return None
+    keys = _missing_keys(KeyError(key))  # "['a'] not in index" and "None of [Index(['a'])] ..." name their keys
+    if len(keys) > 1:  # which of them the suggestion is for is not said
+        return None
+    return (keys[0] if keys else key), column
 
 
 def _close(key: str, columns: list[str]) -> list[str]:

@@ -168,6 +168,20 @@ def test_a_column_name_retyped_after_did_you_mean_gets_the_failing_line_fixed(sa
     assert "```python\nsales['unit'] = sales['units'] * 2\n```" in note  # the read fixed, its own name kept
 
 
+def test_a_misspelt_name_in_a_list_of_columns_gets_the_failing_line_fixed():
+    # DABench 275: df[['MEANGJZH', 'TOTUSJZ']] for seven steps; two columns are close ('MEANJZH', 'MEANJZD'), so
+    # nothing renames it; the repeat's note gives the line with the closest one.
+    frame = pd.DataFrame({"MEANJZH": [1.0, 2.0], "MEANJZD": [3.0, 4.0], "TOTUSJZ": [5.0, 6.0]})
+    bad = "X = frame[['MEANGJZH', 'TOTUSJZ']]"
+    agent = Agent(
+        model=Scripted([code(bad), code(f"y = 0\n{bad}"), code("final_answer(1)")]), runtime=InProcessRuntime()
+    )
+    agent.runtime.inject("frame", frame)
+    note = agent.run("fit on MEANJZH and TOTUSJZ").trajectory.steps[1].observation
+    assert "same error" in note
+    assert "```python\nX = frame[['MEANJZH', 'TOTUSJZ']]\n```" in note
+
+
 def test_repeated_failing_code_is_resampled_hotter_when_the_first_resample_repeats_it(sales):
     bad = code("sales.groupby('country')")
     llm = Scripted([bad, bad, bad, code("final_answer(1)")])
