@@ -88,14 +88,22 @@ def prose_guesses(traj: Trajectory, code: str, seen: str) -> list[str]:
     ['2.00']
     >>> prose_guesses(traj, "final_answer({'m': 3.50})", seen_text(traj))  # not from its prose: copied from elsewhere
     []
+
+    A dict the model typed into a cell of its own and ran (its echo is no output either):
+
+    >>> traj.steps.append(Step(2, code="{'m': 3.50}", observation="Out: {'m': 3.5}"))
+    >>> prose_guesses(traj, "final_answer({'m': 3.50})", seen_text(traj))
+    ['3.50']
     """
     numbers = typed_numbers(code, seen, alone=True)
     if not numbers:
         return []
     prose = "\n".join(re.sub(r"```.*?(```|$)", " ", s.completion or "", flags=re.S) for s in traj.steps)
+    # a literal a cell only displayed is prose in a code block (DABench 300: "The final answer is:" and a typed dict)
+    prose += "\n".join(src for s in traj.steps for src, _ in _displayed(_parsed(s.code), s.code or ""))
     written = set(_NUMBER.findall(prose))
     # a number a note gave (the form check's rounded value, "run this: final_answer(2.83)") was not made up
-    noted = set(_NUMBER.findall("\n".join(s.observation or "" for s in traj.steps)))
+    noted = set(_NUMBER.findall("\n".join(less_literals(s.observation or "", s.code) for s in traj.steps)))
     return [n for n in numbers if n.lstrip("+") in written and n.lstrip("+") not in noted]
 
 
@@ -146,12 +154,26 @@ def seen_text(traj: Trajectory) -> str:
 
 
 def _output(observation: str) -> str:
-    """An observation without the hold note at its end: the numbers it quotes are the answer's, not output."""
-    return observation.split("Not accepted yet:", 1)[0]
+    """An observation without the hold note at its end (the numbers it quotes are the answer's, not output) and
+    without its ``[block 2]`` labels (a typed 2.00 is not shown by them).
+
+    >>> _output("[block 2]\\nOut: 0.5\\nNot accepted yet: final_answer got 0.55")
+    '\\nOut: 0.5\\n'
+    """
+    return _BLOCK_LABEL.sub("", observation.split("Not accepted yet:", 1)[0])
+
+
+_BLOCK_LABEL = re.compile(r"^\[block \d+\]$", re.M)
 
 
 def less_literals(observation: str, code: str | None) -> str:
-    """``observation`` without the string literals of ``code`` that hold a digit (what a print of them shows)."""
+    """``observation`` without the string literals of ``code`` that hold a digit (what a print of them shows), and
+    without what a literal the code only displays shows (DABench 300: a typed dict ran alone, ``Out: {'r': 0.0}``,
+    and its made-up numbers then passed as shown).
+
+    >>> less_literals("[9.03]\\nOut: {'r': 0.0, 'p': 0.99}", "print(v)\\n{'r': 0.00, 'p': 0.99}")
+    '[9.03]\\nOut:  '
+    """
     try:
         tree = ast.parse(code or "")
     except SyntaxError:
@@ -160,9 +182,41 @@ def less_literals(observation: str, code: str | None) -> str:
         n.value for n in ast.walk(tree)
         if isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) > 2 and _NUMBER.search(n.value)
     }  # fmt: skip
+    texts |= _displayed_literals(tree)
     for text in sorted(texts, key=len, reverse=True):
         observation = observation.replace(text, " ")
     return observation
+
+
+def _parsed(code: str | None) -> ast.Module:
+    try:
+        return ast.parse(code or "")
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
+
+
+def _displayed_literals(tree: ast.Module) -> set[str]:
+    """What the literals a cell displays (a bare expression, or a print of one) look like in its output."""
+    return {shown for _, shown in _displayed(tree, "")}
+
+
+def _displayed(tree: ast.Module, code: str) -> list[tuple[str, str]]:
+    """The literals a cell displays: each one's source in ``code`` and what it looks like in the output."""
+    out = []
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Expr):
+            continue
+        node = stmt.value
+        printed = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+        for arg in node.args if printed else [node]:
+            try:
+                value = ast.literal_eval(arg)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            shown = str(value) if printed else repr(value)
+            if _NUMBER.search(shown):
+                out.append(((ast.get_source_segment(code, arg) or "") if code else "", shown))
+    return out
 
 
 def typed_call(code: str) -> str | None:

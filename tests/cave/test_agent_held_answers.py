@@ -229,6 +229,22 @@ def test_numbers_from_the_models_own_prose_sent_alone_are_held_and_cannot_stand(
     assert copied.status == "success" and len(copied.trajectory.steps) == 2
 
 
+def test_a_typed_dict_run_alone_is_no_output_and_its_numbers_sent_alone_cannot_stand(sites):
+    # DABench 300: the test returned nan, the model ran "The final answer is:" and a typed dict as a cell of its
+    # own (Out: {...} echoed its guess), then sent that dict alone: `success` with made-up numbers
+    task = "Mean score of sites with a score above 5? @mean_high[mean] rounded to two decimals."
+    work = "I will compute it.\n```python\nm = df[df.score > 5].score.mean()\n```\nThe final answer is:\n```python\n{'mean_high': 2.00}\n```"
+    guess = code("final_answer({'mean_high': 2.00})")
+    result = run([work, code("{'mean_high': 2.00}"), guess, guess], sites, task)
+    assert "numbers typed in (2.00)" in result.trajectory.steps[2].observation
+    assert result.status == "failed_checks"
+    shown = "I will compute it.\n```python\nm = df[df.score > 5].score.mean()\nprint(round(m, 2))\n```"
+    copied = run(
+        [shown, code("{'mean_high': 9.02}"), code("final_answer({'mean_high': 9.02})")], sites, task
+    )  # from the output
+    assert copied.status == "success" and copied.answer == {"mean_high": 9.02}
+
+
 def test_one_value_sent_as_several_statistics_is_held_and_cannot_stand(sites):
     # DABench 375: told to use scipy's skewness and kurtosis, the model set both to the Shapiro W (0.9543), was
     # held for the decimals only, and sent them rounded: `success`
