@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cave import prompts, recovery
+from cave import prompts, recovery, typed
 from cave.trajectory import Step, Trajectory
 
 __all__ = ["Feedback"]
@@ -34,6 +34,8 @@ class Feedback:
         """The same code again: after an error, read it; after output, answer with it (or change the code)."""
         if step.execution is not None and not step.execution.ok:
             return prompts.REPEAT_NOTE
+        if typed.only_displays(step.code or ""):  # not "answer with it": TYPED_DISPLAY_NOTE follows
+            return prompts.REPEAT_OK_NOTE.split(",", 1)[0] + "."
         name = recovery.last_assigned(step.code or "")
         return prompts.REPEAT_OK_NOTE.format(example=f", e.g. final_answer({name})" if name else "")
 
@@ -43,6 +45,9 @@ class Feedback:
         named = recovery.uncalled_answer(step.completion or "", step.code or "", [v.name for v in infos])
         if named and step.execution is not None and step.execution.ok:  # the prose says final_answer(x); nothing ran it
             step.observation += "\n" + prompts.PROSE_CALL_NOTE.format(name=named)
+        if typed.only_displays(step.code or "") and not traj.called_final_answer:  # DABench 300: a typed dict, 4 times
+            step.observation += "\n" + prompts.TYPED_DISPLAY_NOTE
+            step.meta["typed_display"] = True
         unknown = recovery.unknown_function_note(step, self._given_functions())
         if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
             step.observation += "\n" + unknown

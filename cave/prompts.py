@@ -25,6 +25,7 @@ __all__ = [
     "REPEAT_NOTE",
     "REPEAT_OK_NOTE",
     "PROSE_CALL_NOTE",
+    "TYPED_DISPLAY_NOTE",
     "MISSING_KEY_NOTE",
     "UNTRANSFERABLE_ANSWER",
     "SUMMARY_PROMPT",
@@ -480,6 +481,11 @@ REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the 
 PROSE_CALL_NOTE = (
     "Your reply names final_answer({name}) outside the code block, so it was not called. If {name} is the answer, "
     "run:\n```python\nfinal_answer({name})\n```"
+)
+TYPED_DISPLAY_NOTE = (
+    "That cell only shows values you typed into it: it computes nothing, and typed values are no answer. Compute "
+    "them from the data with code (fix the error or the NaN above first), then call final_answer with the variables "
+    "that hold them."
 )
 REPEAT_OK_NOTE = (
     "You ran exactly the same code as in your previous step, and it printed the same. If that answers the task, "

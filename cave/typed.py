@@ -26,6 +26,7 @@ __all__ = [
     "disagreements",
     "less_literals",
     "live_call",
+    "only_displays",
     "plain_values",
     "prose_guesses",
     "seen_text",
@@ -195,6 +196,10 @@ def _parsed(code: str | None) -> ast.Module:
         return ast.Module(body=[], type_ignores=[])
 
 
+def _is_print(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+
+
 def _displayed_literals(tree: ast.Module) -> set[str]:
     """What the literals a cell displays (a bare expression, or a print of one) look like in its output."""
     return {shown for _, shown in _displayed(tree, "")}
@@ -207,7 +212,7 @@ def _displayed(tree: ast.Module, code: str) -> list[tuple[str, str]]:
         if not isinstance(stmt, ast.Expr):
             continue
         node = stmt.value
-        printed = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+        printed = _is_print(node)
         for arg in node.args if printed else [node]:
             try:
                 value = ast.literal_eval(arg)
@@ -255,6 +260,26 @@ def answer_alone(code: str) -> bool:
     values = [*call.args, *(k.value for k in call.keywords)]
     return not any(
         isinstance(n, ast.Call | ast.Attribute | ast.Subscript | ast.BinOp) for v in values for n in ast.walk(v)
+    )
+
+
+def only_displays(code: str) -> bool:
+    """The cell does nothing but show literals it types, numbers among them (``{'r': 0.00, 'p': 0.99}``, or a
+    print of one): it computes nothing, whatever its output looks like.
+
+    >>> only_displays("{'r': 0.00, 'p': 0.99}"), only_displays("print({'r': 0.5})"), only_displays("{'r': r}")
+    (True, True, False)
+    >>> only_displays("x = 0.5\\nx"), only_displays("'done'")
+    (False, False)
+    """
+    tree = _parsed(code)
+    shown = _displayed(tree, "")
+    return (
+        bool(shown)
+        and len(shown)
+        == sum(len(s.value.args) if _is_print(s.value) else 1 for s in tree.body if isinstance(s, ast.Expr))
+        == len(tree.body)
+        and any(_NUMBER.search(text) for _, text in shown)
     )
 
 

@@ -182,6 +182,20 @@ def test_a_misspelt_name_in_a_list_of_columns_gets_the_failing_line_fixed():
     assert "```python\nX = frame[['MEANJZH', 'TOTUSJZ']]\n```" in note
 
 
+def test_a_cell_that_only_shows_typed_numbers_is_told_it_computes_nothing(sales):
+    # DABench 300: after a nan, the 1.5B ran the dict it had typed four times, told each time "if that answers the
+    # task, call final_answer": the run ended at max_steps
+    typed = code("{'mean_units': 2.50, 'n': 3}")
+    result = agent_with([typed, typed, code("final_answer(sales.units.mean())")], sales).run("mean units?")
+    first, second = result.trajectory.steps[:2]
+    assert "only shows values you typed" in first.observation and first.meta["typed_display"]
+    assert (
+        "exactly the same code" in second.observation and "call final_answer with the result" not in second.observation
+    )
+    shown = agent_with([code("m = sales.units.mean()\n{'m': m}"), code("final_answer(1)")], sales).run("t")
+    assert "only shows values" not in shown.trajectory.steps[0].observation  # it shows what it computed
+
+
 def test_repeated_failing_code_is_resampled_hotter_when_the_first_resample_repeats_it(sales):
     bad = code("sales.groupby('country')")
     llm = Scripted([bad, bad, bad, code("final_answer(1)")])
