@@ -40,7 +40,7 @@ __all__ = [
 REPEATED_NOTE = (
     "Not accepted yet: the task counts {entity}s, and {tables} (the code counts rows, so an {entity} on two rows "
     "counts twice). If the task counts {entity}s, count distinct ids, e.g. {fix}, and answer again; if each counted "
-    "row truly is a different {entity}, confirm with ```python\nfinal_answer(_final_answer)\n```."
+    "row truly is a different {entity}, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
 _HOW_MANY = re.compile(
     r"\bhow many\s+(?:(?:distinct|unique|different|individual|separate)\s+)?([a-z]+s)\b(?!\s+(?:of|per)\b)",

@@ -37,13 +37,13 @@ TYPED_FIX = " Run:\n```python\n{call}\n```"
 LOSS_HELD_NOTE = (
     "Not accepted yet: this answer was computed after a conversion (or pd.cut's bins) turned values into NaN (the Note above), so "
     "it leaves them out. If those values hold data the task needs, recover them and answer again; if they are "
-    "truly missing, confirm with ```python\nfinal_answer(_final_answer)\n```."
+    "truly missing, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
 NUMBERS_KEPT_FIX = "\nYour code with the number in each value kept (run it):\n```python\n{code}\n```"
 EMPTY_HELD_NOTE = (
     "Not accepted yet: this answer was computed from a selection that matched nothing (the Note above), so it "
     "counts or averages no rows. Look at the values (e.g. print(df[col].unique()[:20])), match what they hold and "
-    "answer again; if no row truly matches, confirm with ```python\nfinal_answer(_final_answer)\n```."
+    "answer again; if no row truly matches, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
 TIE_HELD_NOTE = (
     "Not accepted yet: this answer was picked from a wide tie (the Note above): idxmax/idxmin took the first of "
@@ -63,20 +63,20 @@ TEXT_HELD_NOTE = (
     "Not accepted yet: this answer came from .max()/.min() of a text column (the Note above), which is alphabetical "
     "order, not the row with the largest number. If the task asks which row has the largest value of a column, "
     "use df.loc[df[col].idxmax(), name_col] and answer again; if it truly asks for the alphabetically last, "
-    "confirm with ```python\nfinal_answer(_final_answer)\n```."
+    "confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
 POLARITY_HELD_NOTE = (
     "Not accepted yet: a value named for the 'not' group was taken from the group labelled 1/True/yes (the Note "
     "above), the opposite of its name. Pick each group by its label (.loc[0] is 'not', .loc[1] is 'yes') and "
-    "answer again; if the labels truly mean the reverse here, confirm with ```python\nfinal_answer(_final_answer)\n```."
+    "answer again; if the labels truly mean the reverse here, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
 # a question ("Does it answer ...?") drew a prose "Yes"/"No" in 13 of 20 DABench reviews: each cost a step
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
     "Check the right rows/granularity, names vs. numbers, units, rounding, and each value in the form the task "
     "names (e.g. the words it lists rather than True/False). Reply with one ```python block and no prose: "
-    "```python\nfinal_answer(_final_answer)\n``` if it answers exactly what the task asks, or code that fixes it "
-    "and calls final_answer with the corrected result."
+    "code that fixes it and calls final_answer with the corrected result, or, if it answers exactly what the task "
+    "asks:\n```python\nfinal_answer(_final_answer)\n```"
 )
 
 FORM_NOTE = "Not accepted yet: the answer is not in the form the task asks for:\n{problems}\n{fix}"

@@ -234,3 +234,25 @@ def test_removed_apis_get_what_replaced_them(code, says):
     rt.close()
     assert ex.error is not None, code
     assert says in format_execution(ex), (code, ex.error.message)
+
+
+def test_every_code_block_a_note_shows_starts_and_ends_on_its_own_line():
+    # DABench 418: "confirm with ```python ... ```." mid-line; the 1.5B echoed the note and its fences ran the note's
+    # prose as code (SyntaxError twice). A block the model may copy must be one it can copy whole.
+    import re
+
+    from cave import entities, held_notes, misreadings, prompts
+
+    notes = [
+        (module.__name__, name, value)
+        for module in (prompts, held_notes, entities, misreadings)
+        for name, value in vars(module).items()
+        if isinstance(value, str) and "```python\n" in value
+    ]
+    assert len(notes) > 5
+    for module, name, text in notes:
+        for m in re.finditer(r"```python\n", text):
+            assert m.start() == 0 or text[m.start() - 1] == "\n", f"{module}.{name}: a block opens mid-line"
+        for m in re.finditer(r"\n```", text):
+            after = text[m.end() : m.end() + 1]
+            assert after in ("", "\n") or after == "p", f"{module}.{name}: text right after a closing fence"
