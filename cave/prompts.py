@@ -27,6 +27,7 @@ __all__ = [
     "PROSE_CALL_NOTE",
     "TYPED_DISPLAY_NOTE",
     "MISSING_KEY_NOTE",
+    "TASK_COLUMN_NOTE",
     "UNTRANSFERABLE_ANSWER",
     "SUMMARY_PROMPT",
     "error_hint",
@@ -456,6 +457,10 @@ LOOP_SMALL_STEP = (
 )
 LOOP_FIXED_LINE = "The failing line with the real column name, to use instead:\n```python\n{fixed}\n```"
 MISSING_KEY_NOTE = "The objects on the failing line really are: {facts}. Use the names they have."
+TASK_COLUMN_NOTE = (
+    "{key!r} is no column yet: it is one the task asks you to make (\"{said}\"). Create it first ({frame}[{key!r}] = "
+    "... as the task defines it), then use it."
+)
 GAVE_UP_NOTE = (
     "final_answer({value}) is not an answer: your previous code failed ({error}), so nothing computed what the task "
     "asks. Fix that code (one small step, using the objects' real names) and call final_answer with the result."

@@ -271,15 +271,56 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
     failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
     used = set(re.findall(r"[A-Za-z_]\w*", failing or code))
     facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
+    made = task_column_note(traj.task, error.message, code) if error.type == "KeyError" else None
     if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
-        return prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
+        note = prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
+        return " ".join(x for x in (note, made) if x) or None
     fixed = _with_suggested_column(failing, error.message) if error.type == "KeyError" else None
     return prompts.LOOP_NOTE.format(
         n=n,
         line=f" The failing line: `{failing[:200]}`." if failing else "",
         facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
-        step=prompts.LOOP_FIXED_LINE.format(fixed=fixed) if fixed else prompts.LOOP_SMALL_STEP,
+        step=made or (prompts.LOOP_FIXED_LINE.format(fixed=fixed) if fixed else prompts.LOOP_SMALL_STEP),
     )
+
+
+_QUOTED_KEY = re.compile(r"""^\s*(?:'([^'\n]{1,80})'|"([^"\n]{1,80})")(?:\.|\s|$)""")
+
+
+def task_column_note(task: str, message: str, code: str) -> str | None:
+    """A missing column the task asks the code to make, which the code never made: say so, with the task's words
+    for it (DABench 423: ``df['Volatility']`` read five times; the task defines Volatility = (High - Low) / Open).
+
+    >>> task = "Create a new feature 'Volatility' = (High - Low) / Open. Then correlate Volatility with Volume."
+    >>> print(task_column_note(task, "'Volatility'", "r = df['Volatility'].corr(df['Volume'])"))
+    'Volatility' is no column yet: it is one the task asks you to make ("Create a new feature 'Volatility' = (High - Low) / Open."). Create it first (df['Volatility'] = ... as the task defines it), then use it.
+    >>> task_column_note(task, "'Volatility'", "df['Volatility'] = 1\\nr = df['Volatility'].corr(df['Volume'])") is None
+    True
+    >>> task_column_note(task, "'Price'", "df['Price']") is None
+    True
+    >>> task_column_note("Calculate the mean of Close.", "'Close'. Did you mean 'close' (a column of df)?", "") is None
+    True
+    """
+    m = _QUOTED_KEY.match(message)
+    if m is None or "Did you mean" in message or "is a column of" in message:  # a misspelling, another table's
+        return None
+    key = m.group(1) or m.group(2)
+    if not re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", task) or key in _stored(code):
+        return None
+    sentences = [x.strip() for x in re.split(r"(?<=[.;!?])\s+|\n+", task) if re.search(re.escape(key), x)]
+    made = rf"{re.escape(key)}['\"]?\s*=|\b(?:creat|new|defin|deriv|add|engineer)"
+    defining = [x for x in sentences if re.search(made, x, re.I)]
+    if not defining:
+        return None
+    reads = re.search(rf"([A-Za-z_]\w*)\[\s*['\"]{re.escape(key)}['\"]\s*\]", code)
+    said = defining[0] if len(defining[0]) <= 240 else defining[0][:237] + "..."
+    return prompts.TASK_COLUMN_NOTE.format(key=key, said=said, frame=reads.group(1) if reads else "df")
+
+
+def _stored(code: str) -> set[str]:
+    from cave.column_names import created_columns
+
+    return created_columns(code)
 
 
 def _with_suggested_column(line: str, message: str) -> str | None:

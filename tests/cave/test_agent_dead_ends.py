@@ -196,6 +196,24 @@ def test_a_cell_that_only_shows_typed_numbers_is_told_it_computes_nothing(sales)
     assert "only shows values" not in shown.trajectory.steps[0].observation  # it shows what it computed
 
 
+def test_a_column_the_task_asks_to_make_is_named_as_such_when_the_code_reads_it_unmade():
+    # DABench 423: df['Volatility'] read five times; the task defines Volatility = (High - Low) / Open
+    prices = pd.DataFrame(
+        {"High": [2.0, 3.0, 5.0], "Low": [1.0, 1.0, 2.0], "Open": [1.5, 2.0, 4.0], "Volume": [1, 2, 4]}
+    )
+    task = "Create a new feature 'Volatility' = (High - Low) / Open. What is its correlation with Volume?"
+    bad = "r = prices['Volatility'].corr(prices['Volume'])"
+    agent = Agent(
+        model=Scripted([code(bad), code(f"y = 0\n{bad}"), code("final_answer(1)")]), runtime=InProcessRuntime()
+    )
+    agent.runtime.inject("prices", prices)
+    first, second = agent.run(task).trajectory.steps[:2]
+    for step in (first, second):
+        assert "'Volatility' is no column yet" in step.observation
+        assert "(\"Create a new feature 'Volatility' = (High - Low) / Open.\")" in step.observation
+        assert "prices['Volatility'] = ..." in step.observation
+
+
 def test_repeated_failing_code_is_resampled_hotter_when_the_first_resample_repeats_it(sales):
     bad = code("sales.groupby('country')")
     llm = Scripted([bad, bad, bad, code("final_answer(1)")])
