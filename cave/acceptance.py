@@ -103,7 +103,10 @@ class Acceptance:
             wrong = await self._disagreements(value, code)
             if wrong:  # once: a typed value that the code's own variable of that name contradicts
                 traj.meta["variables_asked"] = True
-                return held_notes.VARIABLES_NOTE.format(wrong="; ".join(wrong[:4]), call=typed.live_call(value, wrong))
+                call = typed.live_call(value, wrong)
+                if call == typed.live_call(value, []):  # no variable of the answer's name holds it: say what, not how
+                    return held_notes.COMPUTED_OTHER_NOTE.format(wrong="; ".join(wrong[:4]))
+                return held_notes.VARIABLES_NOTE.format(wrong="; ".join(wrong[:4]), call=call)
         if self.review and not traj.meta.get("misread_asked"):
             misread = misreadings.note(_answering_code(traj, code), traj.task)
             if misread is not None:  # once: is_normal = p < 0.05, or an MSE sent as the RMSE
@@ -218,8 +221,11 @@ class Acceptance:
         keys = typed.typed_keys(code) if isinstance(value, dict) and self.variables is not None else {}
         if not keys:
             return []
-        live = await self.variables(list(keys))  # type: ignore[misc]
-        return typed.disagreements(value, live, keys)
+        skews = [n for n in typed.assigned_names(code) if "skew" in n.lower()]
+        live = await self.variables([*keys, *skews])  # type: ignore[misc]
+        return typed.disagreements(value, live, keys) + typed.skew_contradictions(
+            value, {n: live[n] for n in skews if n in live}
+        )
 
     async def _repeats(self, found: list[entities.Repeated]) -> bool | None:
         """Whether the rows the code counted repeat an id (read back when they are variables, evaluated on the given

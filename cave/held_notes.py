@@ -5,6 +5,7 @@ answer cannot stand on it, and the one call that confirms it or fixes it.
 from __future__ import annotations
 
 __all__ = [
+    "COMPUTED_OTHER_NOTE",
     "EMPTY_HELD_NOTE",
     "FORM_FIX",
     "FORM_NOTE",
@@ -32,6 +33,10 @@ TYPED_NOTE = (
 VARIABLES_NOTE = (
     "Not accepted yet: your code computed something else than the answer says: {wrong}. Values typed into "
     "final_answer are guesses; send what the code computed (if the variable is the answer):\n```python\n{call}\n```"
+)
+COMPUTED_OTHER_NOTE = (
+    "Not accepted yet: your code computed something else than the answer says: {wrong}. Values typed into "
+    "final_answer are guesses; send what the computed value gives by the task's rule."
 )
 TYPED_FIX = " Run:\n```python\n{call}\n```"
 LOSS_HELD_NOTE = (

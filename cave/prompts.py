@@ -458,7 +458,7 @@ LOOP_SMALL_STEP = (
 LOOP_FIXED_LINE = "The failing line with the real column name, to use instead:\n```python\n{fixed}\n```"
 MISSING_KEY_NOTE = "The objects on the failing line really are: {facts}. Use the names they have."
 TASK_COLUMN_NOTE = (
-    "{key!r} is no column yet: it is one the task asks you to make (\"{said}\"). Create it first ({frame}[{key!r}] = "
+    '{key!r} is no column yet: it is one the task asks you to make ("{said}"). Create it first ({frame}[{key!r}] = '
     "... as the task defines it), then use it."
 )
 GAVE_UP_NOTE = (

@@ -21,6 +21,7 @@ from typing import Any
 from cave.trajectory import Trajectory
 
 __all__ = [
+    "assigned_names",
     "agrees",
     "answer_alone",
     "disagreements",
@@ -30,6 +31,7 @@ __all__ = [
     "plain_values",
     "prose_guesses",
     "seen_text",
+    "skew_contradictions",
     "typed_call",
     "typed_keys",
     "typed_numbers",
@@ -283,6 +285,23 @@ def only_displays(code: str) -> bool:
     )
 
 
+def assigned_names(code: str) -> list[str]:
+    """The names ``code`` assigns (``x = ...``, ``a, b = ...``), in order, once each.
+
+    >>> assigned_names("stat, p = shapiro(x)\\nskewness = skew(x)\\np = 1")
+    ['stat', 'p', 'skewness']
+    """
+    out: list[str] = []
+    for node in ast.walk(_parsed(code)):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id not in out:
+                        out.append(n.id)
+    return out
+
+
 def typed_keys(code: str) -> dict[str, str]:
     """The keys of the answer dict whose values are typed literals (a constant, or a list of constants), with the
     source they were typed as.
@@ -323,6 +342,42 @@ def disagreements(value: Any, live: Mapping[str, Any], typed: Mapping[str, str])
         if key in value and key in live and not _agrees(value[key], live[key]):
             out.append(f"{key!r} is {text[:120]}, but your variable `{key}` holds {_short(live[key])}")
     return out
+
+
+_RIGHT = re.compile(r"right|positiv", re.I)
+_LEFT = re.compile(r"left|negativ", re.I)
+
+
+def skew_contradictions(value: Any, live: Mapping[str, Any]) -> list[str]:
+    """Skew directions the answer states that the code's own skewness contradicts by sign: right (positive) skew
+    is a skewness above zero, whatever band the task calls symmetric (DABench 465: skew() gave -0.53, held for the
+    form, the answer typed 'skewed_right').
+
+    >>> skew_contradictions({"distribution_skew": "skewed_right"}, {"skewness": -0.5315})
+    ["'distribution_skew' is 'skewed_right', but your variable `skewness` is -0.5315: below zero, skewed to the left"]
+    >>> skew_contradictions({"distribution_skew": "skewed_left"}, {"skewness": -0.5315})
+    []
+    """
+    if not isinstance(value, dict):
+        return []
+    numbers = {n: float(v) for n, v in live.items() if "skew" in n.lower() and _real(v)}
+    out = []
+    for key, said in value.items():
+        if not (isinstance(said, str) and ("skew" in said.lower() or "skew" in str(key).lower())):
+            continue
+        right, left = bool(_RIGHT.search(said)), bool(_LEFT.search(said))
+        for name, x in numbers.items():
+            if right != left and ((right and x < 0) or (left and x > 0)):
+                side = "below zero, skewed to the left" if x < 0 else "above zero, skewed to the right"
+                out.append(f"{key!r} is {said!r}, but your variable `{name}` is {x:.4g}: {side}")
+    return out
+
+
+def _real(v: Any) -> bool:
+    try:
+        return not isinstance(v, bool | str) and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
 
 
 def live_call(value: dict[str, Any], wrong: list[str]) -> str:

@@ -245,6 +245,20 @@ def test_a_typed_dict_run_alone_is_no_output_and_its_numbers_sent_alone_cannot_s
     assert copied.status == "success" and copied.answer == {"mean_high": 9.02}
 
 
+def test_a_skew_direction_against_the_sign_of_the_computed_skewness_is_held_and_cannot_stand():
+    # DABench 465: skew() gave -0.53, the form hold asked for a word, the answer typed 'skewed_right': `success`
+    ages = pd.DataFrame({"age": [1.0, 8.0, 9.0, 9.0, 10.0]})
+    task = "Is age skewed? @distribution_skew[word] one of 'symmetric', 'skewed_right', 'skewed_left'."
+    typed = code(
+        "from scipy.stats import skew\nskewness = skew(df['age'])\nfinal_answer({'distribution_skew': 'skewed_right'})"
+    )
+    result = run([typed, typed], ages, task)
+    assert "your variable `skewness` is -1.3" in result.trajectory.steps[0].observation
+    assert result.status == "failed_checks"
+    fixed = run([typed, typed.replace("skewed_right", "skewed_left")], ages, task)
+    assert fixed.status == "success" and fixed.answer == {"distribution_skew": "skewed_left"}
+
+
 def test_one_value_sent_as_several_statistics_is_held_and_cannot_stand(sites):
     # DABench 375: told to use scipy's skewness and kurtosis, the model set both to the Shapiro W (0.9543), was
     # held for the decimals only, and sent them rounded: `success`
