@@ -292,6 +292,32 @@ def listed_words(task: str, key: str) -> list[str]:
     return []
 
 
+def dict_asked(task: str, key: str) -> list[str]:
+    """The keys of the dict the task writes an answer name's value as (``@counts[{'DATE TIME':val_1,
+    'WINDSPEED':val_2}]``), or [].
+
+    >>> dict_asked("@counts[{'DATE TIME':val_1, 'WINDSPEED':val_2, ...}]", "counts")
+    ['DATE TIME', 'WINDSPEED']
+    >>> dict_asked("@counts[n]", "counts")
+    []
+    >>> dict_asked("@counts[{'A':val_1, 'B':val_2\\nCall final_answer({'counts': ...})", "counts")
+    ['A', 'B']
+    """
+    m = re.search(rf"@{re.escape(key)}\[\{{([^\]}}\n]*)", task)
+    return re.findall(r"""['"]([^'"]{1,80})['"]\s*:""", m.group(1)) if m else []
+
+
+def _as_asked_dict(value: Any, keys: list[str]) -> dict[str, Any] | None:
+    """A Series as the dict the task writes, under the task's keys (an index equal to them but for spaces at its
+    ends or case), or None when they do not all match."""
+    if not (hasattr(value, "to_dict") and hasattr(value, "index")) or hasattr(value, "columns"):
+        return None
+    by_name = {str(i).strip().lower(): i for i in value.index}
+    if len(by_name) != len(value.index) or any(k.strip().lower() not in by_name for k in keys):
+        return None
+    return {k: _plain(value[by_name[k.strip().lower()]]) for k in keys}
+
+
 def number_asked(task: str, key: str) -> str | None:
     """'an integer' or 'a number' when the task says an answer name's value is one ('"outliers_count" is an
     integer'; a placeholder named for a count), else None.
@@ -360,6 +386,17 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
                 # DABench 740: the outlier rows sent for "outliers_count" is an integer
                 count = " (for a count of rows: len(...))" if number == "an integer" else ""
                 words_wanted.append(f"{k!r} is {size}; the task asks for {number}{count}")
+            if hasattr(v, "index") and not hasattr(v, "columns") and (asked := dict_asked(task, str(k))):
+                # DABench 451: the per-column counts sent as a Series, where the task writes {'DATE TIME': val_1, ...}
+                as_dict = _as_asked_dict(v, asked)
+                problems.append(
+                    f"{k!r} is a pandas Series; the task writes it as a dict with the keys {asked[:8]}"
+                    + ("" if as_dict is not None else f": send {k}.to_dict() with those keys")
+                )
+                if as_dict is not None:
+                    fixed[k] = as_dict
+                else:
+                    words_wanted.append(problems.pop())
             if isinstance(plain, int | float) and not isinstance(plain, bool) and (words := listed_words(task, str(k))):
                 # DABench 465: the skewness itself sent where the task lists "symmetric", "skewed_right", ...
                 listed = ", ".join(repr(w) for w in words)

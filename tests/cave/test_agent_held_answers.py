@@ -259,6 +259,20 @@ def test_a_skew_direction_against_the_sign_of_the_computed_skewness_is_held_and_
     assert fixed.status == "success" and fixed.answer == {"distribution_skew": "skewed_left"}
 
 
+def test_a_series_where_the_task_writes_a_dict_is_held_with_the_dict_under_the_tasks_keys():
+    # DABench 451: df.isnull().sum() sent for @missing[{'DATE TIME':val_1, 'WINDSPEED':val_2}], the frame's names
+    # with a space in front (' WINDSPEED'): `success`, in a form no reader of the task's format gets
+    table = pd.DataFrame({"DATE TIME": ["a", "b"], " WINDSPEED": [1.0, None]})
+    task = "Missing values per column? @missing[{'DATE TIME':val_1, 'WINDSPEED':val_2}]"
+    sent = code("m = df.isnull().sum()\nfinal_answer({'missing': m})")
+    result = run([sent, code("final_answer(_final_answer)")], table, task)
+    note = result.trajectory.steps[0].observation
+    assert "'missing' is a pandas Series; the task writes it as a dict" in note
+    assert "final_answer({'missing': {'DATE TIME': 0, 'WINDSPEED': 1}})" in note
+    fixed = run([sent, code("final_answer({'missing': {'DATE TIME': 0, 'WINDSPEED': 1}})")], table, task)
+    assert fixed.status == "success" and fixed.answer == {"missing": {"DATE TIME": 0, "WINDSPEED": 1}}
+
+
 def test_one_value_sent_as_several_statistics_is_held_and_cannot_stand(sites):
     # DABench 375: told to use scipy's skewness and kurtosis, the model set both to the Shapiro W (0.9543), was
     # held for the decimals only, and sent them rounded: `success`
