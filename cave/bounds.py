@@ -14,7 +14,16 @@ import re
 
 from cave.estimators import all_nodes, quoted
 
-__all__ = ["BOUND_NOTE", "UNAPPLIED_NOTE", "misread_bound", "unapplied", "unapplied_bounds", "unapplied_operations"]
+__all__ = [
+    "BOUNDS_FIX",
+    "BOUND_NOTE",
+    "UNAPPLIED_NOTE",
+    "bounds_fixed",
+    "misread_bound",
+    "unapplied",
+    "unapplied_bounds",
+    "unapplied_operations",
+]
 
 
 BOUND_NOTE = (
@@ -148,6 +157,40 @@ def misread_bound(task: str, code: str) -> list[str]:
         wrong = f"leaves {number} out" if kind in ("lower", "upper") else f"takes {number} in"
         out.append(f"line {node.lineno}: `{shown}` {wrong}; the task says {said!r}: {thing} {fixed} {number}")
     return list(dict.fromkeys(out))  # one line for a comparison written twice on a line
+
+
+BOUNDS_FIX = "Your code with each bound read as the task says (run it):\n```python\n{code}\n```"
+_MAX_FIX_LINES = 40
+
+
+def bounds_fixed(task: str, code: str) -> str | None:
+    """``code`` with each comparison ``misread_bound`` finds written the task's way, or None when there is none or
+    one sits in a chained comparison (DABench 513: told "`r < 4` ... r <= 4", the 1.5B rewrote the other side of
+    the range, ``(r <= 4) & (r < 5)``; a whole cell to run is what it copies right).
+
+    >>> print(bounds_fixed("ratings between 3 and 4, and above 4", "m = (r >= 3) & (r < 4)\\nh = r >= 4"))
+    m = (r >= 3) & (r <= 4)
+    h = r > 4
+    >>> bounds_fixed("ratings above 4", "h = r > 4") is None
+    True
+    """
+    bounds = _task_bounds(task)
+    if not any(bounds.values()):
+        return None
+    spans = []
+    for node, left, op, right in _comparisons(code):
+        if type(op) not in _WANTED or float(right.value) not in bounds[_WANTED[type(op)][1]]:
+            continue
+        if len(node.ops) != 1 or node.end_lineno != node.lineno:
+            return None
+        spans.append((node, f"{ast.unparse(left)} {_WANTED[type(op)][0]} {ast.unparse(right)}"))
+    lines = code.splitlines()
+    if not spans or len(lines) > _MAX_FIX_LINES:
+        return None
+    for node, text in sorted(spans, key=lambda s: (s[0].lineno, s[0].col_offset), reverse=True):
+        row = lines[node.lineno - 1].encode()  # ast columns are UTF-8 byte offsets
+        lines[node.lineno - 1] = (row[: node.col_offset] + text.encode() + row[node.end_col_offset :]).decode()
+    return "\n".join(lines)
 
 
 UNAPPLIED_NOTE = (

@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 import re
 
-from cave.bounds import BOUND_NOTE, misread_bound
+from cave.bounds import BOUND_NOTE, BOUNDS_FIX, bounds_fixed, misread_bound
 from cave.estimators import (
     DENOMINATOR_NOTE,
     FISHER_NOTE,
@@ -206,6 +206,9 @@ def note(code: str, task: str = "") -> str | None:
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))
+            fixed = bounds_fixed(task, code) if text is BOUND_NOTE else None
+            if fixed is not None:
+                notes.append(BOUNDS_FIX.format(code=fixed))
     lines = backwards(code)
     if lines:
         notes.append(_backwards_note(lines))

@@ -448,3 +448,12 @@ def test_a_step_that_draws_at_random_without_the_tasks_random_state_is_found(tas
 )
 def test_an_operation_the_task_names_that_no_code_does_is_found(task, codes, flagged):
     assert bool(cave.bounds.unapplied_operations(task, codes)) is flagged
+
+
+def test_a_misread_bound_comes_with_the_code_that_reads_it_the_tasks_way():
+    # DABench 513: told "`r < 4` leaves 4 out ... r <= 4", the 1.5B rewrote the other side of the range instead
+    task = "Correlation for ratings between 3 and 4, and above 4."
+    code = "mid = df[(df.r >= 3) & (df.r < 4)].x.mean()\nhigh = df[df.r >= 4].x.mean()\nfinal_answer({'mid': mid, 'high': high})"
+    note = cave.misreadings.note(code, task)
+    assert "Your code with each bound read as the task says (run it):" in note
+    assert "mid = df[(df.r >= 3) & (df.r <= 4)].x.mean()\nhigh = df[df.r > 4].x.mean()\nfinal_answer(" in note
