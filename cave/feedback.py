@@ -48,6 +48,9 @@ class Feedback:
         if typed.only_displays(step.code or "") and not traj.called_final_answer:  # DABench 300: a typed dict, 4 times
             step.observation += "\n" + prompts.TYPED_DISPLAY_NOTE
             step.meta["typed_display"] = True
+        missing = recovery.missing_file_note(step, self._given_tables())
+        if missing:  # the given tables are the data: not "the file does not exist" as an answer
+            step.observation += "\n" + missing
         unknown = recovery.unknown_function_note(step, self._given_functions())
         if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
             step.observation += "\n" + unknown

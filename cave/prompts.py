@@ -26,6 +26,7 @@ __all__ = [
     "REPEAT_OK_NOTE",
     "PROSE_CALL_NOTE",
     "TYPED_DISPLAY_NOTE",
+    "MISSING_FILE_NOTE",
     "MISSING_KEY_NOTE",
     "TASK_COLUMN_NOTE",
     "UNTRANSFERABLE_ANSWER",
@@ -456,6 +457,9 @@ LOOP_SMALL_STEP = (
     "Take one small step: print what you need to know first (e.g. columns, dtypes, a few rows), then continue."
 )
 LOOP_FIXED_LINE = "The failing line with the real column name, to use instead:\n```python\n{fixed}\n```"
+MISSING_FILE_NOTE = (
+    "There is no such file here: the data was given to you already loaded, as {names}. Use it in place of the file{use}"
+)
 MISSING_KEY_NOTE = "The objects on the failing line really are: {facts}. Use the names they have."
 TASK_COLUMN_NOTE = (
     '{key!r} is no column yet: it is one the task asks you to make ("{said}"). Create it first ({frame}[{key!r}] = '

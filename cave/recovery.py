@@ -430,6 +430,28 @@ def last_assigned(code: str) -> str | None:
     return names[-1] if names else None
 
 
+def missing_file_note(step: Step, tables: Mapping[str, Any]) -> str | None:
+    """A file read that found no file, in a session given its tables: the data is the given objects, not a file
+    (DABench 492: ``df_2010 = pd.read_csv('percent-bachelors-degrees-women-usa.csv')`` under another name than the
+    given ``df``; the 1.5B then said the file was missing, and that prose ended the run).
+
+    >>> from cave.runtimes.base import ExecError, Execution
+    >>> err = ExecError("FileNotFoundError", "[Errno 2] No such file or directory: 't.csv'", lineno=1)
+    >>> step = Step(1, code="d = pd.read_csv('t.csv')", execution=Execution(error=err))
+    >>> print(missing_file_note(step, {"df": None}))
+    There is no such file here: the data was given to you already loaded, as df. Use it in place of the file: d = df.copy()
+    """
+    error = step.execution.error if step.execution is not None else None
+    if error is None or error.type != "FileNotFoundError" or not tables:
+        return None
+    lines = (step.code or "").splitlines()
+    failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
+    m = re.match(r"([A-Za-z_]\w*)\s*=\s*[\w.]*read_\w+\(", failing)
+    names = ", ".join(list(tables)[:6])
+    use = f": {m.group(1)} = {next(iter(tables))}.copy()" if m and len(tables) == 1 else ""
+    return prompts.MISSING_FILE_NOTE.format(names=names, use=use)
+
+
 def unknown_function_note(step: Step, functions: list[str]) -> str | None:
     """When code called a function the session does not have (``NameError: name 'derivative' is not
     defined`` on a call) in a session that has functions: say so, and that "none fits" is an answer. A small

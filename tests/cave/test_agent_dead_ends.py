@@ -214,6 +214,19 @@ def test_a_column_the_task_asks_to_make_is_named_as_such_when_the_code_reads_it_
         assert "prices['Volatility'] = ..." in step.observation
 
 
+def test_a_file_read_that_finds_no_file_is_told_the_given_table_is_the_data(sales, tmp_path, monkeypatch):
+    # DABench 492: df_2010 = pd.read_csv('<the task's table>.csv') beside the given df; FileNotFoundError, then
+    # "the file does not exist" in prose ended the run
+    monkeypatch.chdir(tmp_path)
+    read = code("import pandas as pd\nrecent = pd.read_csv('sales_2024.csv')")
+    result = agent_with([read, code("final_answer(len(sales))")], sales).run("rows of sales_2024.csv?")
+    note = result.trajectory.steps[0].observation
+    assert "FileNotFoundError" in note
+    assert (
+        "the data was given to you already loaded, as sales. Use it in place of the file: recent = sales.copy()" in note
+    )
+
+
 def test_repeated_failing_code_is_resampled_hotter_when_the_first_resample_repeats_it(sales):
     bad = code("sales.groupby('country')")
     llm = Scripted([bad, bad, bad, code("final_answer(1)")])
