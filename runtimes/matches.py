@@ -80,7 +80,7 @@ POLARITY_MARK = "usually means yes"  # in every note on a 'not' value picked fro
 _NO, _YES = frozenset({"0", "0.0", "false", "no", "n", "f"}), frozenset({"1", "1.0", "true", "yes", "y", "t"})
 _ISO = re.compile(r"\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2})?)?")
 _NEGATIONS = frozenset({"not", "non", "no", "without", "never"})
-METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
+METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch", "extract"})
 EXAMPLES = 5
 # scipy.stats functions that return nan when their input holds NaN (nan_policy='propagate', the default)
 TESTS = frozenset(
@@ -265,13 +265,23 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     Note (line 2): .str.contains('Mar 2025') matched none of the 2 values of 'signup_date'; they look like '2025-03-04', '03/15/2025'. ...
     >>> empty_note("==", 1, s, "03/15/2025", s == "03/15/2025") is None
     True
+    >>> print(empty_note("extract", 3, s, "(Mar)", s.str.extract("(Mar)")))  # doctest: +ELLIPSIS
+    Note (line 3): .str.extract('(Mar)') matched none of the 2 values of 'signup_date'; they look like ...
+    >>> empty_note("extract", 3, s, "(2025)", s.str.extract("(2025)")) is None
+    True
     """
     pd = sys.modules.get("pandas")
-    if pd is None or not isinstance(source, pd.Series) or not isinstance(result, pd.Series) or len(result) == 0:
+    if pd is None or not isinstance(source, pd.Series) or len(source) == 0:
         return None
-    if result.dtype.kind != "b" and "bool" not in str(result.dtype):
+    if op == "extract":  # a pattern that fits no value: every row's part is NaN (DABench 450: r'(\d{4}-\d{2})'
+        # over '01/01/2015 00:00' made an empty per-month mean, confirmed as the answer)
+        if not isinstance(result, pd.Series | pd.DataFrame) or bool(result.notna().to_numpy().any()):
+            return None
+    elif not isinstance(result, pd.Series) or len(result) == 0:
         return None
-    if bool(result.fillna(False).any()):
+    elif result.dtype.kind != "b" and "bool" not in str(result.dtype):
+        return None
+    elif bool(result.fillna(False).any()):
         return None
     values = source.dropna()
     if len(values) == 0:

@@ -45,6 +45,18 @@ def test_a_selection_that_matched_nothing_is_reported_and_the_result_is_unchange
     assert said in ex.stderr and "they look like" in ex.stderr and ex.stderr.count("Note (line 1)") == 1
 
 
+def test_a_pattern_that_extracts_from_no_value_is_reported_and_one_that_fits_is_not(rt):
+    # DABench 450: str.extract(r'(\d{4}-\d{2})') over '01/01/2015 00:00' made every month NaN, and the empty
+    # per-month means were confirmed as the answer
+    ex = rt.execute(
+        "m = signups['signup_date'].str.extract(r'(\\d{2}:\\d{2})')\n"
+        "y = signups['signup_date'].str.extract(r'(\\d{4})', expand=False)"
+    )
+    assert ex.error is None and rt.retrieve("m")[0].isna().all() and rt.retrieve("y").notna().sum() == 3
+    assert "Note (line 1): .str.extract(" in ex.stderr and "matched none of the 3 values of 'signup_date'" in ex.stderr
+    assert "line 2" not in ex.stderr
+
+
 def test_texts_the_column_holds_written_another_way_get_the_line_to_write(bare_rt):
     # DABench 308: the titles were extracted without their dot, and the model kept asking for 'Mr.' (seven times)
     bare_rt.inject("df", pd.DataFrame({"Title": ["Mr", "Mrs", "Miss", "Master", "Don", "Mr"], "Fare": range(6)}))
