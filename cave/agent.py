@@ -531,7 +531,9 @@ class Agent(Compaction, Given, Replying, Feedback):
         """Run one block of the model's code (after guard_code) in the runtime."""
         t0 = time.perf_counter()
         protected = self._protected()
-        restored = await self._restore_given(rereads(code, protected))
+        again = rereads(code, protected)
+        kept = await self._kept_changes(code, again) if again else []
+        restored = await self._restore_given([n for n in again if n not in kept])
         guarded, notes = guard_code(code, protected, self._given_functions())
         guarded, spaced = self._spaced_names(code, guarded, bool(restored))
         notes += spaced + restored

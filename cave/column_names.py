@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["RENAMES", "created_columns", "separator_names", "spaced_names", "stored_columns"]
+__all__ = ["RENAMES", "created_columns", "read_first", "separator_names", "spaced_names", "stored_columns"]
 
 
 # code that renames a frame's columns (after it, a name without its spaces may be the real one)
@@ -150,6 +150,32 @@ def separator_names(
         return code, []
     ran = "; ".join(f"{name!r} as {names[name][0]!r}" for name in sorted(done))
     return code, [f"Column names written with other separators ran as the table's: {ran}. Write them exactly."]
+
+
+def read_first(code: str, frame: str) -> set[str]:
+    """The column names ``code`` reads from ``frame`` by subscript (``frame['x']``, ``frame[['x', 'y']]``) before
+    any line of it writes them (``frame['x'] = f(frame['x'])`` reads x first): the columns it expects to be there.
+
+    >>> sorted(read_first("a = df['x'] + df[['y', 'z']].sum()\\ndf['w'] = 1\\nb = df['w']\\ndf['v'] = df['v'] * 2", "df"))
+    ['v', 'x', 'y', 'z']
+    """
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return set()
+    reads: dict[str, int] = {}
+    writes: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == frame:
+            parts = node.slice.elts if isinstance(node.slice, ast.List | ast.Tuple) else [node.slice]
+            seen = writes if isinstance(node.ctx, ast.Store) else reads
+            for p in parts:
+                if isinstance(p, ast.Constant) and isinstance(p.value, str):
+                    seen[p.value] = min(seen.get(p.value, node.lineno), node.lineno)
+    made = stored_columns(tree) - set(writes)  # assign(x=...), rename(...): made somewhere, line not tracked
+    return {c for c, line in reads.items() if c not in made and line <= writes.get(c, line)}
 
 
 def created_columns(code: str) -> set[str]:

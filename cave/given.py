@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cave.column_names import RENAMES, created_columns, separator_names, spaced_names
+from cave.column_names import RENAMES, created_columns, read_first, separator_names, spaced_names
 from cave.runtimes.describe import preview, type_name
 
 __all__ = ["Given"]
@@ -54,6 +54,28 @@ class Given:
                 f"`{name}` had been changed by earlier code ({was}); it is back as it was given ({given[:80]})."
             )
         return notes
+
+    async def _kept_changes(self, code: str, names: list[str]) -> list[str]:
+        """Of the given tables ``code`` reads again from their files, those it also reads a column of that only the
+        earlier code made (not in the given table, not written by this cell before it reads it, but in the live one): the cell relies on
+        that earlier work, and putting the table back would drop it (DABench 431: ``df['high_damage']`` made in one
+        cell, and the next, with its habitual ``df = pd.read_csv(...)``, failed on it three times)."""
+        kept = []
+        for name in names:
+            reg = self.runtime.registered.get(name)
+            columns = getattr(reg.value, "columns", None) if reg is not None else None
+            if columns is None:
+                continue
+            wanted = read_first(code, name) - {c for c in columns if isinstance(c, str)}
+            if not wanted:
+                continue
+            try:
+                live = await asyncio.to_thread(self.runtime.retrieve, name)
+            except Exception:
+                continue
+            if wanted & {c for c in getattr(live, "columns", []) if isinstance(c, str)}:
+                kept.append(name)
+        return kept
 
     async def _same_data(self, name: str, given: Any) -> bool:
         """Whether the live ``name`` holds the given table's data (tables and arrays are compared by value; other

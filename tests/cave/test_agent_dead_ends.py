@@ -497,6 +497,23 @@ def test_a_given_table_read_again_from_its_file_comes_back_as_it_was_given(sales
     assert kept.answer == 4 and "had been changed" not in kept.trajectory.steps[0].observation
 
 
+def test_a_table_read_again_by_a_cell_that_uses_a_column_earlier_code_made_keeps_that_work(sales):
+    # DABench 431: df['high_damage'] made in one cell; the next, with its habitual df = pd.read_csv(...), read it
+    # and failed with KeyError three times, the table put back as given under it
+    first = code("sales = sales.assign(big=sales['units'] > 2)\nprint(sales['big'].sum())")
+    again = code(
+        "import pandas as pd\nsales = pd.read_csv('sales.csv')\nfinal_answer(int(sales[sales['big']].units.sum()))"
+    )
+    result = agent_with([first, again], sales).run("Units of the big sales?")
+    assert result.status == "success" and result.answer == int(sales[sales["units"] > 2].units.sum())
+    assert "had been changed" not in result.trajectory.steps[1].observation
+    remade = code(
+        "import pandas as pd\nsales = pd.read_csv('sales.csv')\nsales['big'] = sales['units'] > 3\nfinal_answer(len(sales))"
+    )
+    redone = agent_with([first, remade], sales).run("t")  # the cell makes the column itself: the table as given
+    assert "had been changed" in redone.trajectory.steps[1].observation
+
+
 def test_a_warning_travels_with_the_form_note_and_cannot_stand(sales):
     # DABench 34 at 3efedc3: held for its decimals only, the p-value of -0.1318 (a Spearman r) was resent and stood
     task = "Correlation of units and its p-value? r rounded to 2 decimals, p_value rounded to 4 decimal places."
