@@ -24,6 +24,7 @@ __all__ = [
     "PANDAS_MOMENT_NOTE",
     "STD_NOTE",
     "SUM_SHARE_NOTE",
+    "UNPACKED_FIX",
     "UNPACKED_NOTE",
     "UNSEEDED_NOTE",
     "constant_not_in_denominator",
@@ -36,6 +37,7 @@ __all__ = [
     "pandas_moments",
     "pearson_kurtosis",
     "sum_share",
+    "unpacked_fixed",
     "unpacked_test",
     "unseeded",
 ]
@@ -293,6 +295,37 @@ def unpacked_test(code: str) -> list[str]:
         if _says_p(names[0]) and not _says_p(names[1]):
             out.append(f"line {node.lineno}: `{quoted(code, node)}` gives {names[0]} the statistic, not the p-value")
     return out
+
+
+UNPACKED_FIX = "Your code with each test's result unpacked in its order (run it):\n```python\n{code}\n```"
+
+
+def unpacked_fixed(code: str) -> str | None:
+    """``code`` with the first two names of each ``unpacked_test`` line swapped, or None when there is none or one
+    spans lines (DABench 684 at 3e37ffe: told the order, the 1.5B wrote ``p_value, stat = shapiro(x)``).
+
+    >>> print(unpacked_fixed("p_value, stat = shapiro(x)\\nprint(p_value)"))
+    stat, p_value = shapiro(x)
+    print(p_value)
+    """
+    lines = code.splitlines()
+    found = False
+    for node in all_nodes(code):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+            continue
+        names = [t.id if isinstance(t, ast.Name) else "" for t in node.targets[0].elts]
+        if len(names) < 2 or not isinstance(node.value, ast.Call) or node_name(node.value.func) not in _TESTS:
+            continue
+        if not (_says_p(names[0]) and not _says_p(names[1])):
+            continue
+        target = node.targets[0]
+        if target.end_lineno != target.lineno or node.end_lineno != node.lineno:
+            return None
+        swapped = ", ".join([names[1], names[0], *names[2:]])
+        row = lines[target.lineno - 1].encode()
+        lines[target.lineno - 1] = (row[: target.col_offset] + swapped.encode() + row[target.end_col_offset :]).decode()
+        found = True
+    return "\n".join(lines) if found else None
 
 
 FISHER_NOTE = (

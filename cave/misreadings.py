@@ -44,6 +44,7 @@ from cave.estimators import (
     PANDAS_MOMENT_NOTE,
     STD_NOTE,
     SUM_SHARE_NOTE,
+    UNPACKED_FIX,
     UNPACKED_NOTE,
     UNSEEDED_NOTE,
     constant_not_in_denominator,
@@ -55,6 +56,7 @@ from cave.estimators import (
     pandas_moments,
     pearson_kurtosis,
     sum_share,
+    unpacked_fixed,
     unpacked_test,
     unseeded,
 )
@@ -206,9 +208,12 @@ def note(code: str, task: str = "") -> str | None:
     ):
         if lines:
             notes.append(text.format(lines="\n".join(f"- {x}" for x in lines)))
-            fixed = bounds_fixed(task, code) if text is BOUND_NOTE else None
-            if fixed is not None:
-                notes.append(BOUNDS_FIX.format(code=fixed))
+            fix, fixed = {
+                BOUND_NOTE: (BOUNDS_FIX, bounds_fixed(task, code)),
+                UNPACKED_NOTE: (UNPACKED_FIX, unpacked_fixed(code)),
+            }.get(text, ("", None))
+            if fixed is not None:  # the code to run: what the 1.5B copies right, where it misapplies a description
+                notes.append(fix.format(code=fixed))
     lines = backwards(code)
     if lines:
         notes.append(_backwards_note(lines))

@@ -457,3 +457,11 @@ def test_a_misread_bound_comes_with_the_code_that_reads_it_the_tasks_way():
     note = cave.misreadings.note(code, task)
     assert "Your code with each bound read as the task says (run it):" in note
     assert "mid = df[(df.r >= 3) & (df.r <= 4)].x.mean()\nhigh = df[df.r > 4].x.mean()\nfinal_answer(" in note
+
+
+def test_a_test_unpacked_the_wrong_way_comes_with_the_code_that_unpacks_it_in_order():
+    # DABench 684 (at 3e37ffe): told scipy's order in words, the 1.5B wrote `p_value, stat = shapiro(x)`
+    code = "p_value, stat = shapiro(df.x)\nfinal_answer({'p': round(p_value, 4)})"
+    note = cave.misreadings.note(code, "Shapiro-Wilk p-value of x")
+    assert "gives p_value the statistic" in note
+    assert "```python\nstat, p_value = shapiro(df.x)\nfinal_answer({'p': round(p_value, 4)})\n```" in note
