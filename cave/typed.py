@@ -228,22 +228,37 @@ def _displayed(tree: ast.Module, code: str) -> list[tuple[str, str]]:
 
 def typed_call(code: str) -> str | None:
     """The answer call with each typed value replaced by the variable of the same name the cell assigned, when every
-    key has one: ``final_answer({'mean': mean})``.
+    typed number has one (a typed word or bool stays as it is): ``final_answer({'mean': mean})``.
 
     >>> typed_call("mean = df.x.mean()\\nfinal_answer({'mean': 15.45})")
     "final_answer({'mean': mean})"
     >>> typed_call("m = 1\\nfinal_answer({'mean': 15.45})") is None
     True
+
+    Names unpacked from a test; a verdict typed beside them (DABench 668: the call without it was sent twice):
+
+    >>> typed_call("r, p_value = pearsonr(a, b)\\nfinal_answer({'r': 0.85, 'p_value': 0.0001, 'significant': True})")
+    "final_answer({'r': r, 'p_value': p_value, 'significant': True})"
     """
     found = _answer_call(code)
     if found is None or not found[1].args or not isinstance(found[1].args[0], ast.Dict):
         return None
-    tree, call = found
-    assigned = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    keys = [k.value if isinstance(k, ast.Constant) else None for k in call.args[0].keys]
-    if not keys or not all(isinstance(k, str) and k.isidentifier() and k in assigned for k in keys):
+    call = found[1]
+    assigned = set(assigned_names(code))
+    items, replaced = [], 0
+    for key, node in zip(call.args[0].keys, call.args[0].values, strict=True):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        if key.value.isidentifier() and key.value in assigned:
+            items.append(f"{key.value!r}: {key.value}")
+            replaced += 1
+        elif any(type(n.value) is float for n in _answer_values([node])):
+            return None  # a typed number with no variable to send instead
+        else:
+            items.append(f"{key.value!r}: {ast.get_source_segment(code, node) or ast.unparse(node)}")
+    if not replaced:
         return None
-    return "final_answer({" + ", ".join(f"{k!r}: {k}" for k in keys) + "})"
+    return "final_answer({" + ", ".join(items) + "})"
 
 
 def answer_alone(code: str) -> bool:

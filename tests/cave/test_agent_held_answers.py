@@ -273,6 +273,24 @@ def test_a_series_where_the_task_writes_a_dict_is_held_with_the_dict_under_the_t
     assert fixed.status == "success" and fixed.answer == {"missing": {"DATE TIME": 0, "WINDSPEED": 1}}
 
 
+def test_typed_numbers_from_an_unpacked_test_get_the_call_with_its_variables_and_the_typed_verdict_kept(sites):
+    # DABench 668: r and p unpacked from pearsonr, 0.85 and 0.0001 typed beside a typed True; the note gave no call,
+    # and the model sent the numbers without the verdict twice
+    typed = code(
+        "from scipy.stats import pearsonr\nr, p_value = pearsonr(df.score, df.score ** 2)\n"
+        "final_answer({'r': 0.85, 'p_value': 0.0001, 'significant': True})"
+    )
+    result = run(
+        [typed, code("final_answer({'r': round(r, 2), 'p_value': round(p_value, 4), 'significant': True})")],
+        sites,
+        "r, p?",
+    )
+    assert (
+        "```python\nfinal_answer({'r': r, 'p_value': p_value, 'significant': True})\n```"
+        in result.trajectory.steps[0].observation
+    )
+
+
 def test_one_value_sent_as_several_statistics_is_held_and_cannot_stand(sites):
     # DABench 375: told to use scipy's skewness and kurtosis, the model set both to the Shapiro W (0.9543), was
     # held for the decimals only, and sent them rounded: `success`
