@@ -252,7 +252,7 @@ _OPERATIONS = (
     # not a bare "log": log.txt, a log file, the server log (BFCL's file system)
     (re.compile(r"\blogarithm\w*|\blog[- ]?transform\w*|\blog10\b|\bnatural log\b|\blog[- ]scale\b"
                 r"|\b(?:the|a) log of\b", re.I),
-     re.compile(r"\blog(?:10|2|1p)?\s*\(|\.log(?:10|2|1p)?\b|PowerTransformer|FunctionTransformer"),
+     re.compile(r"\blog(?:10|2|1p)?\s*\(|\.log(?:10|2|1p)?\b|FunctionTransformer"),
      "a logarithm", "np.log(x) (base 10: np.log10(x))"),
     (re.compile(r"\bsquare[- ]root\b", re.I), re.compile(r"\bsqrt\b|\*\*\s*\(?\s*(?:0?\.5|1\s*/\s*2)"),
      "a square root", "np.sqrt(x)"),
@@ -267,6 +267,12 @@ def unapplied_operations(task: str, codes: list[str]) -> list[str]:
     ["'logarithmic': no code takes a logarithm (e.g. np.log(x) (base 10: np.log10(x)))"]
     >>> unapplied_operations("Apply a log transformation.", ["df['x'] = np.log(df.x)"])
     []
+
+    A power transform is no logarithm (DABench 726: yeo-johnson, standardized, sent as the log's mean 0.0 and
+    standard deviation 1.0):
+
+    >>> unapplied_operations("Apply a log transformation.", ["x = PowerTransformer(method='yeo-johnson').fit_transform(a)"])
+    ["'log transformation': no code takes a logarithm (e.g. np.log(x) (base 10: np.log10(x)))"]
     """
     text = "\n".join(codes)
     out = []
