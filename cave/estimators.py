@@ -285,6 +285,14 @@ def unpacked_test(code: str) -> list[str]:
     >>> unpacked_test("stat, p_value = stats.shapiro(x)\\nr, p = pearsonr(a, b)")
     []
     """
+    return [
+        f"line {node.lineno}: `{quoted(code, node)}` gives {names[0]} the statistic, not the p-value"
+        for node, names in _backwards_unpacks(code)
+    ]
+
+
+def _backwards_unpacks(code: str) -> list[tuple[ast.Assign, list[str]]]:
+    """The assignments of ``code`` that unpack a scipy test into names p-value first, with those names."""
     out = []
     for node in all_nodes(code):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
@@ -293,7 +301,7 @@ def unpacked_test(code: str) -> list[str]:
         if len(names) < 2 or not isinstance(node.value, ast.Call) or node_name(node.value.func) not in _TESTS:
             continue
         if _says_p(names[0]) and not _says_p(names[1]):
-            out.append(f"line {node.lineno}: `{quoted(code, node)}` gives {names[0]} the statistic, not the p-value")
+            out.append((node, names))
     return out
 
 
@@ -310,14 +318,7 @@ def unpacked_fixed(code: str) -> str | None:
     """
     lines = code.splitlines()
     found = False
-    for node in all_nodes(code):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
-            continue
-        names = [t.id if isinstance(t, ast.Name) else "" for t in node.targets[0].elts]
-        if len(names) < 2 or not isinstance(node.value, ast.Call) or node_name(node.value.func) not in _TESTS:
-            continue
-        if not (_says_p(names[0]) and not _says_p(names[1])):
-            continue
+    for node, names in _backwards_unpacks(code):
         target = node.targets[0]
         if target.end_lineno != target.lineno or node.end_lineno != node.lineno:
             return None
