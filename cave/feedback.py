@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cave import prompts, recovery, typed
+from cave import failure_notes, prompts, recovery, typed
 from cave.trajectory import Step, Trajectory
 
 __all__ = ["Feedback"]
@@ -48,17 +48,17 @@ class Feedback:
         if typed.only_displays(step.code or "") and not traj.called_final_answer:  # DABench 300: a typed dict, 4 times
             step.observation += "\n" + prompts.TYPED_DISPLAY_NOTE
             step.meta["typed_display"] = True
-        missing = recovery.missing_file_note(step, self._given_tables())
+        missing = failure_notes.missing_file_note(step, self._given_tables())
         if missing:  # the given tables are the data: not "the file does not exist" as an answer
             step.observation += "\n" + missing
         unknown = recovery.unknown_function_note(step, self._given_functions())
         if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
             step.observation += "\n" + unknown
             step.meta["unknown_function"] = True
-        features = recovery.features_note(traj.task, step, self._given_tables())
+        features = failure_notes.features_note(traj.task, step, self._given_tables())
         if features:  # text reached a model: the columns the task names, encoded
             step.observation += "\n" + features
-        loop = recovery.loop_note(traj, step, records, infos)
+        loop = failure_notes.loop_note(traj, step, records, infos)
         if loop:
             step.observation += "\n" + loop
             step.meta["loop_note"] = True

@@ -27,8 +27,6 @@ from typing import Any, Literal
 
 from cave import prompts
 from cave.answers import asks_yes_no, form_problems, number_for_a_name
-from cave.runtimes.base import VariableInfo
-from cave.runtimes.suggest import is_text, suggested_column
 from cave.trajectory import Step, Trajectory
 
 __all__ = [
@@ -38,7 +36,6 @@ __all__ = [
     "kept_problems",
     "last_action",
     "last_code_step",
-    "loop_note",
     "may_refuse_prose",
     "missing_note",
     "named_uncalled",
@@ -251,118 +248,6 @@ def prose_refusal(
     return None
 
 
-def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos: list[VariableInfo]) -> str | None:
-    """When the same error comes back step after step, point at the failing line and the real objects; a
-    missing key or attribute gets the objects' real columns/attributes the first time."""
-    error = step.execution.error if step.execution is not None else None
-    if error is None:
-        return None
-    signature = (error.type, error.message.strip()[:200])
-    n = 0
-    for earlier in reversed([s for s in traj.steps if s.kind == "action" and s.code]):  # prose between: same loop
-        e = earlier.execution.error if earlier.execution is not None else None
-        if e is None or (e.type, e.message.strip()[:200]) != signature:
-            break
-        n += 1
-    if n < 1 and error.type not in ("KeyError", "AttributeError"):
-        return None
-    code = records[-1]["code"] if records else ""
-    lines = code.splitlines()
-    failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
-    used = set(re.findall(r"[A-Za-z_]\w*", failing or code))
-    facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
-    made = task_column_note(traj.task, error.message, code) if error.type == "KeyError" else None
-    if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
-        note = prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
-        return " ".join(x for x in (note, made) if x) or None
-    fixed = _with_suggested_column(failing, error.message) if error.type == "KeyError" else None
-    return prompts.LOOP_NOTE.format(
-        n=n,
-        line=f" The failing line: `{failing[:200]}`." if failing else "",
-        facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
-        step=made or (prompts.LOOP_FIXED_LINE.format(fixed=fixed) if fixed else prompts.LOOP_SMALL_STEP),
-    )
-
-
-_QUOTED_KEY = re.compile(r"""^\s*(?:'([^'\n]{1,80})'|"([^"\n]{1,80})")(?:\.|\s|$)""")
-
-
-def task_column_note(task: str, message: str, code: str) -> str | None:
-    """A missing column the task asks the code to make, which the code never made: say so, with the task's words
-    for it (DABench 423: ``df['Volatility']`` read five times; the task defines Volatility = (High - Low) / Open).
-
-    >>> task = "Create a new feature 'Volatility' = (High - Low) / Open. Then correlate Volatility with Volume."
-    >>> print(task_column_note(task, "'Volatility'", "r = df['Volatility'].corr(df['Volume'])"))
-    'Volatility' is no column yet: it is one the task asks you to make ("Create a new feature 'Volatility' = (High - Low) / Open."). Create it first (df['Volatility'] = ... as the task defines it), then use it.
-    >>> task_column_note(task, "'Volatility'", "df['Volatility'] = 1\\nr = df['Volatility'].corr(df['Volume'])") is None
-    True
-    >>> task_column_note(task, "'Price'", "df['Price']") is None
-    True
-    >>> task_column_note("Calculate the mean of Close.", "'Close'. Did you mean 'close' (a column of df)?", "") is None
-    True
-    """
-    m = _QUOTED_KEY.match(message)
-    if m is None or "Did you mean" in message or "is a column of" in message:  # a misspelling, another table's
-        return None
-    key = m.group(1) or m.group(2)
-    if not re.search(rf"(?<![\w]){re.escape(key)}(?![\w])", task) or key in _stored(code):
-        return None
-    sentences = [x.strip() for x in re.split(r"(?<=[.;!?])\s+|\n+", task) if re.search(re.escape(key), x)]
-    made = rf"{re.escape(key)}['\"]?\s*=|\b(?:creat|new|defin|deriv|add|engineer)"
-    defining = [x for x in sentences if re.search(made, x, re.I)]
-    if not defining:
-        return None
-    reads = re.search(rf"([A-Za-z_]\w*)\[\s*['\"]{re.escape(key)}['\"]\s*\]", code)
-    said = defining[0] if len(defining[0]) <= 240 else defining[0][:237] + "..."
-    return prompts.TASK_COLUMN_NOTE.format(key=key, said=said, frame=reads.group(1) if reads else "df")
-
-
-def _stored(code: str) -> set[str]:
-    from cave.column_names import created_columns
-
-    return created_columns(code)
-
-
-def _with_suggested_column(line: str, message: str) -> str | None:
-    """The failing line with the column "Did you mean" suggested in place of the missing key where the line reads it
-    (a key the line assigns keeps the model's name): what a small model that retypes the task's words needs.
-
-    >>> msg = "'avg. waiting time'. Did you mean 'avg. wait time' (a column of df)?"
-    >>> _with_suggested_column("df['avg. waiting time'] = pd.to_timedelta(df['avg. waiting time'])", msg)
-    "df['avg. waiting time'] = pd.to_timedelta(df['avg. wait time'])"
-    >>> _with_suggested_column("x = 1", msg) is None
-    True
-
-    A name in a list of columns selected at once:
-
-    >>> msg = '''"['MEANGJZH'] not in index". Did you mean 'MEANJZH' (a column of df) or 'MEANJZD' (a column of df)?'''
-    >>> _with_suggested_column("X = df[['MEANGJZH', 'TOTUSJZ']]", msg)
-    "X = df[['MEANJZH', 'TOTUSJZ']]"
-    """
-    suggested = suggested_column(message)
-    if suggested is None or not line:
-        return None
-    key, column = suggested
-    try:
-        tree = ast.parse(line)
-    except SyntaxError:
-        return None
-    reads = [
-        c
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load)
-        for c in (node.slice.elts if isinstance(node.slice, (ast.List, ast.Tuple)) else [node.slice])
-        if isinstance(c, ast.Constant) and c.value == key
-    ]  # fmt: skip
-    if not reads:
-        return None
-    out = line
-    for node in sorted(reads, key=lambda n: n.col_offset, reverse=True):  # right to left: offsets stay valid
-        out = out[: node.col_offset] + repr(column) + out[node.end_col_offset :]
-    return out
-
-
-# a text that says there is no answer (analyst revenue_jump_month: "No data available." after an IndexError)
 _NOTHING_SAID = re.compile(
     r"\s*(?:no\s+(?:data|results?|answer|rows?|matches?|records?)(?:\s+(?:is\s+|are\s+)?(?:available|found))?"
     r"|not\s+(?:found|available|applicable)|n/?a|unknown|cannot\s+be\s+(?:determined|computed|calculated)"
@@ -420,7 +305,6 @@ def last_assigned(code: str) -> str | None:
     >>> last_assigned("x = 1\ntotal = x + 1\nprint(total)")
     'total'
     """
-    import ast
 
     try:
         body = ast.parse(code).body
@@ -428,28 +312,6 @@ def last_assigned(code: str) -> str | None:
         return None
     names = [t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
     return names[-1] if names else None
-
-
-def missing_file_note(step: Step, tables: Mapping[str, Any]) -> str | None:
-    """A file read that found no file, in a session given its tables: the data is the given objects, not a file
-    (DABench 492: ``df_2010 = pd.read_csv('percent-bachelors-degrees-women-usa.csv')`` under another name than the
-    given ``df``; the 1.5B then said the file was missing, and that prose ended the run).
-
-    >>> from cave.runtimes.base import ExecError, Execution
-    >>> err = ExecError("FileNotFoundError", "[Errno 2] No such file or directory: 't.csv'", lineno=1)
-    >>> step = Step(1, code="d = pd.read_csv('t.csv')", execution=Execution(error=err))
-    >>> print(missing_file_note(step, {"df": None}))
-    There is no such file here: the data was given to you already loaded, as df. Use it in place of the file: d = df.copy()
-    """
-    error = step.execution.error if step.execution is not None else None
-    if error is None or error.type != "FileNotFoundError" or not tables:
-        return None
-    lines = (step.code or "").splitlines()
-    failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
-    m = re.match(r"([A-Za-z_]\w*)\s*=\s*[\w.]*read_\w+\(", failing)
-    names = ", ".join(list(tables)[:6])
-    use = f": {m.group(1)} = {next(iter(tables))}.copy()" if m and len(tables) == 1 else ""
-    return prompts.MISSING_FILE_NOTE.format(names=names, use=use)
 
 
 def unknown_function_note(step: Step, functions: list[str]) -> str | None:
@@ -472,45 +334,6 @@ def unknown_function_note(step: Step, functions: list[str]) -> str | None:
         return None
     # the session's functions are not listed again here: named in a note, the 1.5B called one that did not fit
     return prompts.UNKNOWN_FUNCTION_NOTE.format(name=m.group(1))
-
-
-_TEXT_IN = re.compile(r"is in (\w+)\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\], a text column")
-
-
-def features_note(task: str, step: Step, tables: dict[str, Any]) -> str | None:
-    """When text reached a model (``could not convert string to float``, which ``suggest`` traced to a column of a
-    given frame): the line that selects the columns the task names and one-hot encodes the text ones. The 1.5B,
-    told which columns were text, still dropped one per step and ran out of steps (DABench 7).
-
-    >>> import pandas as pd
-    >>> from cave.runtimes.base import ExecError, Execution
-    >>> df = pd.DataFrame({"Name": ["a"], "Sex": ["m"], "Age": [3.0], "Fare": [7.2], "Survived": [1]})
-    >>> step = Step(index=0, code="model.fit(X, y)")
-    >>> step.execution = Execution(error=ExecError("ValueError", "could not convert string to float: 'a'. 'a' is in df['Name'], a text column. ..."))
-    >>> print(features_note("Predict Survived from the features 'Sex', 'Age' and 'Fare'.", step, {"df": df}))
-    Note: the task names the columns 'Sex', 'Age', 'Fare' of df; 'Sex' holds text. Build the features from them alone: X = pd.get_dummies(df[['Sex', 'Age', 'Fare']], columns=['Sex'], dtype=float) (then drop or fill missing values in X and y together).
-    """
-    error = step.execution.error if step.execution is not None else None
-    m = _TEXT_IN.search(error.message) if error is not None and error.type == "ValueError" else None
-    frame = tables.get(m.group(1)) if m else None
-    if frame is None:
-        return None
-    named = [c for c in map(str, frame.columns) if re.search(rf"(?<![\w.]){re.escape(c)}(?![\w])", task)]
-    quoted = [c for c in named if re.search(rf"['\"`]{re.escape(c)}['\"`]", task)]
-    features = quoted or named  # a quoted list is the features; the target is usually named in words
-    if not features:
-        return None
-    text = [c for c in features if is_text(frame[c])]
-    name = m.group(1) if m else "df"
-    cols = ", ".join(repr(c) for c in features)
-    line = f"{name}[[{cols}]]"
-    if text:
-        line = f"pd.get_dummies({line}, columns={text!r}, dtype=float)"
-    holds = f"; {', '.join(repr(c) for c in text)} {'holds' if len(text) == 1 else 'hold'} text" if text else ""
-    return (
-        f"Note: the task names the columns {cols} of {name}{holds}. Build the features from them alone: X = {line} "
-        "(then drop or fill missing values in X and y together)."
-    )
 
 
 def missing_note(missing: list[str]) -> str:

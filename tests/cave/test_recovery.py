@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cave.runtimes.base import ExecError, Execution, VariableInfo
 
-from cave import prompts, recovery
+from cave import failure_notes, prompts, recovery
 from cave.trajectory import Step, Trajectory
 
 BAD = "df[df['year'] == 1992]"
@@ -46,12 +46,14 @@ def test_the_loop_note_names_the_line_and_the_real_columns():
     infos = [VariableInfo("df", "pandas.DataFrame", preview="DataFrame 5x3; country: str, gdp_1992: float64")]
     records = [{"code": BAD}]
     first = ran(0, BAD, KEY_ERROR)
-    note = recovery.loop_note(Trajectory(), first, records, infos)  # the first time: the columns, no "same error"
+    note = failure_notes.loop_note(Trajectory(), first, records, infos)  # the first time: the columns, no "same error"
     assert note.startswith("The objects on the failing line really are: df: pandas.DataFrame") and "gdp_1992" in note
-    note = recovery.loop_note(Trajectory(steps=[first, prose(1)]), ran(2, BAD, KEY_ERROR), records, infos)
+    note = failure_notes.loop_note(Trajectory(steps=[first, prose(1)]), ran(2, BAD, KEY_ERROR), records, infos)
     assert "same error as in your previous 1 steps" in note and f"`{BAD}`" in note and "gdp_1992" in note
     other = ran(0, "1/0", ExecError("ZeroDivisionError", "division by zero", lineno=1))
-    assert recovery.loop_note(Trajectory(), other, [{"code": "1/0"}], infos) is None  # once, and not a key: no note
+    assert (
+        failure_notes.loop_note(Trajectory(), other, [{"code": "1/0"}], infos) is None
+    )  # once, and not a key: no note
 
 
 def test_a_copy_of_the_folded_stub_is_never_the_answer():
