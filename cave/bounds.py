@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from cave.estimators import all_nodes, quoted
+from cave.estimators import all_nodes, quoted, rewritten
 
 __all__ = [
     "BOUNDS_FIX",
@@ -184,13 +184,7 @@ def bounds_fixed(task: str, code: str) -> str | None:
         if len(node.ops) != 1 or node.end_lineno != node.lineno:
             return None
         spans.append((node, f"{ast.unparse(left)} {_WANTED[type(op)][0]} {ast.unparse(right)}"))
-    lines = code.splitlines()
-    if not spans or len(lines) > _MAX_FIX_LINES:
-        return None
-    for node, text in sorted(spans, key=lambda s: (s[0].lineno, s[0].col_offset), reverse=True):
-        row = lines[node.lineno - 1].encode()  # ast columns are UTF-8 byte offsets
-        lines[node.lineno - 1] = (row[: node.col_offset] + text.encode() + row[node.end_col_offset :]).decode()
-    return "\n".join(lines)
+    return rewritten(code, spans) if len(code.splitlines()) <= _MAX_FIX_LINES else None
 
 
 UNAPPLIED_NOTE = (

@@ -70,6 +70,26 @@ def node_name(node: ast.AST) -> str:
     return ""
 
 
+def rewritten(code: str, spans: list[tuple[ast.AST, str]]) -> str | None:
+    """``code`` with each node's text replaced by its span's text, or None when a node spans lines (the fixed code
+    would have to move lines about) or there is nothing to replace. Spans are applied right to left, bottom up, so
+    the offsets of the rest stay valid.
+
+    >>> import ast
+    >>> code = "a = x > 3; b = y > 3"
+    >>> spans = [(n, ast.unparse(n).replace(">", ">=")) for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Compare)]
+    >>> rewritten(code, spans)
+    'a = x >= 3; b = y >= 3'
+    """
+    if not spans or any(node.end_lineno != node.lineno for node, _ in spans):  # type: ignore[attr-defined]
+        return None
+    lines = code.splitlines()
+    for node, text in sorted(spans, key=lambda s: (s[0].lineno, s[0].col_offset), reverse=True):  # type: ignore[attr-defined]
+        row = lines[node.lineno - 1].encode()  # type: ignore[attr-defined]  # ast columns are UTF-8 byte offsets
+        lines[node.lineno - 1] = (row[: node.col_offset] + text.encode() + row[node.end_col_offset :]).decode()  # type: ignore[attr-defined]
+    return "\n".join(lines)
+
+
 _POPULATION = re.compile(r"population (standard deviation|std|variance)|ddof\s*=\s*0", re.I)
 # Python's statistics module: stdev and variance are the sample ones (DABench 662 said so, then sent np.std)
 _SAMPLE = re.compile(
@@ -316,17 +336,10 @@ def unpacked_fixed(code: str) -> str | None:
     stat, p_value = shapiro(x)
     print(p_value)
     """
-    lines = code.splitlines()
-    found = False
-    for node, names in _backwards_unpacks(code):
-        target = node.targets[0]
-        if target.end_lineno != target.lineno or node.end_lineno != node.lineno:
-            return None
-        swapped = ", ".join([names[1], names[0], *names[2:]])
-        row = lines[target.lineno - 1].encode()
-        lines[target.lineno - 1] = (row[: target.col_offset] + swapped.encode() + row[target.end_col_offset :]).decode()
-        found = True
-    return "\n".join(lines) if found else None
+    unpacks = _backwards_unpacks(code)
+    if any(node.end_lineno != node.lineno for node, _ in unpacks):
+        return None
+    return rewritten(code, [(node.targets[0], ", ".join([names[1], names[0], *names[2:]])) for node, names in unpacks])
 
 
 FISHER_NOTE = (

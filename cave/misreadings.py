@@ -55,6 +55,7 @@ from cave.estimators import (
     other_std,
     pandas_moments,
     pearson_kurtosis,
+    rewritten,
     sum_share,
     unpacked_fixed,
     unpacked_test,
@@ -274,14 +275,10 @@ def turned_around(code: str) -> str | None:
             targets[(node.test.lineno, node.test.col_offset)] = node.test
     if not targets:
         return None
-    lines = code.splitlines()
-    for (line, _), node in sorted(targets.items(), reverse=True):  # right to left, bottom up: offsets stay valid
-        text = _flipped(node)
-        if text is None or node.end_lineno != line:
-            return None
-        row = lines[line - 1].encode()  # ast columns are UTF-8 byte offsets
-        lines[line - 1] = (row[: node.col_offset] + text.encode() + row[node.end_col_offset :]).decode()  # type: ignore[misc]
-    return "\n".join(lines) if len(lines) <= _MAX_FIX_LINES else None
+    spans = [(node, _flipped(node)) for node in targets.values()]
+    if any(text is None for _, text in spans) or len(code.splitlines()) > _MAX_FIX_LINES:
+        return None
+    return rewritten(code, spans)  # type: ignore[arg-type]
 
 
 def _if_backwards(node: ast.If) -> bool:
