@@ -26,7 +26,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cave import answers, bounds, entities, estimators, grouping, held_notes, misreadings, prompts, recovery, typed
+from cave import (
+    answers,
+    bounds,
+    entities,
+    estimators,
+    grouping,
+    held_notes,
+    imputing,
+    misreadings,
+    prompts,
+    recovery,
+    typed,
+)
 from cave.runtimes import coercion, matches
 from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary
@@ -117,6 +129,13 @@ class Acceptance:
                     "values": typed.plain_values(value),
                 }
                 return misread
+        if self.review and "dropped_from" not in traj.meta:
+            dropped = imputing.note(traj.task, _run_code(traj, code))
+            if dropped is not None:  # once: the rows the task says to fill were dropped from the table the answer reads
+                traj.meta["dropped_from"] = len(traj.steps) + 1  # code after this step is the fix
+                traj.meta["dropped_answer"] = repr(value)[:2000]
+                restored = await self.restore_given() if self.restore_given is not None else []
+                return dropped + "".join(f"\nNote: {r} Run every step again on it." for r in restored)
         if self.review and not traj.meta.get("repeats_asked") and (_count(value) is not None or _counts(value)):
             found = entities.repeated(traj.task, code, self.given_tables())
             verified = await self._repeats(found) if found else False
@@ -269,6 +288,14 @@ class Acceptance:
         if traj.meta.get("bounds_asked"):
             unapplied = bounds.unapplied(traj.task, _run_code(traj, code))
             problems += [f"the answer still comes from code that does not apply {x.split(':')[0]}" for x in unapplied]
+        if "dropped_from" in traj.meta:
+            after = [s.code for s in traj.steps[traj.meta["dropped_from"] :] if s.code] + [code]
+            problems += [
+                f"the answer still comes from code that {x.split('` ', 1)[-1]}"
+                for x in imputing.dropped_missing(traj.task, after)
+            ]
+            if repr(value)[:2000] == traj.meta.get("dropped_answer") and not _computes(code):
+                problems.append("the answer is still the one computed from the dropped rows")
         missing = answers.missing_keys(traj.task, value) if traj.meta.get("keys_asked") else []
         if missing:
             problems.append(f"the answer still has no {', '.join(map(repr, missing))}, which the task asks for")

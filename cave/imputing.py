@@ -1,0 +1,219 @@
+"""Rows dropped where the task says to fill them: "impute missing values in the 'Age' column" done as
+``df = df.dropna(subset=['Age'])``. The answer then counts or averages fewer rows than the task's, and nothing
+fails: DABench 523 (KNN imputation of Titanic ages) dropped the 177 passengers without an age after a classifier
+refused the NaN target, and sent the age-group counts of the other 714 as `success`.
+
+``dropped_missing(task, codes)`` finds such lines in the run's code: a ``dropna`` (or a ``notna()`` mask) assigned
+back to the table it reads, or in place, whose subset holds a column that a clause of the task says to fill
+(impute, fill, replace its missing values), or with no subset at all when the task says to fill some and drop none.
+A table kept apart (``known = df.dropna(subset=['Age'])`` to fit the imputer on) is no drop.
+
+>>> task = "Impute missing values in the 'Age' column with the median, and drop the 'Cabin' column."
+>>> dropped_missing(task, ["df = df.dropna(subset=['Age'])\\nm = df.Age.mean()"])
+["line 1: `df = df.dropna(subset=['Age'])` drops the rows whose 'Age' is missing"]
+>>> dropped_missing(task, ["known = df.dropna(subset=['Age'])", "df['Age'] = df['Age'].fillna(df['Age'].median())"])
+[]
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from cave.estimators import all_nodes, node_name, quoted
+
+__all__ = ["DROPPED_NOTE", "dropped_missing", "note"]
+
+DROPPED_NOTE = (
+    "Not accepted yet: the task says to fill missing values that the code drops instead (the answer then comes "
+    "from fewer rows than the task's):\n{lines}\n"
+    "Keep every row and fill the missing values as the task says, e.g.\n```python\n{fill}\n```\n"
+    "Then call final_answer again."
+)
+_BY_STATISTIC = "{t}[{c}] = {t}[{c}].fillna({t}[{c}].median())  # or the mean, the mode: what the task names"
+_BY_MODEL = (
+    "features = [...]  # the columns the task fits on\nknown = {t}[{t}[{c}].notna()]\n"
+    "model.fit(known[features], known[{c}])\nmissing = {t}[{c}].isna()\n"
+    "{t}.loc[missing, {c}] = model.predict({t}.loc[missing, features])"
+)
+_MODEL = re.compile(r"neighbou?rs?\b|\bknn|regress|classifier|\bmodel\b|predict|forest|iterative", re.I)
+
+_FILL = re.compile(r"\b(?:imput\w*|fill(?:s|ed|ing)?|replac\w*|interpolat\w*)\b", re.I)
+_DROP = re.compile(r"\b(?:drop\w*|remov\w*|exclud\w*|discard\w*|delet\w*|omit\w*|ignor\w*|dropna)\b", re.I)
+_MISSING = re.compile(r"\b(?:missing|nan|nulls?|n/?a|empty|blank)\b", re.I)
+_NOT = re.compile(r"\b(?:do not|don't|never|without|instead of|rather than|if|when|unless)\b", re.I)
+# a clause ends at a sentence, a semicolon, or a ", and"/"then" that starts the next step (not "'Age', 'Fare'")
+_CLAUSE = re.compile(
+    r"[.;](?=\s)|\n|,?\s+(?:and\s+)?then\s+|,\s+and\s+(?![\"'])"
+    r"|(?:,|\s+and)\s+(?=(?:drop|remov|exclud|discard|delet|imput|fill|replac|normali|standardi|scal|creat|comput"
+    r"|calculat|convert|encod|bin|report|add)\w*)",
+    re.I,
+)
+_QUOTED = re.compile(r"['\"\u2018\u201c]([^'\"\u2019\u201d\n]{1,60})['\"\u2019\u201d]")
+_COLUMN = re.compile(r"\b(?:the\s+)?([A-Za-z_]\w*)\s+column\b", re.I)
+
+
+def _clauses(task: str) -> tuple[set[str], set[str], bool, bool]:
+    """The columns ``task`` says to fill and to drop missing values of; and whether it says to fill any, or to
+    drop rows with missing values at all."""
+    fill: set[str] = set()
+    drop: set[str] = set()
+    fills = drops = False
+    for clause in _CLAUSE.split(task):
+        if not _MISSING.search(clause):
+            continue
+        names = {m.group(1) for m in _QUOTED.finditer(clause)} | {m.group(1) for m in _COLUMN.finditer(clause)}
+        if _FILL.search(clause) and not _NOT.search(clause):
+            fills, fill = True, fill | names
+        elif _DROP.search(clause):
+            drops, drop = True, drop | names
+    return fill, drop, fills, drops
+
+
+def _base(node: ast.AST) -> str:
+    """The name a chain of calls and attributes starts from (``df.drop_duplicates().dropna()`` is 'df')."""
+    while isinstance(node, (ast.Call, ast.Attribute, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _strings(node: ast.AST | None) -> set[str] | None:
+    """The strings a ``subset=`` names (one, or a list or tuple of them); None when it names none we can read."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return {node.value}
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return {e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return None
+
+
+def _dropna_rows(call: ast.Call) -> set[str] | None:
+    """The columns whose missing values a ``dropna`` call drops rows for ({'*'}: any column); None when it drops
+    columns, only all-missing rows, or rows by a threshold."""
+    kw = {k.arg: k.value for k in call.keywords}
+    axis = kw.get("axis")
+    if isinstance(axis, ast.Constant) and axis.value in (1, "columns"):
+        return None
+    if "thresh" in kw or (isinstance(kw.get("how"), ast.Constant) and kw["how"].value == "all"):  # type: ignore[union-attr]
+        return None
+    if "subset" not in kw:
+        return {"*"}
+    return _strings(kw["subset"])
+
+
+def _column(node: ast.AST, table: str) -> str | None:
+    """The column ``table['Age']`` or ``table.Age`` reads; None for anything else."""
+    if _base(node) != table:
+        return None
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str):
+        return node.slice.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr
+    return None
+
+
+def _mask_columns(mask: ast.AST, table: str) -> set[str]:
+    """The columns a row mask keeps only the present values of: ``t['Age'].notna()``, ``~t.Age.isna()``."""
+    out = set()
+    for node in ast.walk(mask):
+        if isinstance(node, ast.Call) and node_name(node.func) in ("notna", "notnull"):
+            col = _column(node.func.value, table) if isinstance(node.func, ast.Attribute) else None
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+            call = node.operand
+            named = isinstance(call, ast.Call) and node_name(call.func) in ("isna", "isnull")
+            func = call.func if isinstance(call, ast.Call) else None
+            col = _column(func.value, table) if named and isinstance(func, ast.Attribute) else None
+        else:
+            continue
+        if col is not None:
+            out.add(col)
+    return out
+
+
+def _drops(code: str) -> list[tuple[ast.stmt, str, set[str]]]:
+    """The statements of ``code`` that drop rows of a table by missing values, kept in that table, with the
+    columns they drop rows for."""
+    out = []
+    for node in all_nodes(code):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            table, value = node.targets[0].id, node.value
+            if _base(value) != table:
+                continue  # another table: the rows an imputer is fitted on
+            cols: set[str] = set()
+            for sub in ast.walk(value):
+                if isinstance(sub, ast.Call) and node_name(sub.func) == "dropna" and _base(sub.func) == table:
+                    cols |= _dropna_rows(sub) or set()
+                elif isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id == table:
+                    cols |= _mask_columns(sub.slice, table)
+            if cols:
+                out.append((node, table, cols))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and node_name(node.value.func) == "dropna":
+            call = node.value
+            inplace = any(
+                k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value for k in call.keywords
+            )
+            cols = _dropna_rows(call) if inplace else None
+            if cols:
+                out.append((node, _base(call.func), cols))
+    return out
+
+
+def _found(task: str, codes: list[str]) -> list[tuple[str, str, str]]:
+    """Each drop of ``dropped_missing``: the line, the table, and the column filled (or '')."""
+    fill, drop, fills, drops = _clauses(task)
+    if not fills:
+        return []
+    out: list[tuple[str, str, str]] = []
+    for code in codes:
+        for node, table, cols in _drops(code):
+            named = sorted(c for c in cols if c in fill and c not in drop)
+            if named:
+                what = f"whose {', '.join(map(repr, named))} {'is' if len(named) == 1 else 'are'} missing"
+            elif "*" in cols and not drops:
+                what = "with any missing value"
+            else:
+                continue
+            line = f"line {node.lineno}: `{quoted(code, node)}` drops the rows {what}"
+            if all(line != seen for seen, _, _ in out):  # the same line resent in a later step
+                out.append((line, table, named[0] if named else ""))
+    return out
+
+
+def dropped_missing(task: str, codes: list[str]) -> list[str]:
+    """The lines of ``codes`` that drop, from the table they keep, rows whose missing values ``task`` says to fill.
+
+    >>> dropped_missing("Fill the missing values with the mean.", ["df.dropna(inplace=True)"])
+    ['line 1: `df.dropna(inplace=True)` drops the rows with any missing value']
+    >>> dropped_missing("Fill missing 'Age' with the median and drop rows with missing 'Embarked'.",
+    ...                 ["df = df.dropna(subset=['Embarked'])", "df = df[df['Age'].notna()]"])
+    ["line 1: `df = df[df['Age'].notna()]` drops the rows whose 'Age' is missing"]
+    >>> dropped_missing("Report the mean age.", ["df = df.dropna(subset=['Age'])"])
+    []
+    """
+    return [line for line, _, _ in _found(task, codes)]
+
+
+def note(task: str, codes: list[str]) -> str | None:
+    """The note that holds an answer whose code dropped the rows the task says to fill (None when none did), with
+    the fill written for the table and the column.
+
+    >>> print(note("Impute missing values in the 'Age' column.", ["df = df.dropna(subset=['Age'])"]))  # doctest: +ELLIPSIS
+    Not accepted yet: ...
+    - line 1: `df = df.dropna(subset=['Age'])` drops the rows whose 'Age' is missing
+    ...
+    df['Age'] = df['Age'].fillna(df['Age'].median())  # or the mean, the mode: what the task names
+    ...
+
+    A task that fills them with a model (DABench 523: k-nearest neighbours) gets the model's way:
+
+    >>> print(note("Impute missing 'Age' values using KNN with k=3.", ["df.dropna(subset=['Age'], inplace=True)"]))
+    ... # doctest: +ELLIPSIS
+    Not accepted yet: ...
+    known = df[df['Age'].notna()]
+    ...
+    """
+    found = _found(task, codes)
+    if not found:
+        return None
+    _, table, column = found[0]
+    fill = (_BY_MODEL if _MODEL.search(task) else _BY_STATISTIC).format(t=table, c=repr(column) if column else "col")
+    return DROPPED_NOTE.format(lines="\n".join(f"- {line}" for line, _, _ in found), fill=fill)

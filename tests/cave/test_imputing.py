@@ -1,0 +1,102 @@
+"""Rows dropped where the task says to fill them (DABench 523: KNN imputation of ages done as a dropna, the counts
+of the 714 passengers left sent as `success`) are held once, the given table is put back, and the same drop or the
+same answer again cannot stand as a success."""
+
+from __future__ import annotations
+
+import doctest
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import cave.imputing
+from cave.agent import Agent
+from cave.imputing import dropped_missing
+from cave.llm.base import Scripted
+
+
+def test_doctests():
+    result = doctest.testmod(cave.imputing)
+    assert result.attempted > 0 and result.failed == 0
+
+
+FILL_AGE = "Impute missing values in the 'Age' column with the median, and drop the 'Cabin' column."
+
+
+@pytest.mark.parametrize(
+    ("task", "code", "flagged"),
+    [
+        (FILL_AGE, "df = df.dropna(subset=['Age'])", True),
+        (FILL_AGE, "df = df.dropna(subset='Age').reset_index(drop=True)", True),
+        (FILL_AGE, "df = df.drop_duplicates().dropna(subset=['Age', 'Fare'])", True),
+        (FILL_AGE, "df.dropna(subset=['Age'], inplace=True)", True),
+        (FILL_AGE, "df = df[df['Age'].notna()]", True),
+        (FILL_AGE, "df = df[~df.Age.isnull()]", True),
+        (FILL_AGE, "df = df.dropna()", True),  # every row with any missing value, the ages among them
+        # a table kept apart to fit the imputer on is no drop
+        (FILL_AGE, "known = df.dropna(subset=['Age'])\nmodel.fit(known[['Fare']], known['Age'])", False),
+        (FILL_AGE, "df = df.dropna(subset=['Embarked'])", False),  # a column the task does not say to fill
+        (FILL_AGE, "df = df.dropna(axis=1)", False),  # columns, not rows
+        (FILL_AGE, "df = df.dropna(how='all')", False),  # only rows with nothing at all
+        (FILL_AGE, "df.dropna(subset=['Age'])", False),  # shown, not kept
+        ("Drop rows with missing values, then report the mean age.", "df = df.dropna()", False),
+        ("Report the mean of the 'Age' column.", "df = df.dropna(subset=['Age'])", False),
+        ("Fill missing 'Age' with the median and drop rows with missing 'Embarked'.", "df = df.dropna()", False),
+        (
+            "Fill missing 'Age' with the median and drop rows with missing 'Embarked'.",
+            "df = df.dropna(subset=['Age'])",
+            True,
+        ),
+        ("If a value is missing, do not impute it: skip the row.", "df = df.dropna()", False),
+        ("Replace the missing values in the Age column with 0.", "df = df[df.Age.notnull()]", True),
+    ],
+)
+def test_a_drop_of_rows_the_task_says_to_fill_is_found(task, code, flagged):
+    assert bool(dropped_missing(task, [code])) is flagged
+
+
+def _titanic() -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    age = rng.uniform(1, 70, 40).round()
+    age[::4] = np.nan  # ten passengers without an age
+    return pd.DataFrame({"Age": age, "Fare": rng.uniform(5, 100, 40).round(2), "Pclass": rng.integers(1, 4, 40)})
+
+
+TASK = (
+    "Impute missing values in the 'Age' column using the median age. Then report the number of passengers aged "
+    "18 or younger. Call final_answer({'young': n})."
+)
+DROP = "df = df.dropna(subset=['Age'])\nfinal_answer({'young': int((df['Age'] <= 18).sum())})"
+FILL = "df['Age'] = df['Age'].fillna(df['Age'].median())\nfinal_answer({'young': int((df['Age'] <= 18).sum())})"
+
+
+def _run(codes: list[str], runtime: str = "inprocess") -> object:
+    agent = Agent(model=Scripted([f"```python\n{c}\n```" for c in codes]), runtime=runtime)
+    agent.runtime.inject("df", _titanic())
+    try:
+        return agent.run(TASK)
+    finally:
+        agent.runtime.close()
+
+
+def test_an_answer_from_dropped_rows_is_held_the_table_put_back_and_the_fill_succeeds():
+    table = _titanic()
+    filled = table.Age.fillna(table.Age.median())
+    result = _run([DROP, FILL], runtime="kernel")  # a real kernel: the table is put back across the process
+    first = result.trajectory.steps[0].observation
+    assert "drops the rows whose 'Age' is missing" in first
+    assert "df['Age'] = df['Age'].fillna(df['Age'].median())" in first  # the fill written for this table
+    assert "it is back as it was given (40 rows" in first
+    assert result.status == "success", result.trajectory.error
+    assert result.answer == {"young": int((filled <= 18).sum())}  # all 40 passengers, the ten filled ones too
+
+
+def test_the_same_drop_or_the_same_answer_again_is_no_success():
+    dropped = _run([DROP, DROP])
+    assert dropped.status == "failed_checks"
+    assert "drops the rows whose 'Age' is missing" in dropped.trajectory.error
+    young = int((_titanic().Age.dropna() <= 18).sum())
+    resent = _run([DROP, f"final_answer({{'young': {young}}})"])
+    assert resent.status == "failed_checks"
+    assert "computed from the dropped rows" in resent.trajectory.error
