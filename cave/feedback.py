@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cave import failure_notes, prompts, recovery, typed
+from cave import failure_notes, imputing, prompts, recovery, typed
 from cave.trajectory import Step, Trajectory
 
 __all__ = ["Feedback"]
@@ -58,6 +58,9 @@ class Feedback:
         features = failure_notes.features_note(traj.task, step, self._given_tables())
         if features:  # text reached a model: the columns the task names, encoded
             step.observation += "\n" + features
+        fit = imputing.fit_note(traj.task, step, self._given_tables())
+        if fit:  # the error's hint drops rows with missing values: not those of the column the task fills
+            step.observation += "\n" + fit
         loop = failure_notes.loop_note(traj, step, records, infos)
         if loop:
             step.observation += "\n" + loop

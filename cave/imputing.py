@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Any
 
 from cave.estimators import all_nodes, node_name, quoted
+from cave.trajectory import Step
 
-__all__ = ["DROPPED_NOTE", "dropped_missing", "note"]
+__all__ = ["DROPPED_NOTE", "dropped_missing", "fit_note", "note"]
 
 DROPPED_NOTE = (
     "Not accepted yet: the task says to fill missing values that the code drops instead (the answer then comes "
@@ -217,3 +219,37 @@ def note(task: str, codes: list[str]) -> str | None:
     _, table, column = found[0]
     fill = (_BY_MODEL if _MODEL.search(task) else _BY_STATISTIC).format(t=table, c=repr(column) if column else "col")
     return DROPPED_NOTE.format(lines="\n".join(f"- {line}" for line, _, _ in found), fill=fill)
+
+
+_NAN_INPUT = re.compile(r"Input (?:X |y )?contains NaN", re.I)
+FIT_NOTE = (
+    "Note: the task says to fill the missing values of {c}, not to drop them: fit on the rows of {t} that have "
+    "{c} and predict the others, keeping every row of {t}, e.g.\n```python\n{fill}\n```"
+)
+
+
+def fit_note(task: str, step: Step, tables: dict[str, Any]) -> str | None:
+    """When a model refused missing values (``Input y contains NaN``) and the task fills a column with a model: how
+    to fit on the known rows and fill the rest. The error's own hint says to drop them, which is right for a
+    model's inputs and wrong for the column being filled (DABench 523 dropped 177 passengers' rows from df).
+
+    >>> import pandas as pd
+    >>> from cave.runtimes.base import ExecError, Execution
+    >>> step = Step(index=0, code="knn.fit(df[['Fare']], df['Age'])")
+    >>> step.execution = Execution(error=ExecError("ValueError", "Input y contains NaN."))
+    >>> print(fit_note("Impute missing 'Age' values using KNN.", step, {"df": pd.DataFrame({"Age": [1.0], "Fare": [2.0]})}))
+    ... # doctest: +ELLIPSIS
+    Note: the task says to fill the missing values of 'Age', not to drop them: fit on the rows of df that have 'Age' ...
+    known = df[df['Age'].notna()]
+    ...
+    """
+    error = step.execution.error if step.execution is not None else None
+    if error is None or error.type != "ValueError" or not _NAN_INPUT.search(error.message) or not _MODEL.search(task):
+        return None
+    fill, drop, _, _ = _clauses(task)
+    for name, frame in tables.items():
+        columns = [c for c in map(str, getattr(frame, "columns", [])) if c in fill and c not in drop]
+        if columns:
+            c = repr(columns[0])
+            return FIT_NOTE.format(c=c, t=name, fill=_BY_MODEL.format(t=name, c=c))
+    return None

@@ -100,3 +100,19 @@ def test_the_same_drop_or_the_same_answer_again_is_no_success():
     resent = _run([DROP, f"final_answer({{'young': {young}}})"])
     assert resent.status == "failed_checks"
     assert "computed from the dropped rows" in resent.trajectory.error
+
+
+def test_a_model_refusing_the_missing_values_of_the_column_to_fill_gets_the_fit_not_the_drop():
+    # DABench 523: the error's own hint (drop the rows with missing values) led the 1.5B to drop them from df
+    task = "Impute missing values in the 'Age' column using KNN regression on 'Fare'. Report the mean age."
+    refused = "from sklearn.neighbors import KNeighborsRegressor\nKNeighborsRegressor(3).fit(df[['Fare']], df['Age'])"
+    agent = Agent(model=Scripted([f"```python\n{refused}\n```"]), runtime="inprocess", max_steps=1)
+    agent.runtime.inject("df", _titanic())
+    observation = agent.run(task).trajectory.steps[0].observation
+    assert "Input y contains NaN" in observation
+    assert "the task says to fill the missing values of 'Age', not to drop them" in observation
+    assert "df.loc[missing, 'Age'] = model.predict(df.loc[missing, features])" in observation
+    # a task that fills nothing keeps the error's hint alone
+    agent = Agent(model=Scripted([f"```python\n{refused}\n```"]), runtime="inprocess", max_steps=1)
+    agent.runtime.inject("df", _titanic())
+    assert "not to drop them" not in agent.run("Fit KNN regression of Age on Fare.").trajectory.steps[0].observation
