@@ -24,6 +24,9 @@ busiest_hour). ``.idxmax()`` / ``.idxmin()`` of a Series go through the same hel
 (True, "m = __cave_match__(1, 'contains', s, 'Mar', case=False)")
 >>> rewrite(ast.parse("if i == 0 or j % 2 == 0:\\n    pass"))  # numbers against names or arithmetic: loops
 False
+>>> tree = ast.parse("for c in names:\\n    part = df[df['continent'] == c]")  # a column against a loop's value
+>>> rewrite(tree), ast.unparse(tree).splitlines()[1]
+(True, "    part = df[__cave_match__(2, '==', df['continent'], c)]")
 
 A group picked by its position: ``df.groupby('eligible')['runs'].mean().iloc[0]`` is the group whose label sorts
 first (eligible = 0), and DABench 247 sent it as the mean of the eligible players, `success`. ``.iloc[k]`` with a
@@ -123,6 +126,13 @@ def rewrite(tree: ast.Module) -> bool:
     return rewriter.changed
 
 
+def _text_column(node: ast.AST) -> bool:
+    """``df['continent']``: a column read by its name."""
+    return (
+        isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)
+    )
+
+
 def _constant(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) in (str, int, float)
 
@@ -159,6 +169,10 @@ class _Rewriter(ast.NodeTransformer):
             left, right, op = right, left, "==r"  # 'north' == s: the constant on the left
         else:
             op = "=="
+        if _text_column(left) and isinstance(right, ast.Name):
+            # a column against a loop's value (for c in ['asia', ...]: df[df['continent'] == c]; DABench 734 typed
+            # continents the table spells 'Asia' and 'Americas', and pearsonr failed on the empty rows to max_steps)
+            return self._helper(node, op, left, [right], [])
         if not _constant(right) or _constant(left):
             return node
         # a str is compared with anything; a number only with a column (df['year'], df.year), never with a name
@@ -262,17 +276,19 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     >>> import pandas as pd
     >>> s = pd.Series(["2025-03-04", "03/15/2025", None], name="signup_date")
     >>> print(empty_note("contains", 2, s, "Mar 2025", s.str.contains("Mar 2025")))  # doctest: +ELLIPSIS
-    Note (line 2): .str.contains('Mar 2025') matched none of the 2 values of 'signup_date'; they look like '2025-03-04', '03/15/2025'. ...
+    Note (line 2): .str.contains('Mar 2025') matched none of the 2 values of 'signup_date'; they are only '2025-03-04', '03/15/2025'. ...
     >>> empty_note("==", 1, s, "03/15/2025", s == "03/15/2025") is None
     True
     >>> print(empty_note("extract", 3, s, "(Mar)", s.str.extract("(Mar)")))  # doctest: +ELLIPSIS
-    Note (line 3): .str.extract('(Mar)') matched none of the 2 values of 'signup_date'; they look like ...
+    Note (line 3): .str.extract('(Mar)') matched none of the 2 values of 'signup_date'; they are only ...
     >>> empty_note("extract", 3, s, "(2025)", s.str.extract("(2025)")) is None
     True
     """
     pd = sys.modules.get("pandas")
     if pd is None or not isinstance(source, pd.Series) or len(source) == 0:
         return None
+    if op in ("==", "==r") and (isinstance(value, list | tuple | set | dict) or getattr(value, "shape", ()) != ()):
+        return None  # a name that held a Series or an array: an elementwise comparison, not a sought value
     if op == "extract":  # a pattern that fits no value: every row's part is NaN (DABench 450: r'(\d{4}-\d{2})'
         # over '01/01/2015 00:00' made an empty per-month mean, confirmed as the answer)
         if not isinstance(result, pd.Series | pd.DataFrame) or bool(result.notna().to_numpy().any()):
@@ -307,10 +323,11 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
             "Match what the values hold (their case, spaces and format; parse dates with "
             "pd.to_datetime(..., format='mixed') and compare .dt.month / .dt.year); if no row truly matches, keep going."
         )
-    return (
-        f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; they look like "
-        f"{', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}. {fix}"
-    )
+    if len(shown) <= 2 * EXAMPLES and values.nunique() == len(shown):  # a category: all of them, so none is guessed
+        seen = f"they are only {', '.join(shown)}"
+    else:
+        seen = f"they look like {', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}"
+    return f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; {seen}. {fix}"
 
 
 _WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})

@@ -42,7 +42,24 @@ def test_doctests():
 def test_a_selection_that_matched_nothing_is_reported_and_the_result_is_unchanged(rt, code, said):
     ex = rt.execute(code)
     assert ex.error is None and rt.retrieve("n") == 0
-    assert said in ex.stderr and "they look like" in ex.stderr and ex.stderr.count("Note (line 1)") == 1
+    assert said in ex.stderr and ex.stderr.count("Note (line 1)") == 1
+    assert "they look like" in ex.stderr or "they are only" in ex.stderr
+
+
+def test_a_column_compared_with_a_loops_value_that_matches_nothing_names_every_value_of_a_category(rt):
+    # DABench 734 on main: continents typed from memory ('north_america') in a loop; pearsonr failed on the
+    # empty rows four times and the run reached max_steps
+    rt.inject("gm", pd.DataFrame({"continent": ["asia", "europe", "americas"] * 4, "x": range(12)}))
+    code = "out = {}\nfor c in ['asia', 'north_america']:\n    out[c] = len(gm[gm['continent'] == c])"
+    ex = rt.execute(code)
+    assert ex.error is None and rt.retrieve("out") == {"asia": 4, "north_america": 0}
+    assert "== 'north_america' matched none of the 12 values of 'continent'" in ex.stderr
+    assert "they are only 'asia', 'europe', 'americas'" in ex.stderr
+    # a column compared with a Series held by a name is elementwise: nothing sought, no note
+    ex = rt.execute(
+        "other = gm['continent'].iloc[::-1].reset_index(drop=True)\nsame = (gm['continent'] == other).sum()"
+    )
+    assert ex.error is None and "matched none" not in ex.stderr
 
 
 def test_a_pattern_that_extracts_from_no_value_is_reported_and_one_that_fits_is_not(rt):
