@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cave import prompts
+from cave.estimators import rewritten
 from cave.runtimes.base import VariableInfo
 from cave.runtimes.suggest import is_text, suggested_column
 from cave.trajectory import Step, Trajectory
@@ -40,15 +41,24 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
     used = set(re.findall(r"[A-Za-z_]\w*", failing or code))
     facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
     made = task_column_note(traj.task, error.message, code) if error.type == "KeyError" else None
+    array = _with_numpy_call(failing, error.message) if error.type == "AttributeError" else None
     if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
         note = prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
-        return " ".join(x for x in (note, made) if x) or None
+        fix = prompts.ARRAY_FIXED_LINE.format(fixed=array) if array else None
+        return "\n".join(x for x in (" ".join(x for x in (note, made) if x), fix) if x) or None
     fixed = _with_suggested_column(failing, error.message) if error.type == "KeyError" else None
+    step_note = (
+        prompts.LOOP_FIXED_LINE.format(fixed=fixed)
+        if fixed
+        else prompts.ARRAY_FIXED_LINE.format(fixed=array)
+        if array
+        else prompts.LOOP_SMALL_STEP
+    )
     return prompts.LOOP_NOTE.format(
         n=n,
         line=f" The failing line: `{failing[:200]}`." if failing else "",
         facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
-        step=made or (prompts.LOOP_FIXED_LINE.format(fixed=fixed) if fixed else prompts.LOOP_SMALL_STEP),
+        step=made or step_note,
     )
 
 
@@ -128,6 +138,48 @@ def _with_suggested_column(line: str, message: str) -> str | None:
     for node in sorted(reads, key=lambda n: n.col_offset, reverse=True):  # right to left: offsets stay valid
         out = out[: node.col_offset] + repr(column) + out[node.end_col_offset :]
     return out
+
+
+# pandas methods a small model calls on a NumPy array (scipy.stats.zscore returns one), and NumPy's way to write them
+_ARRAY_WAYS = {
+    "abs": "np.abs({x})",
+    "isna": "np.isnan({x})",
+    "isnull": "np.isnan({x})",
+    "notna": "~np.isnan({x})",
+    "notnull": "~np.isnan({x})",
+    "idxmax": "{x}.argmax()",
+    "idxmin": "{x}.argmin()",
+    "to_list": "{x}.tolist()",
+}
+_NO_ARRAY_ATTR = re.compile(r"^'numpy\.ndarray' object has no attribute '(\w+)'")
+
+
+def _with_numpy_call(line: str, message: str) -> str | None:
+    """The failing line with a pandas method called on a NumPy array written NumPy's way (DABench 724 on main:
+    ``df[z_scores.abs() > 3]`` on scipy's zscore four times, the hint that says np.abs notwithstanding).
+
+    >>> _with_numpy_call("outliers = df[z_scores.abs() > 3]", "'numpy.ndarray' object has no attribute 'abs'")
+    'outliers = df[np.abs(z_scores) > 3]'
+    >>> _with_numpy_call("m = stats.zscore(x).abs().max()", "'numpy.ndarray' object has no attribute 'abs'")
+    'm = np.abs(stats.zscore(x)).max()'
+    >>> _with_numpy_call("y = z.clip(0)", "'numpy.ndarray' object has no attribute 'clip'") is None
+    True
+    """
+    m = _NO_ARRAY_ATTR.match(message)
+    way = _ARRAY_WAYS.get(m.group(1)) if m else None
+    if way is None or not line:
+        return None
+    try:
+        tree = ast.parse(line)
+    except SyntaxError:
+        return None
+    spans = [
+        (node, way.format(x=ast.get_source_segment(line, node.func.value)))
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == m.group(1)
+        and not node.args and not node.keywords and node.lineno == node.end_lineno
+    ]  # fmt: skip
+    return rewritten(line, spans[:1])  # the outermost call: an inner one sits inside its span
 
 
 # a text that says there is no answer (analyst revenue_jump_month: "No data available." after an IndexError)

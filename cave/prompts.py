@@ -457,6 +457,9 @@ LOOP_SMALL_STEP = (
     "Take one small step: print what you need to know first (e.g. columns, dtypes, a few rows), then continue."
 )
 LOOP_FIXED_LINE = "The failing line with the real column name, to use instead:\n```python\n{fixed}\n```"
+ARRAY_FIXED_LINE = (
+    "The failing line written for a NumPy array, to use instead:\n```python\nimport numpy as np\n{fixed}\n```"
+)
 MISSING_FILE_NOTE = (
     "There is no such file here: the data was given to you already loaded, as {names}. Use it in place of the file{use}"
 )

@@ -56,6 +56,24 @@ def test_the_loop_note_names_the_line_and_the_real_columns():
     )  # once, and not a key: no note
 
 
+def test_a_pandas_method_on_a_numpy_array_gets_the_line_written_for_the_array_at_once():
+    # DABench 724 on main: df[z_scores.abs() > 3] on scipy's zscore four times, to max_steps
+    code = "z_scores = stats.zscore(df['acceleration'])\noutliers = df[z_scores.abs() > 3]"
+    error = ExecError(
+        "AttributeError", "'numpy.ndarray' object has no attribute 'abs'. A ndarray has: T, all", lineno=2
+    )
+    infos = [VariableInfo("z_scores", "numpy.ndarray", preview="array shape (392,) dtype float64")]
+    first = ran(0, code, error)
+    note = failure_notes.loop_note(Trajectory(), first, [{"code": code}], infos)
+    assert (
+        "z_scores: numpy.ndarray" in note
+        and "```python\nimport numpy as np\noutliers = df[np.abs(z_scores) > 3]\n```" in note
+    )
+    again = failure_notes.loop_note(Trajectory(steps=[first]), ran(1, code, error), [{"code": code}], infos)
+    assert "same error as in your previous 1 steps" in again and "written for a NumPy array" in again
+    assert "np.abs(z_scores)" in again and "real column name" not in again
+
+
 def test_a_copy_of_the_folded_stub_is_never_the_answer():
     # a small model imitates the stub that replaced its failing cell; past the refusal limit it is still refused
     traj = Trajectory(task="t")
