@@ -33,7 +33,7 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
         if e is None or (e.type, e.message.strip()[:200]) != signature:
             break
         n += 1
-    if n < 1 and error.type not in ("KeyError", "AttributeError"):
+    if n < 1 and error.type not in ("KeyError", "AttributeError", *_SCALAR_ERRORS):
         return None
     code = records[-1]["code"] if records else ""
     lines = code.splitlines()
@@ -42,18 +42,21 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
     facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
     made = task_column_note(traj.task, error.message, code) if error.type == "KeyError" else None
     array = _with_numpy_call(failing, error.message) if error.type == "AttributeError" else None
+    scalar = _without_scalar_index(code, failing, error.message) if error.type in _SCALAR_ERRORS else None
+    rewrite = (
+        prompts.ARRAY_FIXED_LINE.format(fixed=array)
+        if array
+        else prompts.SCALAR_FIXED_LINE.format(fixed=scalar)
+        if scalar
+        else None
+    )
+    if n < 1 and error.type in _SCALAR_ERRORS:  # the first time: only a line to run, when there is one
+        return rewrite
     if n < 1:  # a missing column or attribute the first time: what the objects on that line really have
         note = prompts.MISSING_KEY_NOTE.format(facts="; ".join(facts)[:900]) if facts and failing else None
-        fix = prompts.ARRAY_FIXED_LINE.format(fixed=array) if array else None
-        return "\n".join(x for x in (" ".join(x for x in (note, made) if x), fix) if x) or None
+        return "\n".join(x for x in (" ".join(x for x in (note, made) if x), rewrite) if x) or None
     fixed = _with_suggested_column(failing, error.message) if error.type == "KeyError" else None
-    step_note = (
-        prompts.LOOP_FIXED_LINE.format(fixed=fixed)
-        if fixed
-        else prompts.ARRAY_FIXED_LINE.format(fixed=array)
-        if array
-        else prompts.LOOP_SMALL_STEP
-    )
+    step_note = prompts.LOOP_FIXED_LINE.format(fixed=fixed) if fixed else rewrite or prompts.LOOP_SMALL_STEP
     return prompts.LOOP_NOTE.format(
         n=n,
         line=f" The failing line: `{failing[:200]}`." if failing else "",
@@ -180,6 +183,60 @@ def _with_numpy_call(line: str, message: str) -> str | None:
         and not node.args and not node.keywords and node.lineno == node.end_lineno
     ]  # fmt: skip
     return rewritten(line, spans[:1])  # the outermost call: an inner one sits inside its span
+
+
+_SCALAR_ERRORS = ("IndexError", "TypeError")
+_SCALAR_INDEXED = re.compile(
+    r"invalid index to scalar variable|'(?:numpy\.)?float(?:64|32)?' object is not subscriptable"
+)
+# what an assigned name says it holds, and the pandas call that computes it from the test's data
+_NAMED_STATISTICS = (
+    (re.compile(r"mean|average|avg", re.I), "mean"),
+    (re.compile(r"std|stdev|standard_dev|deviation", re.I), "std"),
+    (re.compile(r"median", re.I), "median"),
+    (re.compile(r"var(?!iable)", re.I), "var"),
+)
+
+
+def _without_scalar_index(code: str, line: str, message: str) -> str | None:
+    """The failing line without the index into one number: a test's ``.statistic`` or ``.pvalue`` is a single
+    float. Where the name assigned says a statistic of the data (a mean, a standard deviation), the line computes
+    it from the data the test was run on (DABench 647: ``price_range_mean = round(shapiro_result.statistic[0], 2)``
+    six times, to max_steps).
+
+    >>> code = "r = shapiro(df['Price Range'])\\nm = 1\\nprice_range_mean = round(r.statistic[0], 2)"
+    >>> _without_scalar_index(code, "price_range_mean = round(r.statistic[0], 2)", "invalid index to scalar variable.")
+    "price_range_mean = round(df['Price Range'].mean(), 2)"
+    >>> _without_scalar_index(code, "w = r.statistic[0]", "invalid index to scalar variable.")
+    'w = r.statistic'
+    """
+    if not _SCALAR_INDEXED.search(message) or not line:
+        return None
+    try:
+        tree, whole = ast.parse(line), ast.parse(code)
+    except SyntaxError:
+        return None
+    tested = {  # r = shapiro(x): what r was computed from
+        n.targets[0].id: n.value.args[0]
+        for n in ast.walk(whole)
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)
+        and isinstance(n.value, ast.Call) and n.value.args and isinstance(n.value.func, ast.Name | ast.Attribute)
+    }  # fmt: skip
+    assigned = tree.body[0].targets[0] if tree.body and isinstance(tree.body[0], ast.Assign) else None
+    named = next(
+        (way for said, way in _NAMED_STATISTICS if isinstance(assigned, ast.Name) and said.search(assigned.id)), None
+    )
+    spans = []
+    for node in ast.walk(tree):
+        indexed = node.value if isinstance(node, ast.Subscript) else None
+        if not isinstance(indexed, ast.Attribute) or indexed.attr not in ("statistic", "pvalue", "correlation"):
+            continue
+        data = tested.get(indexed.value.id) if isinstance(indexed.value, ast.Name) else None
+        if named and data is not None and indexed.attr == "statistic":
+            spans.append((node, f"{ast.unparse(data)}.{named}()"))
+        else:
+            spans.append((node, ast.get_source_segment(line, indexed) or ast.unparse(indexed)))
+    return rewritten(line, spans[:1])
 
 
 # a text that says there is no answer (analyst revenue_jump_month: "No data available." after an IndexError)

@@ -457,6 +457,10 @@ LOOP_SMALL_STEP = (
     "Take one small step: print what you need to know first (e.g. columns, dtypes, a few rows), then continue."
 )
 LOOP_FIXED_LINE = "The failing line with the real column name, to use instead:\n```python\n{fixed}\n```"
+SCALAR_FIXED_LINE = (
+    "The failing line without an index into one number (a test's statistic and p-value are single floats), to use "
+    "instead:\n```python\n{fixed}\n```"
+)
 ARRAY_FIXED_LINE = (
     "The failing line written for a NumPy array, to use instead:\n```python\nimport numpy as np\n{fixed}\n```"
 )

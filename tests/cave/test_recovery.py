@@ -74,6 +74,16 @@ def test_a_pandas_method_on_a_numpy_array_gets_the_line_written_for_the_array_at
     assert "np.abs(z_scores)" in again and "real column name" not in again
 
 
+def test_an_index_into_a_tests_single_statistic_gets_the_line_that_computes_what_the_name_says():
+    # DABench 647: price_range_mean = round(shapiro_result.statistic[0], 2), six times, to max_steps
+    code = "shapiro_result = shapiro(df['Price Range'])\nprice_range_mean = round(shapiro_result.statistic[0], 2)"
+    error = ExecError("IndexError", "invalid index to scalar variable.", lineno=2)
+    note = failure_notes.loop_note(Trajectory(), ran(0, code, error), [{"code": code}], [])
+    assert "```python\nprice_range_mean = round(df['Price Range'].mean(), 2)\n```" in note
+    other = ExecError("IndexError", "list index out of range", lineno=1)
+    assert failure_notes.loop_note(Trajectory(), ran(0, "x = [][0]", other), [{"code": "x = [][0]"}], []) is None
+
+
 def test_a_copy_of_the_folded_stub_is_never_the_answer():
     # a small model imitates the stub that replaced its failing cell; past the refusal limit it is still refused
     traj = Trajectory(task="t")
