@@ -17,7 +17,7 @@ from cave.runtimes.base import VariableInfo
 from cave.runtimes.suggest import is_text, suggested_column
 from cave.trajectory import Step, Trajectory
 
-__all__ = ["features_note", "loop_note", "missing_file_note", "task_column_note"]
+__all__ = ["features_note", "loop_note", "missing_file_note", "missing_filter_note", "task_column_note"]
 
 
 def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos: list[VariableInfo]) -> str | None:
@@ -260,6 +260,64 @@ def missing_file_note(step: Step, tables: Mapping[str, Any]) -> str | None:
     names = ", ".join(list(tables)[:6])
     use = f": {m.group(1)} = {next(iter(tables))}.copy()" if m and len(tables) == 1 else ""
     return prompts.MISSING_FILE_NOTE.format(names=names, use=use)
+
+
+def missing_filter_note(task: str, step: Step, tables: Mapping[str, Any]) -> str | None:
+    """A selection by a column the table lacks, of a value the task names and no column holds: the table is all
+    about it already (DABench 578: ``df[df['Symbol'] == 'AAPL']`` on e5_aapl.csv, which has no symbol column; the
+    1.5B wrapped it in ``if 'Symbol' in df.columns`` and printed the error to max_steps).
+
+    >>> import pandas as pd
+    >>> from cave.runtimes.base import ExecError, Execution
+    >>> err = ExecError("KeyError", "'Symbol'", lineno=1)
+    >>> step = Step(1, code="aapl = df[df['Symbol'] == 'AAPL']\\nm = aapl['Volume'].mean()", execution=Execution(error=err))
+    >>> print(missing_filter_note("What is the mean volume of AAPL stock?", step, {"df": pd.DataFrame({"Volume": [1]})}))
+    df has no 'Symbol' column to select 'AAPL' by, and none of its columns holds 'AAPL': the table is all about the 'AAPL' the task names. Use its rows as they are:
+    ```python
+    aapl = df
+    ```
+    """
+    error = step.execution.error if step.execution is not None else None
+    key = (
+        re.fullmatch(r"'([^'\n]{1,80})'", error.message.strip())
+        if error is not None and error.type == "KeyError"
+        else None
+    )
+    if key is None:
+        return None
+    try:
+        tree = ast.parse(step.code or "")
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Subscript)):
+            continue
+        table = node.value.value.id if isinstance(node.value.value, ast.Name) else ""
+        test = node.value.slice
+        if table not in tables or not isinstance(test, ast.Compare) or len(test.ops) != 1:
+            continue
+        sides = [test.left, test.comparators[0]]
+        value = next((x.value for x in sides if isinstance(x, ast.Constant) and isinstance(x.value, str)), None)
+        column = next((x for x in sides if isinstance(x, ast.Subscript) and ast.unparse(x.value) == table), None)
+        if value is None or column is None or not isinstance(test.ops[0], ast.Eq):
+            continue
+        if not (isinstance(column.slice, ast.Constant) and column.slice.value == key.group(1)):
+            continue
+        if not re.search(rf"(?<!\w){re.escape(value)}(?!\w)", task, re.I) or _holds(tables[table], value):
+            continue
+        if len(node.targets) == 1:
+            fixed = f"{ast.unparse(node.targets[0])} = {table}"
+            return prompts.MISSING_FILTER_NOTE.format(table=table, key=key.group(1), value=value, fixed=fixed)
+    return None
+
+
+def _holds(frame: Any, value: str) -> bool:
+    """Whether a text column of ``frame`` holds ``value`` (any case): then the selection needs that column."""
+    for name in getattr(frame, "columns", []):
+        column = frame[name]
+        if is_text(column) and bool((column.astype(str).str.strip().str.casefold() == value.casefold()).any()):
+            return True
+    return False
 
 
 _TEXT_IN = re.compile(r"is in (\w+)\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\], a text column")

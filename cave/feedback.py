@@ -51,6 +51,9 @@ class Feedback:
         missing = failure_notes.missing_file_note(step, self._given_tables())
         if missing:  # the given tables are the data: not "the file does not exist" as an answer
             step.observation += "\n" + missing
+        unfiltered = failure_notes.missing_filter_note(traj.task, step, self._given_tables())
+        if unfiltered:  # a table about one stock has no symbol column to select that stock by
+            step.observation += "\n" + unfiltered
         unknown = recovery.unknown_function_note(step, self._given_functions())
         if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
             step.observation += "\n" + unknown

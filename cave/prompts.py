@@ -27,6 +27,7 @@ __all__ = [
     "PROSE_CALL_NOTE",
     "TYPED_DISPLAY_NOTE",
     "MISSING_FILE_NOTE",
+    "MISSING_FILTER_NOTE",
     "MISSING_KEY_NOTE",
     "TASK_COLUMN_NOTE",
     "UNTRANSFERABLE_ANSWER",
@@ -463,6 +464,10 @@ SCALAR_FIXED_LINE = (
 )
 ARRAY_FIXED_LINE = (
     "The failing line written for a NumPy array, to use instead:\n```python\nimport numpy as np\n{fixed}\n```"
+)
+MISSING_FILTER_NOTE = (
+    "{table} has no {key!r} column to select {value!r} by, and none of its columns holds {value!r}: the table is all "
+    "about the {value!r} the task names. Use its rows as they are:\n```python\n{fixed}\n```"
 )
 MISSING_FILE_NOTE = (
     "There is no such file here: the data was given to you already loaded, as {names}. Use it in place of the file{use}"

@@ -84,6 +84,27 @@ def test_an_index_into_a_tests_single_statistic_gets_the_line_that_computes_what
     assert failure_notes.loop_note(Trajectory(), ran(0, "x = [][0]", other), [{"code": "x = [][0]"}], []) is None
 
 
+def test_a_selection_by_a_missing_column_of_what_the_whole_table_is_about_is_dropped():
+    # DABench 578: df[df['Symbol'] == 'AAPL'] on e5_aapl.csv (no symbol column), guarded and printed to max_steps
+    import pandas as pd
+
+    from cave.agent import Agent
+    from cave.llm.base import Scripted
+
+    code = "aapl = df[df['Symbol'] == 'AAPL']\nfinal_answer({'mean_volume': round(aapl['Volume'].mean(), 2)})"
+    agent = Agent(
+        model=Scripted([f"```python\n{code}\n```", "```python\naapl = df\n```"]), runtime="inprocess", max_steps=1
+    )
+    agent.runtime.inject("df", pd.DataFrame({"Date": ["2020-01-01", "2020-01-02"], "Volume": [10, 20]}))
+    note = agent.run("What is the average trading volume of AAPL stock?").trajectory.steps[0].observation
+    assert "df has no 'Symbol' column to select 'AAPL' by" in note and "```python\naapl = df\n```" in note
+    # a table that holds the value in another column needs that column: no note
+    agent = Agent(model=Scripted([f"```python\n{code}\n```"]), runtime="inprocess", max_steps=1)
+    agent.runtime.inject("df", pd.DataFrame({"Ticker": ["AAPL", "MSFT"], "Volume": [10, 20]}))
+    note = agent.run("What is the average trading volume of AAPL stock?").trajectory.steps[0].observation
+    assert "to select 'AAPL' by" not in note
+
+
 def test_a_copy_of_the_folded_stub_is_never_the_answer():
     # a small model imitates the stub that replaced its failing cell; past the refusal limit it is still refused
     traj = Trajectory(task="t")
