@@ -17,7 +17,14 @@ from cave.runtimes.base import VariableInfo
 from cave.runtimes.suggest import is_text, suggested_column
 from cave.trajectory import Step, Trajectory
 
-__all__ = ["features_note", "loop_note", "missing_file_note", "missing_filter_note", "task_column_note"]
+__all__ = [
+    "features_note",
+    "loop_note",
+    "missing_file_note",
+    "missing_filter_note",
+    "task_column_note",
+    "text_values_note",
+]
 
 
 def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos: list[VariableInfo]) -> str | None:
@@ -318,6 +325,74 @@ def _holds(frame: Any, value: str) -> bool:
         if is_text(column) and bool((column.astype(str).str.strip().str.casefold() == value.casefold()).any()):
             return True
     return False
+
+
+_TEXT_MATH = re.compile(
+    r"dtype '(?:str|object|string)' does not support operation|reduction '\w+' with string dtype"
+    r"|unsupported operand type\(s\) for [-+/*]+: 'str'|can't multiply sequence by non-int"
+)
+_DURATION = re.compile(r"\d{1,3}:\d{2}:\d{2}(?:\.\d+)?")
+_NUMBER_TEXT = re.compile(r"[$\u20ac\u00a3]?\s*-?[\d,]*\.?\d+\s*%?")
+
+
+def text_values_note(step: Step, records: list[dict[str, Any]], tables: Mapping[str, Any]) -> str | None:
+    """Arithmetic on a given column that holds numbers written as text: the conversion its values need, as a line
+    to run (DABench 588: ``df['avg. wait time'].mean()`` on '00:00:51' durations; the hint to keep the numeric
+    columns dropped the column the task asks about, then the 1.5B read files that were not there).
+
+    >>> import pandas as pd
+    >>> from cave.runtimes.base import ExecError, Execution
+    >>> err = ExecError("TypeError", "Cannot perform reduction 'mean' with string dtype", lineno=1)
+    >>> code = "m = df['wait'].mean()"
+    >>> step = Step(1, code=code, execution=Execution(error=err))
+    >>> print(text_values_note(step, [{"code": code}], {"df": pd.DataFrame({"wait": ["00:00:51", "00:01:02"]})}))
+    Note: df['wait'] holds durations written as text ('00:00:51'): convert it first (durations to seconds), then compute:
+    ```python
+    df['wait'] = pd.to_timedelta(df['wait']).dt.total_seconds()
+    ```
+    """
+    error = step.execution.error if step.execution is not None else None
+    if error is None or error.type != "TypeError" or not _TEXT_MATH.search(error.message):
+        return None
+    code = records[-1]["code"] if records else step.code or ""
+    lines = code.splitlines()
+    failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
+    try:
+        tree = ast.parse(failing)
+    except SyntaxError:
+        return None
+    notes, fixes = [], []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in tables):
+            continue
+        written = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        frame = tables[node.value.id]
+        names = [c for c in getattr(frame, "columns", []) if isinstance(c, str)]
+        # the name as written, or the table's name with the spaces at its ends the guard put back
+        column = next((c for c in names if isinstance(written, str) and c.strip() == written.strip()), None)
+        if column is None or not is_text(frame[column]):
+            continue
+        read = f"{node.value.id}[{column!r}]"
+        if any(f.startswith(f"{read} = ") for f in fixes):
+            continue
+        values = frame[column].dropna().astype(str).str.strip()
+        values = values[values != ""].iloc[:500]
+        if len(values) and all(_DURATION.fullmatch(v) for v in values):
+            what, way = "durations", f"pd.to_timedelta({read}).dt.total_seconds()"
+        elif len(values) and sum(bool(_NUMBER_TEXT.fullmatch(v)) for v in values) >= 0.9 * len(values):
+            what, way = "numbers", rf"pd.to_numeric({read}.str.replace(r'[^0-9.\-]', '', regex=True), errors='coerce')"
+        else:
+            continue
+        example = next((v for v in values if v not in ("0", "00:00:00")), values.iloc[0])
+        notes.append(f"{read} holds {what} written as text ({example!r})")
+        fixes.append(f"{read} = {way}")
+    if not notes:
+        return None
+    return (
+        f"Note: {'; '.join(notes)}: convert {'it' if len(notes) == 1 else 'them'} first (durations to seconds), "
+        "then compute:\n"
+        "```python\n" + "\n".join(fixes) + "\n```"
+    )
 
 
 _TEXT_IN = re.compile(r"is in (\w+)\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\], a text column")

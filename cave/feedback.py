@@ -51,6 +51,9 @@ class Feedback:
         missing = failure_notes.missing_file_note(step, self._given_tables())
         if missing:  # the given tables are the data: not "the file does not exist" as an answer
             step.observation += "\n" + missing
+        converted = failure_notes.text_values_note(step, records, self._given_tables())
+        if converted:  # durations or numbers written as text: the conversion, not "keep the numeric columns"
+            step.observation += "\n" + converted
         unfiltered = failure_notes.missing_filter_note(traj.task, step, self._given_tables())
         if unfiltered:  # a table about one stock has no symbol column to select that stock by
             step.observation += "\n" + unfiltered

@@ -105,6 +105,30 @@ def test_a_selection_by_a_missing_column_of_what_the_whole_table_is_about_is_dro
     assert "to select 'AAPL' by" not in note
 
 
+def test_arithmetic_on_durations_or_numbers_written_as_text_gets_the_conversion_to_run():
+    # DABench 588: df['avg. wait time'].mean() on '00:00:51'; the numeric-columns hint dropped the column asked about
+    import pandas as pd
+
+    from cave.agent import Agent
+    from cave.llm.base import Scripted
+
+    calls = pd.DataFrame({"avg. wait time ": ["00:00:51", "00:01:02", None], "sold": ["1,204", "$35", "12%"]})
+    code = "z = (df['avg. wait time'] - df['avg. wait time'].mean()) / df['avg. wait time'].std()"
+    agent = Agent(model=Scripted([f"```python\n{code}\n```", "done"]), runtime="inprocess", max_steps=1)
+    agent.runtime.inject("df", calls)
+    note = agent.run("How many outliers has the average wait time?").trajectory.steps[0].observation
+    assert "df['avg. wait time '] holds durations written as text ('00:00:51')" in note
+    fix = "df['avg. wait time '] = pd.to_timedelta(df['avg. wait time ']).dt.total_seconds()"
+    assert f"```python\n{fix}\n```" in note
+    agent = Agent(model=Scripted(["```python\nm = df['sold'].mean()\n```", "done"]), runtime="inprocess", max_steps=1)
+    agent.runtime.inject("df", calls)
+    note = agent.run("What is the mean of sold?").trajectory.steps[0].observation
+    assert "df['sold'] holds numbers written as text ('1,204')" in note
+    ns: dict = {"pd": pd, "df": calls.copy()}
+    exec(note.split("```python\n")[1].split("\n```")[0], ns)  # the line runs and gives numbers
+    assert ns["df"]["sold"].tolist() == [1204.0, 35.0, 12.0]
+
+
 def test_a_copy_of_the_folded_stub_is_never_the_answer():
     # a small model imitates the stub that replaced its failing cell; past the refusal limit it is still refused
     traj = Trajectory(task="t")
