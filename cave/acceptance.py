@@ -29,6 +29,7 @@ from typing import Any, Literal
 from cave import (
     answers,
     bounds,
+    copied,
     entities,
     estimators,
     grouping,
@@ -111,6 +112,12 @@ class Acceptance:
                 call = typed.typed_call(code)
                 fix = held_notes.TYPED_FIX.format(call=call) if call else ""
                 return held_notes.TYPED_NOTE.format(numbers=", ".join(numbers[:6]), fix=fix)
+        if self.review and not traj.meta.get("copied_asked") and not _computes(code):
+            copies = copied.wrong_columns(traj.task, value, typed.seen_text(traj))
+            if copies:  # once: the mean of Z in a printed describe() sent as that of X (DABench 656)
+                traj.meta["copied_asked"] = True
+                traj.meta["held_copied"] = [c.number for c in copies]
+                return copied.note(copies, next(iter(self.given_tables()), "df"))
         if self.review and not traj.meta.get("variables_asked"):
             wrong = await self._disagreements(value, code)
             if wrong:  # once: a typed value that the code's own variable of that name contradicts
@@ -288,6 +295,11 @@ class Acceptance:
         if traj.meta.get("bounds_asked"):
             unapplied = bounds.unapplied(traj.task, _run_code(traj, code))
             problems += [f"the answer still comes from code that does not apply {x.split(':')[0]}" for x in unapplied]
+        if traj.meta.get("held_copied"):
+            still = [c.number for c in copied.wrong_columns(traj.task, value, typed.seen_text(traj))]
+            kept = [n for n in still if n in traj.meta["held_copied"]]
+            if kept and not _computes(code):
+                problems.append(f"the answer still copies {', '.join(kept)} from another column than the task's")
         if "dropped_from" in traj.meta:
             after = [s.code for s in traj.steps[traj.meta["dropped_from"] :] if s.code] + [code]
             problems += [
