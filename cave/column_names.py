@@ -35,6 +35,8 @@ def spaced_names(code: str, columns: Mapping[str, Iterable[object]]) -> tuple[st
     Column names written without the spaces at their ends ran with them: 'avg. wait time' as 'avg. wait time '. The names of df with spaces: 'avg. wait time '. Write them exactly, or strip them all once: df.columns = df.columns.str.strip()
     >>> spaced_names("df.groupby('DIR')[['WINDSPEED']].mean()", {"df": [" DIR", " WINDSPEED"]})[0]
     "df.groupby(' DIR')[[' WINDSPEED']].mean()"
+    >>> spaced_names("features = ['a', 'b']\nX = df[features]", {"df": ["a ", "b"]})[0]  # names held in a variable
+    "features = ['a ', 'b']\nX = df[features]"
     >>> spaced_names("print('x')", {"df": ["x ", "x"]}), spaced_names("df['y']", {"df": ["y ", " y"]})[1]
     (("print('x')", []), [])
     """
@@ -85,6 +87,22 @@ def _rewrite_names(code: str, tree: Any, names: Mapping[str, tuple[str, str]]) -
         else:
             continue
         found += [p for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str) and p.value in names]
+    # names held in a variable the code selects by: features = ['a', 'b'] ... df[features] (DABench 590: three
+    # steps on a list of names that had lost their end spaces, one KeyError each)
+    selecting = {
+        p.id
+        for node in ast.walk(tree)
+        for p in (
+            [node.slice] if isinstance(node, ast.Subscript)
+            else [*node.args, *(k.value for k in node.keywords)] if isinstance(node, ast.Call)
+            else []
+        )
+        if isinstance(p, ast.Name)
+    }  # fmt: skip
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in selecting for t in node.targets):
+            held = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else [node.value]
+            found += [p for p in held if isinstance(p, ast.Constant) and isinstance(p.value, str) and p.value in names]
     found = [n for n in found if n.lineno == n.end_lineno]
     if not found:
         return code, {}

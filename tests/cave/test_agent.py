@@ -280,6 +280,20 @@ def test_column_names_written_without_their_end_spaces_run_with_them():
     assert result.answer == 6.0 and "ran with them" not in str([s.observation for s in result.trajectory.steps])
 
 
+def test_column_names_held_in_a_variable_the_code_selects_by_run_with_their_end_spaces():
+    # DABench 590: features = ['num. calls abandoned', ...]; df[features], one KeyError per step to max_steps
+    calls = pd.DataFrame({"num. calls abandoned ": [1, 3], "avg. num. agents staffed ": [2, 4], "answered": [5, 6]})
+    src = (
+        "features = ['num. calls abandoned', 'answered']\ntarget = 'avg. num. agents staffed'\n"
+        "final_answer(int(calls[features].sum().sum() + calls[target].sum()))"
+    )
+    agent = make_agent([code(src)])
+    agent.runtime.inject("calls", calls)
+    result = agent.run("Sum them.")
+    assert result.answer == 21, result.trajectory.steps[0].observation
+    assert "'num. calls abandoned' as 'num. calls abandoned '" in result.trajectory.steps[0].observation
+
+
 def test_column_names_written_with_other_separators_run_as_the_tables_in_a_kernel():
     """DABench 361: `df['wind_speed']` for 'wind speed', three KeyErrors in a row despite the "Did you mean". In a
     kernel (the host keeps the table as given), a column the code made under the snake_case name stays its own."""
