@@ -312,6 +312,12 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         fix = f"They are numbers: compare with {value.strip()} (no quotes)."
     elif near := near_values(values, value):
         fix = _near_fix(what, op, value, near)
+    elif text and (stamp := _as_timestamp(value, values)) is not None:
+        column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
+        fix = (
+            f"They are dates written another way, and {value!r} reads as {stamp}: compare them as dates, e.g. "
+            f"pd.to_datetime({column}, format='mixed') == pd.Timestamp('{stamp}')."
+        )
     elif (part := _date_part(value)) and text and _looks_dated(values):
         column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
         fix = (
@@ -346,6 +352,39 @@ def _date_part(value: Any) -> tuple[str, str] | None:
     if words and all(w in _MONTHS for w in words):
         return "months", ".dt.month_name()"
     return None
+
+
+_COMPACT_STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})(?:[_T ]?(\d{2})(\d{2})(\d{2})?)?")
+
+
+def _as_timestamp(value: Any, values: Any) -> str | None:
+    """The moment a sought text names, when it and the column's values both read as dates written differently
+    (DABench 589: '20170413_080000' against 'Apr 13  2017 08:00:00 AM'); None otherwise.
+
+    >>> import pandas as pd
+    >>> _as_timestamp("20170413_080000", pd.Series(["Apr 13  2017 12:00:00 AM", "Apr 13  2017 08:00:00 AM"]))
+    '2017-04-13 08:00:00'
+    >>> _as_timestamp("north", pd.Series(["Apr 13  2017 12:00:00 AM"])) is None
+    True
+    """
+    if not isinstance(value, str) or not re.search(r"\d", value) or not _looks_dated(values):
+        return None
+    pd = sys.modules.get("pandas")
+    if pd is None:
+        return None
+    compact = _COMPACT_STAMP.fullmatch(value.strip())
+    text = value.strip()
+    if compact:
+        y, mo, d, h, mi, sec = (g or "00" for g in compact.groups())
+        text = f"{y}-{mo}-{d} {h}:{mi}:{sec}"
+    try:
+        stamp = pd.Timestamp(text)
+        parsed = pd.to_datetime(values.iloc[:200], format="mixed", errors="coerce")
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if pd.isna(stamp) or parsed.isna().mean() > 0.2:
+        return None
+    return str(stamp)
 
 
 def _looks_dated(values: Any) -> bool:

@@ -62,6 +62,19 @@ def test_a_column_compared_with_a_loops_value_that_matches_nothing_names_every_v
     assert ex.error is None and "matched none" not in ex.stderr
 
 
+def test_a_moment_written_another_way_than_the_columns_dates_gets_the_date_comparison(rt):
+    # DABench 589: df['timestamp'] == '20170413_080000' over 'Apr 13  2017 08:00:00 AM': nan rate, then 0.0 typed
+    rt.inject(
+        "calls", pd.DataFrame({"timestamp": ["Apr 13  2017 07:45:00 AM", "Apr 13  2017 08:00:00 AM"], "n": [1, 2]})
+    )
+    ex = rt.execute("t = '20170413_080000'\nrows = calls[calls['timestamp'] == t]")
+    assert ex.error is None and "'20170413_080000' reads as 2017-04-13 08:00:00" in ex.stderr
+    fix = "pd.to_datetime(df['timestamp'], format='mixed') == pd.Timestamp('2017-04-13 08:00:00')"
+    assert fix in ex.stderr
+    ex = rt.execute("import pandas as pd\nn = int(calls[" + fix.replace("df[", "calls[") + "]['n'].sum())")
+    assert ex.error is None and rt.retrieve("n") == 2  # the comparison it offers selects the row
+
+
 def test_a_pattern_that_extracts_from_no_value_is_reported_and_one_that_fits_is_not(rt):
     # DABench 450: str.extract(r'(\d{4}-\d{2})') over '01/01/2015 00:00' made every month NaN, and the empty
     # per-month means were confirmed as the answer
