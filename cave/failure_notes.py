@@ -395,6 +395,15 @@ def text_values_note(step: Step, records: list[dict[str, Any]], tables: Mapping[
     )
 
 
+def _stem_named(column: str, columns: list[str], task: str) -> bool:
+    """A ticker-like column named by its stem: 'MSFT.O' or 'EUR=' where the task writes MSFT or EUR (DABench 574),
+    when no other column has that stem."""
+    stem = re.split(r"[.=]", column.lstrip("."), maxsplit=1)[0]
+    if len(stem) < 3 or stem == column.lstrip(".") or sum(c.lstrip(".").startswith(stem) for c in columns) > 1:
+        return False
+    return bool(re.search(rf"(?<![\w.]){re.escape(stem)}(?![\w])", task))
+
+
 _TEXT_IN = re.compile(r"is in (\w+)\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\], a text column")
 
 
@@ -416,7 +425,8 @@ def features_note(task: str, step: Step, tables: dict[str, Any]) -> str | None:
     frame = tables.get(m.group(1)) if m else None
     if frame is None:
         return None
-    named = [c for c in map(str, frame.columns) if re.search(rf"(?<![\w.]){re.escape(c)}(?![\w])", task)]
+    names = list(map(str, frame.columns))
+    named = [c for c in names if re.search(rf"(?<![\w.]){re.escape(c)}(?![\w])", task) or _stem_named(c, names, task)]
     quoted = [c for c in named if re.search(rf"['\"`]{re.escape(c)}['\"`]", task)]
     features = quoted or named  # a quoted list is the features; the target is usually named in words
     if not features:

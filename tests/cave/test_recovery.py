@@ -129,6 +129,20 @@ def test_arithmetic_on_durations_or_numbers_written_as_text_gets_the_conversion_
     assert ns["df"]["sold"].tolist() == [1204.0, 35.0, 12.0]
 
 
+def test_the_features_note_names_a_ticker_column_by_the_stem_the_task_writes():
+    # DABench 574: the task writes (MSFT), the column is 'MSFT.O'; the note left it out of the features
+    import pandas as pd
+
+    df = pd.DataFrame({"Date": ["2010-01-04"], "MSFT.O": [30.9], "SPY": [113.3], ".VIX": [20.0], "AAPL.O": [30.5]})
+    error = ExecError(
+        "ValueError", "could not convert string to float: '2010-01-04'. '2010-01-04' is in df['Date'], a text column."
+    )
+    step = Step(index=0, code="scaler.fit_transform(df)", execution=Execution(error=error))
+    task = "Normalize the prices of Microsoft (MSFT), the S&P 500 ETF (SPY) and the Volatility Index (.VIX)."
+    note = failure_notes.features_note(task, step, {"df": df})
+    assert "X = df[['MSFT.O', 'SPY', '.VIX']]" in note
+
+
 def test_a_copy_of_the_folded_stub_is_never_the_answer():
     # a small model imitates the stub that replaced its failing cell; past the refusal limit it is still refused
     traj = Trajectory(task="t")
