@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cave import failure_notes, imputing, prompts, recovery, typed
+from cave.runtimes import matches
 from cave.trajectory import Step, Trajectory
 
 __all__ = ["Feedback"]
@@ -51,6 +52,10 @@ class Feedback:
         missing = failure_notes.missing_file_note(step, self._given_tables())
         if missing:  # the given tables are the data: not "the file does not exist" as an answer
             step.observation += "\n" + missing
+        if step.execution is not None and matches.NAN_MARK in step.execution.stderr:
+            dropped = imputing.nan_dropped(step.code or "")
+            if dropped:  # the note says to drop the NaN; the code that does it is what the 1.5B copies
+                step.observation += "\n" + imputing.NAN_FIX.format(code=dropped)
         converted = failure_notes.text_values_note(step, records, self._given_tables())
         if converted:  # durations or numbers written as text: the conversion, not "keep the numeric columns"
             step.observation += "\n" + converted

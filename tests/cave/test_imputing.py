@@ -116,3 +116,19 @@ def test_a_model_refusing_the_missing_values_of_the_column_to_fill_gets_the_fit_
     agent = Agent(model=Scripted([f"```python\n{refused}\n```"]), runtime="inprocess", max_steps=1)
     agent.runtime.inject("df", _titanic())
     assert "not to drop them" not in agent.run("Fit KNN regression of Age on Fare.").trajectory.steps[0].observation
+
+
+def test_a_test_over_missing_values_gets_the_code_with_them_dropped_to_run():
+    # DABench 530: pearsonr over ages with NaN for men and women; the note named the NaN, the nan answer went on
+    df = _titanic()
+    code = "from scipy.stats import pearsonr\nr, p = pearsonr(df['Age'], df['Fare'])\nprint(r)"
+    agent = Agent(model=Scripted([f"```python\n{code}\n```", "done"]), runtime="inprocess", max_steps=1)
+    agent.runtime.inject("df", df)
+    observation = agent.run("Correlate age and fare.").trajectory.steps[0].observation
+    fixed = "r, p = pearsonr(df[['Age', 'Fare']].dropna()['Age'], df[['Age', 'Fare']].dropna()['Fare'])"
+    assert "returned nan because" in observation and fixed in observation
+    from scipy.stats import pearsonr
+
+    ns: dict = {"df": df, "pearsonr": pearsonr}
+    exec(fixed, ns)  # the line it offers computes a real correlation
+    assert np.isfinite(ns["r"])
