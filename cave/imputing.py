@@ -1,4 +1,8 @@
-"""Rows dropped where the task says to fill them: "impute missing values in the 'Age' column" done as
+"""Missing values handled the way the task and the statistic need: rows dropped where the task says to fill them
+(``dropped_missing``, ``note``), a model refusing NaN in the column the task fills (``fit_note``), and a scipy test
+that returned nan over missing values (``nan_dropped``: the code with them dropped, to run).
+
+Rows dropped where the task says to fill them: "impute missing values in the 'Age' column" done as
 ``df = df.dropna(subset=['Age'])``. The answer then counts or averages fewer rows than the task's, and nothing
 fails: DABench 523 (KNN imputation of Titanic ages) dropped the 177 passengers without an age after a classifier
 refused the NaN target, and sent the age-group counts of the other 714 as `success`.
