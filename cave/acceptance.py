@@ -97,6 +97,9 @@ class Acceptance:
                 await _held_for(traj, kind, value)
                 if kind == "tie" and (pick := grouping.period_pick(traj.task, self.given_tables())):
                     return f"{note} For the task's question, e.g.: {pick}"
+                if kind == "epoch":  # the misread dates may have been written into a given table: as given again
+                    restored = await self.restore_given() if self.restore_given is not None else []
+                    return note + "".join(f"\nNote: {r}" for r in restored)
                 kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
                 if kept is None:
                     return note
@@ -438,6 +441,7 @@ def _run_code(traj: Trajectory, code: str) -> list[str]:
 # largest of a text column is its alphabetically last, a value named for the 'not' group came from the yes group.
 _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("loss", coercion.LOSS_MARK, held_notes.LOSS_HELD_NOTE),
+    ("epoch", coercion.EPOCH_MARK, held_notes.EPOCH_HELD_NOTE),
     ("empty", matches.MARK, held_notes.EMPTY_HELD_NOTE),
     ("tie", matches.TIE_MARK, held_notes.TIE_HELD_NOTE),
     ("nan", matches.NAN_MARK, held_notes.NAN_HELD_NOTE),

@@ -44,6 +44,11 @@ LOSS_HELD_NOTE = (
     "it leaves them out. If those values hold data the task needs, recover them and answer again; if they are "
     "truly missing, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
+EPOCH_HELD_NOTE = (
+    "Not accepted yet: this answer was computed from Unix times that pd.to_datetime read as nanoseconds (the Note "
+    "above), so every moment is in the first second of 1970. Convert them with the unit the Note gives and answer "
+    "again."
+)
 NUMBERS_KEPT_FIX = "\nYour code with the number in each value kept (run it):\n```python\n{code}\n```"
 EMPTY_HELD_NOTE = (
     "Not accepted yet: this answer was computed from a selection that matched nothing (the Note above), so it "

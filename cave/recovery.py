@@ -402,11 +402,12 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
 
 
-HeldFor = Literal["loss", "empty", "tie", "nan", "self", "text", "polarity", "form", "warning"]
+HeldFor = Literal["loss", "epoch", "empty", "tie", "nan", "self", "text", "polarity", "form", "warning"]
 
 # What an answer held for a cell's note still is when it comes back with the same note or the same summary.
 _STILL: dict[str, str] = {
     "loss": "the answer is the one computed after a conversion turned values into NaN; they were not recovered",
+    "epoch": "the answer still comes from Unix times read as nanoseconds (every moment in the first second of 1970)",
     "empty": "the answer is the one computed from a selection that matched no row",
     "tie": "the answer is still the first of many tied entries, not what the task asks about",
     "nan": "the answer still rests on a test that returned nan over missing values",

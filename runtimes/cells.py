@@ -285,7 +285,7 @@ class CellRunner:
                 if rewritten == code:
                     raise
                 tree = ast.parse(rewritten, filename)
-            if ("coerce" in code or "cut(" in code) and self._audits_coercion():
+            if ("coerce" in code or "cut(" in code or "to_datetime" in code) and self._audits_coercion():
                 coercion.rewrite(tree)  # errors="coerce" and pd.cut calls say what they turned into NaN
             if matches.maybe(code) and self._audits_coercion():
                 matches.rewrite(tree)  # == 'north', .str.contains('Mar 2025'): say when they selected nothing

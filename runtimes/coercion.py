@@ -28,9 +28,10 @@ import ast
 import sys
 from typing import Any
 
-__all__ = ["HELPER", "LOSS_MARK", "audited", "loss_note", "numbers_kept", "rewrite"]
+__all__ = ["EPOCH_MARK", "HELPER", "LOSS_MARK", "audited", "epoch_note", "loss_note", "numbers_kept", "rewrite"]
 
-LOSS_MARK = "so they now count as missing"  # in every note: how the agent knows an answer came from lossy data
+LOSS_MARK = "so they now count as missing"
+EPOCH_MARK = "as nanoseconds since 1970"  # in every note on integers to_datetime took for nanoseconds  # in every note: how the agent knows an answer came from lossy data
 HELPER = "__cave_coerce__"  # the name the rewritten calls use, from the cell's builtins
 FUNCTIONS = frozenset({"to_numeric", "to_datetime", "to_timedelta"})  # lossy with errors="coerce"
 BINNING = frozenset({"cut"})  # lossy always: as pd.cut / pandas.cut
@@ -65,7 +66,15 @@ class _Rewriter(ast.NodeTransformer):
             and isinstance(func.value, ast.Name)
             and func.value.id in _PANDAS
         )
-        if not binning and (name not in FUNCTIONS or not coerces):
+        # pd.to_datetime of integers without a unit reads them as nanoseconds: Unix seconds become 1970-01-01
+        dated = (
+            name == "to_datetime"
+            and isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id in _PANDAS
+            and not any(k.arg == "unit" for k in node.keywords)
+        )
+        if not binning and not dated and (name not in FUNCTIONS or not coerces):
             return node
         self.changed = True
         helper = ast.Name(HELPER, ast.Load())
@@ -81,7 +90,10 @@ def audited(func: Any, where: int | tuple[int, str], *args: Any, **kwargs: Any) 
     try:
         source = args[0] if args else kwargs.get("arg", kwargs.get("x"))
         binned = result[0] if isinstance(result, tuple) else result  # cut(..., retbins=True): (bins, edges)
-        note = loss_note(getattr(func, "__name__", "to_numeric"), line, source, binned, text)
+        name = getattr(func, "__name__", "to_numeric")
+        note = loss_note(name, line, source, binned, text)
+        if note is None and name == "to_datetime" and "unit" not in kwargs:
+            note = epoch_note(line, source, result, text)
         from cave.runtimes.cells import first_note  # cells imports this module
 
         if note and first_note(line, getattr(source, "name", None)):
@@ -142,6 +154,45 @@ def loss_note(name: str, line: int, source: Any, result: Any, text: str = "") ->
         f"written, {LOSS_MARK} and every result from them leaves them out. If they hold one, {fix}; if they are "
         "truly missing, keep going."
     )
+
+
+def epoch_note(line: int, source: Any, result: Any, text: str = "") -> str | None:
+    """The note for ``pd.to_datetime`` of integers that are Unix times (seconds, milliseconds or microseconds since
+    1970) read without a ``unit``, as nanoseconds: every moment lands in the first second of 1970 (DABench 688: all
+    24 hourly readings counted as night, `success`). None when the integers are not such times.
+
+    >>> import pandas as pd
+    >>> s = pd.Series([1437730851, 1437734494], name="dt")
+    >>> print(epoch_note(3, s, pd.to_datetime(s), "df['dt']"))  # doctest: +ELLIPSIS
+    Note (line 3): pd.to_datetime read the integers of 'dt' as nanoseconds since 1970 (1437730851 became 1970-01-01 00:00:01.437730851); ... pd.to_datetime(df['dt'], unit='s') ...
+    >>> epoch_note(1, pd.Series([20150724, 20150725]), pd.to_datetime(pd.Series([20150724, 20150725]))) is None
+    True
+    """
+    import numpy as np
+    import pandas as pd
+
+    if not isinstance(source, pd.Series) or source.dtype.kind not in "iu" or not isinstance(result, pd.Series):
+        return None
+    values = source.dropna()
+    if len(values) == 0:
+        return None
+    low, high = int(np.abs(values).min()), int(np.abs(values).max())
+    unit = next((u for u, (a, b) in _EPOCH_UNITS.items() if a <= low and high < b), None)
+    if unit is None:
+        return None
+    first = values.iloc[0]
+    label = f" of {source.name!r}" if isinstance(source.name, str) else ""
+    call = f"pd.to_datetime({text or 'x'}, unit={unit!r})"
+    return (
+        f"Note (line {line}): pd.to_datetime read the integers{label} {EPOCH_MARK} "
+        f"({first} became {result.iloc[0]}); they look like Unix times in {_UNIT_WORDS[unit]} since 1970 "
+        f"({pd.to_datetime(first, unit=unit)}): {call} reads them as such."
+    )
+
+
+# Unix times from 1973 to 2286 in each unit: what a column of such integers holds
+_EPOCH_UNITS = {"s": (10**8, 10**10), "ms": (10**11, 10**13), "us": (10**14, 10**16)}
+_UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
 
 
 _EXTRACT = ".astype(str).str.replace(',', '').str.extract(r'(-?\\d+(?:\\.\\d+)?)')[0]"

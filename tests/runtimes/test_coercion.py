@@ -74,3 +74,42 @@ def test_values_outside_pd_cuts_bins_are_reported(rt):
         "b, edges = pd.cut(people['age'], 3, retbins=True)"
     )
     assert ex.error is None and ex.stderr == "", ex.stderr
+
+
+def test_unix_times_read_as_nanoseconds_are_reported_with_the_unit_and_real_dates_are_not(rt):
+    # DABench 688: pd.to_datetime(df['dt']) on Unix seconds: every reading at 1970-01-01 00:00:01, all "night"
+    rt.inject("weather", pd.DataFrame({"dt": [1437730851, 1437734494, 1437738046]}))
+    ex = rt.execute(
+        "import pandas as pd\nweather['t'] = pd.to_datetime(weather['dt'])\nh = weather['t'].dt.hour.tolist()"
+    )
+    assert ex.error is None and rt.retrieve("h") == [0, 0, 0]  # the call's own result, unchanged
+    assert "read the integers of 'dt' as nanoseconds since 1970" in ex.stderr
+    fix = "pd.to_datetime(weather['dt'], unit='s')"
+    assert fix in ex.stderr and rt.execute(f"h = {fix}.dt.hour.tolist()").ok and rt.retrieve("h") == [9, 10, 11]
+    quiet = rt.execute(
+        "a = pd.to_datetime(weather['dt'], unit='s')\nb = pd.to_datetime(pd.Series(['2015-07-24']))\n"
+        "c = pd.to_datetime(pd.Series([20150724, 20150725]).astype(str), format='%Y%m%d')"
+    )
+    assert quiet.error is None and quiet.stderr == "", quiet.stderr
+
+
+def test_an_answer_from_unix_times_read_as_nanoseconds_is_held_and_the_given_table_put_back():
+    from cave.agent import Agent
+    from cave.llm.base import Scripted
+
+    weather = pd.DataFrame({"dt": [1437730851 + 3600 * h for h in range(24)]})
+    misread = "weather['dt'] = pd.to_datetime(weather['dt'])\nfinal_answer(int((weather['dt'].dt.hour < 6).sum()))"
+    fixed = (
+        "weather['dt'] = pd.to_datetime(weather['dt'], unit='s')\nfinal_answer(int((weather['dt'].dt.hour < 6).sum()))"
+    )
+    agent = Agent(
+        model=Scripted([f"```python\nimport pandas as pd\n{c}\n```" for c in (misread, fixed)]), runtime="kernel"
+    )
+    agent.runtime.inject("weather", weather)
+    try:
+        result = agent.run("How many readings are at night (0:00 to 5:59)?")
+    finally:
+        agent.runtime.close()
+    held = result.trajectory.steps[0].observation
+    assert "Unix times that pd.to_datetime read as nanoseconds" in held and "it is back as it was given" in held
+    assert result.status == "success" and result.answer == 6
