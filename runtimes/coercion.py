@@ -91,7 +91,9 @@ def audited(func: Any, where: int | tuple[int, str], *args: Any, **kwargs: Any) 
         source = args[0] if args else kwargs.get("arg", kwargs.get("x"))
         binned = result[0] if isinstance(result, tuple) else result  # cut(..., retbins=True): (bins, edges)
         name = getattr(func, "__name__", "to_numeric")
-        note = loss_note(name, line, source, binned, text)
+        # without errors="coerce" a bad value raises: nothing is lost, and the costly comparison is skipped
+        lossy = kwargs.get("errors") == "coerce" or name in BINNING
+        note = loss_note(name, line, source, binned, text) if lossy else None
         if note is None and name == "to_datetime" and "unit" not in kwargs:
             note = epoch_note(line, source, result, text)
         from cave.runtimes.cells import first_note  # cells imports this module
