@@ -312,11 +312,12 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         fix = f"They are numbers: compare with {value.strip()} (no quotes)."
     elif near := near_values(values, value):
         fix = _near_fix(what, op, value, near)
-    elif text and (stamp := _as_timestamp(value, values)) is not None:
+    elif op in ("==", "==r") and text and (stamp := _as_timestamp(value, values)) is not None:
         column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
+        day = "" if ":" in stamp else ".dt.normalize()"  # a day sought: every time of that day
         fix = (
             f"They are dates written another way, and {value!r} reads as {stamp}: compare them as dates, e.g. "
-            f"pd.to_datetime({column}, format='mixed') == pd.Timestamp('{stamp}')."
+            f"pd.to_datetime({column}, format='mixed'){day} == pd.Timestamp('{stamp}')."
         )
     elif (part := _date_part(value)) and text and _looks_dated(values):
         column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
@@ -354,6 +355,7 @@ def _date_part(value: Any) -> tuple[str, str] | None:
     return None
 
 
+_FULL_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}")
 _COMPACT_STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})(?:[_T ]?(\d{2})(\d{2})(\d{2})?)?")
 
 
@@ -364,6 +366,10 @@ def _as_timestamp(value: Any, values: Any) -> str | None:
     >>> import pandas as pd
     >>> _as_timestamp("20170413_080000", pd.Series(["Apr 13  2017 12:00:00 AM", "Apr 13  2017 08:00:00 AM"]))
     '2017-04-13 08:00:00'
+    >>> _as_timestamp("2017-04-13", pd.Series(["Apr 13  2017 12:00:00 AM"]))  # a day: compared by day
+    '2017-04-13'
+    >>> _as_timestamp("Mar 2025", pd.Series(["Mar 31 2025", "2025/02/08"])) is None  # a month is no moment
+    True
     >>> _as_timestamp("north", pd.Series(["Apr 13  2017 12:00:00 AM"])) is None
     True
     """
@@ -375,8 +381,10 @@ def _as_timestamp(value: Any, values: Any) -> str | None:
     compact = _COMPACT_STAMP.fullmatch(value.strip())
     text = value.strip()
     if compact:
-        y, mo, d, h, mi, sec = (g or "00" for g in compact.groups())
-        text = f"{y}-{mo}-{d} {h}:{mi}:{sec}"
+        y, mo, d, h, mi, sec = compact.groups()
+        text = f"{y}-{mo}-{d}" + (f" {h}:{mi}:{sec or '00'}" if h else "")
+    elif not _FULL_DATE.search(text):  # a month or a year ('Mar 2025') is a span: no one moment equals it
+        return None
     try:
         stamp = pd.Timestamp(text)
         parsed = pd.to_datetime(values.iloc[:200], format="mixed", errors="coerce")
@@ -384,7 +392,8 @@ def _as_timestamp(value: Any, values: Any) -> str | None:
         return None
     if pd.isna(stamp) or parsed.isna().mean() > 0.2:
         return None
-    return str(stamp)
+    timed = bool(compact and compact.group(4)) or bool(re.search(r"\d:\d{2}", text))
+    return str(stamp) if timed else str(stamp.date())
 
 
 def _looks_dated(values: Any) -> bool:

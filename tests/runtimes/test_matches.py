@@ -75,6 +75,15 @@ def test_a_moment_written_another_way_than_the_columns_dates_gets_the_date_compa
     assert ex.error is None and rt.retrieve("n") == 2  # the comparison it offers selects the row
 
 
+def test_a_month_sought_in_dates_gets_no_one_moment_to_equal(rt):
+    # analyst march_signups at c38d7e5: 'Mar 2025' was offered as == Timestamp('2025-03-01'), one day for a month
+    rt.inject("su", pd.DataFrame({"d": ["2025/02/08", "Mar 31 2025", "Apr 12 2025", "07 May 2025"]}))
+    ex = rt.execute("n = len(su[su['d'].str.contains('Mar 2025')])")
+    assert "matched none" in ex.stderr and "pd.Timestamp" not in ex.stderr
+    ex = rt.execute("n = len(su[su['d'] == '2025-03-31'])")  # a day: every time of that day
+    assert "pd.to_datetime(df['d'], format='mixed').dt.normalize() == pd.Timestamp('2025-03-31')" in ex.stderr
+
+
 def test_a_pattern_that_extracts_from_no_value_is_reported_and_one_that_fits_is_not(rt):
     # DABench 450: str.extract(r'(\d{4}-\d{2})') over '01/01/2015 00:00' made every month NaN, and the empty
     # per-month means were confirmed as the answer
