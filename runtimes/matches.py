@@ -54,6 +54,8 @@ import re
 import sys
 from typing import Any
 
+from cave.runtimes.sought import EXAMPLES, as_timestamp, date_part, looks_dated, near_fix, near_values
+
 __all__ = [
     "HELPER",
     "MARK",
@@ -67,7 +69,6 @@ __all__ = [
     "matched",
     "maybe",
     "nan_test_note",
-    "near_values",
     "self_pick_note",
     "rewrite",
     "tie_note",
@@ -84,7 +85,6 @@ _NO, _YES = frozenset({"0", "0.0", "false", "no", "n", "f"}), frozenset({"1", "1
 _ISO = re.compile(r"\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2})?)?")
 _NEGATIONS = frozenset({"not", "non", "no", "without", "never"})
 METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch", "extract"})
-EXAMPLES = 5
 # scipy.stats functions that return nan when their input holds NaN (nan_policy='propagate', the default)
 TESTS = frozenset(
     {"shapiro", "normaltest", "jarque_bera", "pearsonr", "spearmanr", "kendalltau", "pointbiserialr", "linregress",
@@ -311,15 +311,15 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     elif isinstance(value, str) and values.dtype.kind in "iuf" and re.fullmatch(r"-?\d+(\.\d+)?", value.strip()):
         fix = f"They are numbers: compare with {value.strip()} (no quotes)."
     elif near := near_values(values, value):
-        fix = _near_fix(what, op, value, near)
-    elif op in ("==", "==r") and text and (stamp := _as_timestamp(value, values)) is not None:
+        fix = near_fix(what, op, value, near)
+    elif op in ("==", "==r") and text and (stamp := as_timestamp(value, values)) is not None:
         column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
         day = "" if ":" in stamp else ".dt.normalize()"  # a day sought: every time of that day
         fix = (
             f"They are dates written another way, and {value!r} reads as {stamp}: compare them as dates, e.g. "
             f"pd.to_datetime({column}, format='mixed'){day} == pd.Timestamp('{stamp}')."
         )
-    elif (part := _date_part(value)) and text and _looks_dated(values):
+    elif (part := date_part(value)) and text and looks_dated(values):
         column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
         fix = (
             f"They are dates, and {value!r} names {part[0]}: compare that part of each date, e.g. "
@@ -335,109 +335,6 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     else:
         seen = f"they look like {', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}"
     return f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; {seen}. {fix}"
-
-
-_WEEKDAYS = frozenset({"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"})
-_MONTHS = frozenset(
-    {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
-     "december"}
-)  # fmt: skip
-
-
-def _date_part(value: Any) -> tuple[str, str] | None:
-    """What part of a date the sought words name: weekdays or months (with the accessor that gives it)."""
-    words = [value] if isinstance(value, str) else list(value) if isinstance(value, list | tuple | set) else []
-    words = [w.strip().casefold() for w in words if isinstance(w, str)]
-    if words and all(w in _WEEKDAYS for w in words):
-        return "weekdays", ".dt.day_name()"
-    if words and all(w in _MONTHS for w in words):
-        return "months", ".dt.month_name()"
-    return None
-
-
-_FULL_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}")
-_COMPACT_STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})(?:[_T ]?(\d{2})(\d{2})(\d{2})?)?")
-
-
-def _as_timestamp(value: Any, values: Any) -> str | None:
-    """The moment a sought text names, when it and the column's values both read as dates written differently
-    (DABench 589: '20170413_080000' against 'Apr 13  2017 08:00:00 AM'); None otherwise.
-
-    >>> import pandas as pd
-    >>> _as_timestamp("20170413_080000", pd.Series(["Apr 13  2017 12:00:00 AM", "Apr 13  2017 08:00:00 AM"]))
-    '2017-04-13 08:00:00'
-    >>> _as_timestamp("2017-04-13", pd.Series(["Apr 13  2017 12:00:00 AM"]))  # a day: compared by day
-    '2017-04-13'
-    >>> _as_timestamp("Mar 2025", pd.Series(["Mar 31 2025", "2025/02/08"])) is None  # a month is no moment
-    True
-    >>> _as_timestamp("north", pd.Series(["Apr 13  2017 12:00:00 AM"])) is None
-    True
-    """
-    if not isinstance(value, str) or not re.search(r"\d", value) or not _looks_dated(values):
-        return None
-    pd = sys.modules.get("pandas")
-    if pd is None:
-        return None
-    compact = _COMPACT_STAMP.fullmatch(value.strip())
-    text = value.strip()
-    if compact:
-        y, mo, d, h, mi, sec = compact.groups()
-        text = f"{y}-{mo}-{d}" + (f" {h}:{mi}:{sec or '00'}" if h else "")
-    elif not _FULL_DATE.search(text):  # a month or a year ('Mar 2025') is a span: no one moment equals it
-        return None
-    try:
-        stamp = pd.Timestamp(text)
-        parsed = pd.to_datetime(values.iloc[:200], format="mixed", errors="coerce")
-    except (ValueError, TypeError, OverflowError):
-        return None
-    if pd.isna(stamp) or parsed.isna().mean() > 0.2:
-        return None
-    timed = bool(compact and compact.group(4)) or bool(re.search(r"\d:\d{2}", text))
-    return str(stamp) if timed else str(stamp.date())
-
-
-def _looks_dated(values: Any) -> bool:
-    """Whether most of a text column's first values read as dates (a digit and a separator or a month name)."""
-    head = [str(v) for v in values.iloc[:50]]
-    return sum(bool(re.search(r"\d", v)) and len(v) >= 6 for v in head) >= 0.8 * len(head)
-
-
-def _key(text: str) -> str:
-    """A text value as a person reads it: no case, spaces or punctuation ('Mr.' and ' mr' are both 'mr')."""
-    return re.sub(r"[\W_]+", "", text.casefold())
-
-
-def near_values(values: Any, wanted: Any) -> dict[str, str]:
-    """Each sought text that the column holds written another way (case, spaces, punctuation) -> how it is written.
-
-    >>> import pandas as pd
-    >>> near_values(pd.Series(["Mr", "Mrs", "Miss", "Don"]), ["Mr.", "Mrs.", "Rev."])
-    {'Mr.': 'Mr', 'Mrs.': 'Mrs'}
-    >>> near_values(pd.Series(["North", "south "]), "SOUTH")
-    {'SOUTH': 'south '}
-    >>> near_values(pd.Series([1, 2]), "1")
-    {}
-    """
-    sought = [wanted] if isinstance(wanted, str) else list(wanted) if isinstance(wanted, list | tuple | set) else []
-    sought = [w for w in sought if isinstance(w, str) and _key(w)]
-    if not sought:
-        return {}
-    held: dict[str, str] = {}
-    for v in values.drop_duplicates().iloc[:100_000]:
-        if isinstance(v, str):
-            held.setdefault(_key(v), v)
-    return {w: held[_key(w)] for w in sought if _key(w) in held and held[_key(w)] != w}
-
-
-def _near_fix(what: str, op: str, value: Any, near: dict[str, str]) -> str:
-    """What to write instead, when the sought texts are in the column written another way."""
-    said = "; ".join(f"{w!r} is written {v!r}" for w, v in list(near.items())[:EXAMPLES])
-    if op == "isin" and isinstance(value, list | tuple | set):
-        fixed = [near.get(w, w) if isinstance(w, str) else w for w in value]
-        return f"Here {said}: use .isin({fixed!r}) (drop what none of the values hold)."
-    if op in ("==", "==r"):
-        return f"Here {said}: compare with == {near[value]!r}."
-    return f"Here {said}; match that."
 
 
 def tie_note(op: str, line: int, source: Any, kwargs: dict[str, Any] | None = None) -> str | None:

@@ -6,7 +6,7 @@ import doctest
 
 import pandas as pd
 import pytest
-from cave.runtimes import matches
+from cave.runtimes import matches, sought
 
 SIGNUPS = pd.DataFrame(
     {
@@ -26,6 +26,7 @@ def rt(bare_rt):
 
 def test_doctests():
     assert doctest.testmod(matches).failed == 0
+    assert doctest.testmod(sought).attempted > 0 and doctest.testmod(sought).failed == 0
 
 
 @pytest.mark.parametrize(
