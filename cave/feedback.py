@@ -49,27 +49,28 @@ class Feedback:
         if typed.only_displays(step.code or "") and not traj.called_final_answer:  # DABench 300: a typed dict, 4 times
             step.observation += "\n" + prompts.TYPED_DISPLAY_NOTE
             step.meta["typed_display"] = True
-        missing = failure_notes.missing_file_note(step, self._given_tables())
+        tables = self._given_tables()
+        missing = failure_notes.missing_file_note(step, tables)
         if missing:  # the given tables are the data: not "the file does not exist" as an answer
             step.observation += "\n" + missing
         if step.execution is not None and matches.NAN_MARK in step.execution.stderr:
             dropped = imputing.nan_dropped(step.code or "")
             if dropped:  # the note says to drop the NaN; the code that does it is what the 1.5B copies
                 step.observation += "\n" + imputing.NAN_FIX.format(code=dropped)
-        converted = failure_notes.text_values_note(step, records, self._given_tables())
+        converted = failure_notes.text_values_note(step, records, tables)
         if converted:  # durations or numbers written as text: the conversion, not "keep the numeric columns"
             step.observation += "\n" + converted
-        unfiltered = failure_notes.missing_filter_note(traj.task, step, self._given_tables())
+        unfiltered = failure_notes.missing_filter_note(traj.task, step, tables)
         if unfiltered:  # a table about one stock has no symbol column to select that stock by
             step.observation += "\n" + unfiltered
         unknown = recovery.unknown_function_note(step, self._given_functions())
         if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
             step.observation += "\n" + unknown
             step.meta["unknown_function"] = True
-        features = failure_notes.features_note(traj.task, step, self._given_tables())
+        features = failure_notes.features_note(traj.task, step, tables)
         if features:  # text reached a model: the columns the task names, encoded
             step.observation += "\n" + features
-        fit = imputing.fit_note(traj.task, step, self._given_tables())
+        fit = imputing.fit_note(traj.task, step, tables)
         if fit:  # the error's hint drops rows with missing values: not those of the column the task fills
             step.observation += "\n" + fit
         loop = failure_notes.loop_note(traj, step, records, infos)
