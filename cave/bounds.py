@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from cave.estimators import all_nodes, quoted, rewritten
+from cave.estimators import MAX_FIX_LINES, all_nodes, quoted, rewritten
 
 __all__ = [
     "BOUNDS_FIX",
@@ -160,7 +160,6 @@ def misread_bound(task: str, code: str) -> list[str]:
 
 
 BOUNDS_FIX = "Your code with each bound read as the task says (run it):\n```python\n{code}\n```"
-_MAX_FIX_LINES = 40
 
 
 def bounds_fixed(task: str, code: str) -> str | None:
@@ -184,7 +183,7 @@ def bounds_fixed(task: str, code: str) -> str | None:
         if len(node.ops) != 1 or node.end_lineno != node.lineno:
             return None
         spans.append((node, f"{ast.unparse(left)} {_WANTED[type(op)][0]} {ast.unparse(right)}"))
-    return rewritten(code, spans) if len(code.splitlines()) <= _MAX_FIX_LINES else None
+    return rewritten(code, spans) if len(code.splitlines()) <= MAX_FIX_LINES else None
 
 
 UNAPPLIED_NOTE = (

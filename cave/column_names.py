@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cave.estimators import rewritten
+
 __all__ = ["RENAMES", "created_columns", "read_first", "separator_names", "spaced_names", "stored_columns"]
 
 
@@ -78,42 +80,30 @@ def _rewrite_names(code: str, tree: Any, names: Mapping[str, tuple[str, str]]) -
     import ast
 
     found: list[ast.Constant] = []
+    # names held in a variable the code selects by: features = ['a', 'b'] ... df[features] (DABench 590: three
+    # steps on a list of names that had lost their end spaces, one KeyError each)
+    selecting: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript):
             parts = node.slice.elts if isinstance(node.slice, ast.List | ast.Tuple) else [node.slice]
+            selecting |= {node.slice.id} if isinstance(node.slice, ast.Name) else set()
         elif isinstance(node, ast.Call):
             parts = [*node.args, *(k.value for k in node.keywords)]
+            selecting |= {p.id for p in parts if isinstance(p, ast.Name)}
             parts += [e for p in list(parts) if isinstance(p, ast.List | ast.Tuple) for e in p.elts]
         else:
             continue
         found += [p for p in parts if isinstance(p, ast.Constant) and isinstance(p.value, str) and p.value in names]
-    # names held in a variable the code selects by: features = ['a', 'b'] ... df[features] (DABench 590: three
-    # steps on a list of names that had lost their end spaces, one KeyError each)
-    selecting = {
-        p.id
-        for node in ast.walk(tree)
-        for p in (
-            [node.slice] if isinstance(node, ast.Subscript)
-            else [*node.args, *(k.value for k in node.keywords)] if isinstance(node, ast.Call)
-            else []
-        )
-        if isinstance(p, ast.Name)
-    }  # fmt: skip
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in selecting for t in node.targets):
             held = node.value.elts if isinstance(node.value, ast.List | ast.Tuple) else [node.value]
             found += [p for p in held if isinstance(p, ast.Constant) and isinstance(p.value, str) and p.value in names]
-    found = [n for n in found if n.lineno == n.end_lineno]
-    if not found:
+    found = list(dict.fromkeys(n for n in found if n.lineno == n.end_lineno))
+    fixed = rewritten(code, [(n, repr(names[n.value][0])) for n in found])
+    if fixed is None:
         return code, {}
-    lines = code.splitlines()
-    done: dict[str, str] = {}
-    for node in sorted(set(found), key=lambda n: (n.lineno, n.col_offset), reverse=True):
-        full, table = names[node.value]
-        row = lines[node.lineno - 1].encode()
-        lines[node.lineno - 1] = (row[: node.col_offset] + repr(full).encode() + row[node.end_col_offset :]).decode()  # type: ignore[operator]
-        done[node.value] = table
-    return "\n".join(lines) + ("\n" if code.endswith("\n") else ""), done
+    done = {n.value: names[n.value][1] for n in found}
+    return fixed + ("\n" if code.endswith("\n") else ""), done
 
 
 def _separated(name: str) -> str:

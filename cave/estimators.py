@@ -70,6 +70,9 @@ def node_name(node: ast.AST) -> str:
     return ""
 
 
+MAX_FIX_LINES = 40  # the longest code a note offers back with its lines fixed: past that it quotes them
+
+
 def rewritten(code: str, spans: list[tuple[ast.AST, str]]) -> str | None:
     """``code`` with each node's text replaced by its span's text, or None when a node spans lines (the fixed code
     would have to move lines about) or there is nothing to replace. Spans are applied right to left, bottom up, so

@@ -43,8 +43,7 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
     if n < 1 and error.type not in ("KeyError", "AttributeError", *_SCALAR_ERRORS):
         return None
     code = records[-1]["code"] if records else ""
-    lines = code.splitlines()
-    failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
+    failing = _failing_line(code, error)
     used = set(re.findall(r"[A-Za-z_]\w*", failing or code))
     facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
     made = task_column_note(traj.task, error.message, code) if error.type == "KeyError" else None
@@ -70,6 +69,12 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
         facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
         step=made or step_note,
     )
+
+
+def _failing_line(code: str, error: Any) -> str:
+    """The line of ``code`` the error points at, stripped ('' when it points at none)."""
+    lines = code.splitlines()
+    return lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
 
 
 _QUOTED_KEY = re.compile(r"""^\s*(?:'([^'\n]{1,80})'|"([^"\n]{1,80})")(?:\.|\s|$)""")
@@ -142,12 +147,7 @@ def _with_suggested_column(line: str, message: str) -> str | None:
         for c in (node.slice.elts if isinstance(node.slice, (ast.List, ast.Tuple)) else [node.slice])
         if isinstance(c, ast.Constant) and c.value == key
     ]  # fmt: skip
-    if not reads:
-        return None
-    out = line
-    for node in sorted(reads, key=lambda n: n.col_offset, reverse=True):  # right to left: offsets stay valid
-        out = out[: node.col_offset] + repr(column) + out[node.end_col_offset :]
-    return out
+    return rewritten(line, [(node, repr(column)) for node in reads])
 
 
 # pandas methods a small model calls on a NumPy array (scipy.stats.zscore returns one), and NumPy's way to write them
@@ -261,8 +261,7 @@ def missing_file_note(step: Step, tables: Mapping[str, Any]) -> str | None:
     error = step.execution.error if step.execution is not None else None
     if error is None or error.type != "FileNotFoundError" or not tables:
         return None
-    lines = (step.code or "").splitlines()
-    failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
+    failing = _failing_line(step.code or "", error)
     m = re.match(r"([A-Za-z_]\w*)\s*=\s*[\w.]*read_\w+\(", failing)
     names = ", ".join(list(tables)[:6])
     use = f": {m.group(1)} = {next(iter(tables))}.copy()" if m and len(tables) == 1 else ""
@@ -354,9 +353,7 @@ def text_values_note(step: Step, records: list[dict[str, Any]], tables: Mapping[
     error = step.execution.error if step.execution is not None else None
     if error is None or error.type != "TypeError" or not _TEXT_MATH.search(error.message):
         return None
-    code = records[-1]["code"] if records else step.code or ""
-    lines = code.splitlines()
-    failing = lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(lines) else ""
+    failing = _failing_line(records[-1]["code"] if records else step.code or "", error)
     try:
         tree = ast.parse(failing)
     except SyntaxError:

@@ -25,7 +25,7 @@ import ast
 import re
 from typing import Any
 
-from cave.estimators import all_nodes, node_name, quoted, rewritten
+from cave.estimators import MAX_FIX_LINES, all_nodes, node_name, quoted, rewritten
 from cave.trajectory import Step
 
 __all__ = ["DROPPED_NOTE", "NAN_FIX", "dropped_missing", "fit_note", "nan_dropped", "note"]
@@ -263,7 +263,6 @@ NAN_FIX = (
     "Your code with the missing values dropped from each test's input (the rows of two columns together), to run:"
     "\n```python\n{code}\n```"
 )
-_MAX_FIX_LINES = 40
 
 
 def nan_dropped(code: str) -> str | None:
@@ -293,7 +292,7 @@ def nan_dropped(code: str) -> str | None:
         for arg, key in zip(args, keys, strict=True):
             text = f"{table}[{key!r}].dropna()" if len(keys) == 1 else f"{table}[{keys!r}].dropna()[{key!r}]"
             spans.append((arg, text))
-    if not spans or len(code.splitlines()) > _MAX_FIX_LINES:
+    if not spans or len(code.splitlines()) > MAX_FIX_LINES:
         return None
     return rewritten(code, spans)
 

@@ -40,6 +40,7 @@ from cave.estimators import (
     DENOMINATOR_NOTE,
     FISHER_NOTE,
     HTTP_CLASS_NOTE,
+    MAX_FIX_LINES,
     OTHER_STAT_NOTE,
     PANDAS_MOMENT_NOTE,
     STD_NOTE,
@@ -226,7 +227,6 @@ def note(code: str, task: str = "") -> str | None:
 
 _FLIP = {ast.Lt: ast.GtE, ast.LtE: ast.Gt, ast.Gt: ast.LtE, ast.GtE: ast.Lt}
 TURNED_FIX = "Your code with the test read the right way round (run it):\n```python\n{code}\n```"
-_MAX_FIX_LINES = 40
 
 
 def _flipped(node: ast.AST) -> str | None:
@@ -276,7 +276,7 @@ def turned_around(code: str) -> str | None:
     if not targets:
         return None
     spans = [(node, _flipped(node)) for node in targets.values()]
-    if any(text is None for _, text in spans) or len(code.splitlines()) > _MAX_FIX_LINES:
+    if any(text is None for _, text in spans) or len(code.splitlines()) > MAX_FIX_LINES:
         return None
     return rewritten(code, spans)  # type: ignore[arg-type]
 
