@@ -98,14 +98,12 @@ class Acceptance:
                 if kind == "tie" and (pick := grouping.period_pick(traj.task, self.given_tables())):
                     return f"{note} For the task's question, e.g.: {pick}"
                 if kind == "epoch":  # the misread dates may have been written into a given table: as given again
-                    restored = await self.restore_given() if self.restore_given is not None else []
-                    return note + "".join(f"\nNote: {r}" for r in restored)
+                    return note + await self._restored()
                 kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
                 if kept is None:
                     return note
                 # the lossy line wrote into a given table: the code to run needs the values as they were given
-                restored = await self.restore_given() if self.restore_given is not None else []
-                return note + "".join(f"\nNote: {r}" for r in restored) + held_notes.NUMBERS_KEPT_FIX.format(code=kept)
+                return note + await self._restored() + held_notes.NUMBERS_KEPT_FIX.format(code=kept)
         if self.review and not traj.meta.get("typed_asked"):
             seen = typed.seen_text(traj)
             numbers = typed.typed_numbers(code, seen) or typed.prose_guesses(traj, code, seen)
@@ -144,8 +142,7 @@ class Acceptance:
             if dropped is not None:  # once: the rows the task says to fill were dropped from the table the answer reads
                 traj.meta["dropped_from"] = len(traj.steps) + 1  # code after this step is the fix
                 traj.meta["dropped_answer"] = repr(value)[:2000]
-                restored = await self.restore_given() if self.restore_given is not None else []
-                return dropped + "".join(f"\nNote: {r} Run every step again on it." for r in restored)
+                return dropped + await self._restored(" Run every step again on it.")
         if self.review and not traj.meta.get("repeats_asked") and (_count(value) is not None or _counts(value)):
             found = entities.repeated(traj.task, code, self.given_tables())
             verified = await self._repeats(found) if found else False
@@ -204,6 +201,11 @@ class Acceptance:
                 await _held_for(traj, "warning", value, what)
             return held_notes.review_note(traj.task, what)
         return None
+
+    async def _restored(self, then: str = "") -> str:
+        """The given variables put back as given, a note line for each (``then`` after each)."""
+        restored = await self.restore_given() if self.restore_given is not None else []
+        return "".join(f"\nNote: {r}{then}" for r in restored)
 
     async def keep_held(self, traj: Trajectory, ended: str, held_value: Callable[[], Awaitable[Any]]) -> None:
         """A run that ends on prose (a reply without code, or the summary at max_steps) after its answer was held
