@@ -30,8 +30,8 @@ from typing import Any
 
 __all__ = ["EPOCH_MARK", "HELPER", "LOSS_MARK", "audited", "epoch_note", "loss_note", "numbers_kept", "rewrite"]
 
-LOSS_MARK = "so they now count as missing"
-EPOCH_MARK = "as nanoseconds since 1970"  # in every note on integers to_datetime took for nanoseconds  # in every note: how the agent knows an answer came from lossy data
+LOSS_MARK = "so they now count as missing"  # in every note: how the agent knows an answer came from lossy data
+EPOCH_MARK = "as nanoseconds since 1970"  # in every note on integers to_datetime took for nanoseconds
 HELPER = "__cave_coerce__"  # the name the rewritten calls use, from the cell's builtins
 FUNCTIONS = frozenset({"to_numeric", "to_datetime", "to_timedelta"})  # lossy with errors="coerce"
 BINNING = frozenset({"cut"})  # lossy always: as pd.cut / pandas.cut
@@ -60,20 +60,10 @@ class _Rewriter(ast.NodeTransformer):
         coerces = any(
             k.arg == "errors" and isinstance(k.value, ast.Constant) and k.value.value == "coerce" for k in node.keywords
         )
-        binning = (
-            name in BINNING
-            and isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id in _PANDAS
-        )
+        of_pandas = isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in _PANDAS
+        binning = name in BINNING and of_pandas
         # pd.to_datetime of integers without a unit reads them as nanoseconds: Unix seconds become 1970-01-01
-        dated = (
-            name == "to_datetime"
-            and isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and func.value.id in _PANDAS
-            and not any(k.arg == "unit" for k in node.keywords)
-        )
+        dated = name == "to_datetime" and of_pandas and not any(k.arg == "unit" for k in node.keywords)
         if not binning and not dated and (name not in FUNCTIONS or not coerces):
             return node
         self.changed = True
