@@ -38,10 +38,12 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from cave import grouping, prompts, recovery, typed
-from cave.acceptance import Acceptance, answer_notes
+from cave import prompts
+
+from cave.review import grouping, recovery, typed
+from cave.review.acceptance import Acceptance, answer_notes
 from cave.cells import FINAL_VAR, Cell, Cells, FinalAnswer, final_answer, is_final_error
-from cave.checks import CheckSpec, averify, failed_checks_note
+from cave.review.checks import CheckSpec, averify, failed_checks_note
 from cave.compaction import Compaction, next_index
 from cave.events import (
     CodeStarted,
@@ -55,10 +57,10 @@ from cave.events import (
     StepStarted,
     TextChunk,
 )
-from cave.feedback import Feedback
+from cave.review.feedback import Feedback
 from cave.generation import Generation, Replying
 from cave.given import Given
-from cave.guard import guard_code, rereads
+from cave.review.guard import guard_code, rereads
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Message, Usage, create_backend
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
@@ -148,7 +150,7 @@ class Agent(Compaction, Given, Replying, Feedback):
         stream: stream tokens from the backend (events carry them as TextChunk).
         role: the name written on each step (a team's role name).
         checks: what the outputs must look like, by runtime variable (``"answer"``: the final answer), as
-            ``cave.checks.CheckSpec`` or plain mappings. After final_answer they run in the runtime; a failure is
+            ``cave.review.checks.CheckSpec`` or plain mappings. After final_answer they run in the runtime; a failure is
             fed back and the run goes on; ``success`` then means every check passed (else ``failed_checks``).
         prompt_layout: "stable" (default): the system prompt is rendered once per session and each observation
             ends with what changed in the runtime, so prompts only grow at the end and prefix caches stay valid;
@@ -160,7 +162,7 @@ class Agent(Compaction, Given, Replying, Feedback):
             for a yes/no question: ``recovery.needs_review``); True: every answer; False: none. Unless False, an
             answer not in the form the task names (more decimals than it asks for, True for "Yes or No", a key
             of the final_answer({...}) it spells out missing) is first sent back once with the call that fixes
-            it (``cave.answers``).
+            it (``cave.review.answers``).
         outputs: runtime variables the task asks to be left behind; final_answer (or a prose answer) is not
             accepted while one of them is missing.
         response_prefix: text the reply starts with, e.g. "```python\n" so a small model writes code (sent to the
@@ -515,7 +517,7 @@ class Agent(Compaction, Given, Replying, Feedback):
 
     @property
     def acceptance(self) -> Acceptance:
-        """The holds a final answer goes through, with this agent's settings (see cave.acceptance)."""
+        """The holds a final answer goes through, with this agent's settings (see cave.review.acceptance)."""
         return Acceptance(
             review=self.review,
             checks=bool(self.checks),

@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from cave import prompts, recovery
+from cave import prompts
+
+from cave.review import recovery
 from cave.events import Event, TextChunk
 from cave.llm.base import Completion, Message, TextDelta, Usage
 from cave.trajectory import Step, Trajectory

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cave.column_names import RENAMES, created_columns, read_first, separator_names, spaced_names
+from cave.review.column_names import RENAMES, created_columns, read_first, separator_names, spaced_names
 from cave.runtimes.describe import preview, type_name
 
 __all__ = ["Given"]

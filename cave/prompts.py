@@ -1,4 +1,4 @@
-"""What the model reads: the system prompt, code extraction, observations (the guard on code is cave.guard).
+"""What the model reads: the system prompt, code extraction, observations (the guard on code is cave.review.guard).
 
 The system prompt is rendered from ``runtime.describe()`` every step (the
 "dual stream": state lives in the runtime, the prompt carries a description
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from cave.error_hints import error_hint
-from cave.guard import guard_code
+from cave.review.error_hints import error_hint
+from cave.review.guard import guard_code
 from cave.runtimes.base import Execution, VariableInfo
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from cave.checks import ANSWER, CheckSpec, describe_check
+from cave.review.checks import ANSWER, CheckSpec, describe_check
 from cave.config import (
     ConfigError,
     ConfigFile,

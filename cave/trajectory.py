@@ -65,8 +65,8 @@ RunStatus = Literal["running", "success", "no_code", "max_steps", "failed_checks
 """How a run ended: ``success`` (final_answer was called; the answer is the live object), ``no_code`` (it ended on
 a reply without code, whose text is the answer), ``max_steps``, ``error`` (a backend or runtime failure),
 ``interrupted`` (Ctrl-C or a killed process), ``failed_checks`` (the answer given last failed the checks the
-task declares: see cave.checks; or final_answer was called with an answer that still has the problem it was held
-for, which ``meta["failed_checks"]`` names: see cave.recovery.kept_problems); ``running`` while it runs."""
+task declares: see cave.review.checks; or final_answer was called with an answer that still has the problem it was held
+for, which ``meta["failed_checks"]`` names: see cave.review.recovery.kept_problems); ``running`` while it runs."""
 
 ANSWERED: tuple[RunStatus, ...] = ("success", "no_code")  # the statuses that carry an answer
 

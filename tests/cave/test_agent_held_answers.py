@@ -149,9 +149,9 @@ def test_doctests():
 
     from cave.runtimes import suggest
 
-    import cave.typed
+    import cave.review.typed
 
-    for module in (cave.typed, suggest):
+    for module in (cave.review.typed, suggest):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 

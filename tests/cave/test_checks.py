@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from cave import Agent, Scripted
-from cave.checks import CheckSpec, report
+from cave.review.checks import CheckSpec, report
 from cave.task import TaskError, parse_task
 
 FRAME = pd.DataFrame({"region": ["b", "a", "c"], "revenue": [2.0, 3.0, None]})

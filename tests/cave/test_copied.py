@@ -8,14 +8,14 @@ import doctest
 import numpy as np
 import pandas as pd
 
-import cave.copied
+import cave.review.copied
 from cave.agent import Agent
-from cave.copied import wrong_columns
+from cave.review.copied import wrong_columns
 from cave.llm.base import Scripted
 
 
 def test_doctests():
-    result = doctest.testmod(cave.copied)
+    result = doctest.testmod(cave.review.copied)
     assert result.attempted > 0 and result.failed == 0
 
 

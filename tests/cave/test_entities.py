@@ -1,4 +1,4 @@
-"""A count of rows where the task counts entities that a table repeats (cave.entities), through the agent."""
+"""A count of rows where the task counts entities that a table repeats (cave.review.entities), through the agent."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import doctest
 import pandas as pd
 import pytest
 
-from cave import entities
+from cave.review import entities
 from cave.agent import Agent
 from cave.llm.base import Scripted
 

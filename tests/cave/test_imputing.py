@@ -10,14 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import cave.imputing
+import cave.review.imputing
 from cave.agent import Agent
-from cave.imputing import dropped_missing
+from cave.review.imputing import dropped_missing
 from cave.llm.base import Scripted
 
 
 def test_doctests():
-    result = doctest.testmod(cave.imputing)
+    result = doctest.testmod(cave.review.imputing)
     assert result.attempted > 0 and result.failed == 0
 
 

@@ -10,18 +10,18 @@ import pandas as pd
 import pytest
 from cave.runtimes.inprocess import InProcessRuntime
 
-import cave.bounds
-import cave.estimators
-import cave.misreadings
+import cave.review.bounds
+import cave.review.estimators
+import cave.review.misreadings
 from cave.agent import Agent
 from cave.llm.base import Scripted
-from cave.misreadings import backwards, unrooted
+from cave.review.misreadings import backwards, unrooted
 
 
 def test_doctests():
-    import cave.estimators
+    import cave.review.estimators
 
-    for module in (cave.misreadings, cave.estimators):
+    for module in (cave.review.misreadings, cave.review.estimators):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 
@@ -196,18 +196,18 @@ def test_the_other_standard_deviation_than_the_task_names_is_held_once():
     ],
 )
 def test_a_value_named_for_one_statistic_and_computed_by_another(code, flagged):
-    assert bool(cave.misreadings.other_statistic(code)) is flagged
+    assert bool(cave.review.misreadings.other_statistic(code)) is flagged
 
 
 def test_fisher_and_the_denominator_are_read_from_the_task():
     kurt = "k = kurtosis(df.x, fisher=False)"
-    assert cave.misreadings.pearson_kurtosis("Fisher's definition", kurt)
-    assert not cave.misreadings.pearson_kurtosis("Use Pearson's kurtosis (Fisher's is excess)", kurt)
-    assert not cave.misreadings.pearson_kurtosis("Fisher's definition", "k = kurtosis(df.x)")
+    assert cave.review.misreadings.pearson_kurtosis("Fisher's definition", kurt)
+    assert not cave.review.misreadings.pearson_kurtosis("Use Pearson's kurtosis (Fisher's is excess)", kurt)
+    assert not cave.review.misreadings.pearson_kurtosis("Fisher's definition", "k = kurtosis(df.x)")
     task = "Divide A by B. Add a small constant (1e-10) to the denominator (B) to avoid dividing by zero."
-    assert cave.misreadings.constant_not_in_denominator(task, "r = (df.A + 1e-10) / df.B")
-    assert not cave.misreadings.constant_not_in_denominator(task, "r = df.A / (df.B + 1e-10)")
-    assert not cave.misreadings.constant_not_in_denominator("Divide A by B.", "r = (df.A + 1e-10) / df.B")
+    assert cave.review.misreadings.constant_not_in_denominator(task, "r = (df.A + 1e-10) / df.B")
+    assert not cave.review.misreadings.constant_not_in_denominator(task, "r = df.A / (df.B + 1e-10)")
+    assert not cave.review.misreadings.constant_not_in_denominator("Divide A by B.", "r = (df.A + 1e-10) / df.B")
 
 
 @pytest.mark.parametrize(
@@ -227,7 +227,7 @@ def test_fisher_and_the_denominator_are_read_from_the_task():
     ],
 )
 def test_a_share_of_rows_taken_as_a_ratio_of_sums_is_found(task, code, flagged):
-    assert bool(cave.misreadings.sum_share(task, code)) is flagged
+    assert bool(cave.review.misreadings.sum_share(task, code)) is flagged
 
 
 def test_a_share_of_orders_answered_as_the_share_of_the_amount_is_held_once_then_the_count_succeeds():
@@ -269,7 +269,7 @@ def test_a_share_of_orders_answered_as_the_share_of_the_amount_is_held_once_then
     ],
 )
 def test_an_http_status_of_the_other_class_than_the_errors_the_task_names_is_found(task, code, flagged):
-    assert bool(cave.misreadings.http_class(task, code)) is flagged
+    assert bool(cave.review.misreadings.http_class(task, code)) is flagged
 
 
 def test_a_client_error_sent_for_server_errors_is_held_once():
@@ -313,7 +313,7 @@ def test_a_client_error_sent_for_server_errors_is_held_once():
     ],
 )
 def test_a_comparison_that_reads_a_bound_of_the_task_the_other_way_is_found(task, code, flagged):
-    assert bool(cave.misreadings.misread_bound(task, code)) is flagged
+    assert bool(cave.review.misreadings.misread_bound(task, code)) is flagged
 
 
 def test_ratings_between_3_and_4_and_above_4_are_held_once_with_both_comparisons():
@@ -359,7 +359,7 @@ def test_a_mean_over_years_after_2000_for_2000_and_beyond_is_held_once():
     ],
 )
 def test_a_bound_of_the_task_that_no_code_of_the_run_applies_is_found(task, codes, unapplied):
-    assert cave.bounds.unapplied_bounds(task, codes) == unapplied
+    assert cave.review.bounds.unapplied_bounds(task, codes) == unapplied
 
 
 def test_an_answer_from_code_that_never_applies_a_bound_is_held_once_then_kept():
@@ -398,7 +398,7 @@ def test_a_test_unpacked_with_the_p_value_first_is_held_once():
     ],
 )
 def test_a_correlation_named_as_the_p_value_is_found(code, flagged):
-    assert bool(cave.misreadings.other_statistic(code)) is flagged
+    assert bool(cave.review.misreadings.other_statistic(code)) is flagged
 
 
 def test_the_same_answer_computed_again_by_fixed_code_stands():
@@ -430,8 +430,8 @@ def test_the_same_answer_computed_again_by_fixed_code_stands():
     ],
 )
 def test_a_step_that_draws_at_random_without_the_tasks_random_state_is_found(task, code, flagged):
-    assert bool(cave.misreadings.unseeded(task, code)) is flagged
-    assert bool(cave.misreadings.found(code, task)) is flagged
+    assert bool(cave.review.misreadings.unseeded(task, code)) is flagged
+    assert bool(cave.review.misreadings.found(code, task)) is flagged
 
 
 @pytest.mark.parametrize(
@@ -447,14 +447,14 @@ def test_a_step_that_draws_at_random_without_the_tasks_random_state_is_found(tas
     ],
 )
 def test_an_operation_the_task_names_that_no_code_does_is_found(task, codes, flagged):
-    assert bool(cave.bounds.unapplied_operations(task, codes)) is flagged
+    assert bool(cave.review.bounds.unapplied_operations(task, codes)) is flagged
 
 
 def test_a_misread_bound_comes_with_the_code_that_reads_it_the_tasks_way():
     # DABench 513: told "`r < 4` leaves 4 out ... r <= 4", the 1.5B rewrote the other side of the range instead
     task = "Correlation for ratings between 3 and 4, and above 4."
     code = "mid = df[(df.r >= 3) & (df.r < 4)].x.mean()\nhigh = df[df.r >= 4].x.mean()\nfinal_answer({'mid': mid, 'high': high})"
-    note = cave.misreadings.note(code, task)
+    note = cave.review.misreadings.note(code, task)
     assert "Your code with each bound read as the task says (run it):" in note
     assert "mid = df[(df.r >= 3) & (df.r <= 4)].x.mean()\nhigh = df[df.r > 4].x.mean()\nfinal_answer(" in note
 
@@ -462,6 +462,6 @@ def test_a_misread_bound_comes_with_the_code_that_reads_it_the_tasks_way():
 def test_a_test_unpacked_the_wrong_way_comes_with_the_code_that_unpacks_it_in_order():
     # DABench 684 (at 3e37ffe): told scipy's order in words, the 1.5B wrote `p_value, stat = shapiro(x)`
     code = "p_value, stat = shapiro(df.x)\nfinal_answer({'p': round(p_value, 4)})"
-    note = cave.misreadings.note(code, "Shapiro-Wilk p-value of x")
+    note = cave.review.misreadings.note(code, "Shapiro-Wilk p-value of x")
     assert "gives p_value the statistic" in note
     assert "```python\nstat, p_value = shapiro(df.x)\nfinal_answer({'p': round(p_value, 4)})\n```" in note

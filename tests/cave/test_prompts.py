@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 from cave.runtimes.base import ExecError, Execution, VariableInfo
 
-from cave import held_notes, prompts
+from cave import prompts
+
+from cave.review import held_notes
 from cave.prompts import (
     extract_code,
     format_execution,
@@ -241,7 +243,9 @@ def test_every_code_block_a_note_shows_starts_and_ends_on_its_own_line():
     # prose as code (SyntaxError twice). A block the model may copy must be one it can copy whole.
     import re
 
-    from cave import entities, held_notes, misreadings, prompts
+    from cave import prompts
+
+    from cave.review import entities, held_notes, misreadings
 
     notes = [
         (module.__name__, name, value)

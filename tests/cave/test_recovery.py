@@ -1,10 +1,12 @@
-"""cave.recovery on hand-built trajectories: what the loop says when the model goes wrong, without a model."""
+"""cave.review.recovery on hand-built trajectories: what the loop says when the model goes wrong, without a model."""
 
 from __future__ import annotations
 
 from cave.runtimes.base import ExecError, Execution, VariableInfo
 
-from cave import failure_notes, prompts, recovery
+from cave import prompts
+
+from cave.review import failure_notes, recovery
 from cave.trajectory import Step, Trajectory
 
 BAD = "df[df['year'] == 1992]"

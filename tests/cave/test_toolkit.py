@@ -17,15 +17,15 @@ import cave.training.forward
 import pytest
 
 import cave
-import cave.answers
-import cave.checks
+import cave.review.answers
+import cave.review.checks
 import cave.command
 import cave.config
-import cave.guard
+import cave.review.guard
 import cave.history
-import cave.misreadings
+import cave.review.misreadings
 import cave.prompts
-import cave.recovery
+import cave.review.recovery
 import cave.registry
 import cave.team.episode
 import cave.terminal

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cave import failure_notes, imputing, prompts, recovery, typed
+from cave import prompts
+
+from cave.review import failure_notes, imputing, recovery, typed
 from cave.runtimes import matches
 from cave.trajectory import Step, Trajectory
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cave import prompts
-from cave.estimators import rewritten
+from cave.review.estimators import rewritten
 from cave.runtimes.base import VariableInfo
 from cave.runtimes.suggest import is_text, suggested_column
 from cave.trajectory import Step, Trajectory
@@ -111,7 +111,7 @@ def task_column_note(task: str, message: str, code: str) -> str | None:
 
 
 def _stored(code: str) -> set[str]:
-    from cave.column_names import created_columns
+    from cave.review.column_names import created_columns
 
     return created_columns(code)
 

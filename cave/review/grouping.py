@@ -3,7 +3,7 @@ hour (day, month) picked from its own groups for "what hour gets the most ...", 
 way (not ' Germany', 'GERMANY' and 'germany' as three countries).
 
 Pure functions of the task's words and the answer object; the agent adds what they find to a failed check's note
-and to the tie hold (``cave.acceptance``).
+and to the tie hold (``cave.review.acceptance``).
 """
 
 from __future__ import annotations

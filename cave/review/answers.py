@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from cave.grouping import SCAN_ROWS, as_dates, granularity_problem, messy_keys
+from cave.review.grouping import SCAN_ROWS, as_dates, granularity_problem, messy_keys
 
 __all__ = [
     "Form",

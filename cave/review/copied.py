@@ -1,6 +1,6 @@
 """Numbers copied from the wrong column of a printed table: DABench 656 printed ``df.describe()`` (columns JDTDB,
 X, Y, Z), then typed the mean and std of Z (1.124736e+08, 4.306439e+07) as those of the X-coordinate the task asks
-about, and the run said `success`. Typed values that were shown are no guesses (``cave.typed``), so nothing held it.
+about, and the run said `success`. Typed values that were shown are no guesses (``cave.review.typed``), so nothing held it.
 
 ``wrong_columns(task, value, seen)`` reads the tables pandas printed (right-aligned: a value ends where its column's
 name ends), finds the cells that hold each number of the answer, and returns those found only under columns the

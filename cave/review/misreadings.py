@@ -10,13 +10,13 @@ said ``success``. An eighth of DABench's dev questions are normality tests. And 
 ``mean_squared_error``: DABench 30 sent the MSE (131440262.76) as ``model_rmse`` after scikit-learn dropped
 ``squared=False``.
 
-The same holds for the estimator checks of ``cave.estimators`` (the other standard deviation or kurtosis than the
+The same holds for the estimator checks of ``cave.review.estimators`` (the other standard deviation or kurtosis than the
 task names, a statistic computed by another one's function, pandas' moments where the task says scipy, the task's
 denominator constant in the numerator, a share of rows taken as a ratio of one column's sums): ``found`` and
 ``note`` cover them too.
 
 ``found(code)`` lists such lines in the code that sent an answer; the agent holds the answer once with ``note``,
-which quotes them (``cave.acceptance``), and the same answer sent again ends ``failed_checks``. Only the code is
+which quotes them (``cave.review.acceptance``), and the same answer sent again ends ``failed_checks``. Only the code is
 read: for tests, a comparison of a p-value with alpha (a constant up to 0.1, or a name like ``alpha``), through
 ``not``, ``bool()``, ``x if cond else y`` and ``if``/``else`` blocks, flowing into a variable or answer key whose
 name states the null hypothesis; for RMSE, a variable or answer key named rmse whose value is a
@@ -35,8 +35,8 @@ from __future__ import annotations
 import ast
 import re
 
-from cave.bounds import BOUND_NOTE, BOUNDS_FIX, bounds_fixed, misread_bound
-from cave.estimators import (
+from cave.review.bounds import BOUND_NOTE, BOUNDS_FIX, bounds_fixed, misread_bound
+from cave.review.estimators import (
     DENOMINATOR_NOTE,
     FISHER_NOTE,
     HTTP_CLASS_NOTE,

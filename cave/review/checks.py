@@ -283,7 +283,7 @@ async def averify(runtime: Any, specs: dict[str, CheckSpec]) -> list[str]:
 
     wire = json.dumps({name: spec.wire() for name, spec in specs.items()})
     code = (
-        f"print(__import__('json').dumps(__import__('cave.checks', fromlist=['report']).report(globals(), {wire!r})))"
+        f"print(__import__('json').dumps(__import__('cave.review.checks', fromlist=['report']).report(globals(), {wire!r})))"
     )
     aexecute = getattr(runtime, "aexecute", None)
     ex = await aexecute(code, 60.0) if aexecute else await asyncio.to_thread(runtime.execute, code, 60.0)

@@ -1,4 +1,4 @@
-"""What the model reads when its answer is held (``cave.acceptance``): each hold says what was found, why the
+"""What the model reads when its answer is held (``cave.review.acceptance``): each hold says what was found, why the
 answer cannot stand on it, and the one call that confirms it or fixes it.
 """
 

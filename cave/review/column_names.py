@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cave.estimators import rewritten
+from cave.review.estimators import rewritten
 
 __all__ = ["RENAMES", "created_columns", "read_first", "separator_names", "spaced_names", "stored_columns"]
 

@@ -4,7 +4,7 @@ include their number (>=), "above 4" and "less than 18" leave it out (>, <), "be
 bound whose number no code of the run uses at all (510: "only brands with at least 10 hotels" never applied).
 A number with decimals (p > 0.05) and the answer's own range ("a float between -1 and 1") are no bounds.
 
-``cave.misreadings`` holds an answer once for the first; ``cave.acceptance`` for the second.
+``cave.review.misreadings`` holds an answer once for the first; ``cave.review.acceptance`` for the second.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from cave.estimators import MAX_FIX_LINES, all_nodes, quoted, rewritten
+from cave.review.estimators import MAX_FIX_LINES, all_nodes, quoted, rewritten
 
 __all__ = [
     "BOUNDS_FIX",

@@ -3,7 +3,7 @@
 An answer is held (sent back with a note, the run goes on) when a declared output is still missing, when the
 task is done by calling the session's functions and none was called (``expect_calls``), when it is nothing right
 after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code misreads
-a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.misreadings``), when no code of the run
+a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.review.misreadings``), when no code of the run
 applies a bound or an operation the task names ("only brands with at least 10 hotels", "in logarithmic scale":
 ``bounds.unapplied``), when it was computed
 after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North'), picked from
@@ -15,7 +15,7 @@ the task declares no checks, an answer that still has the problem it was held fo
 own checks, when it has them, define success.
 
 The agent builds one ``Acceptance`` from its settings whenever it needs it; the decisions themselves are pure
-functions in ``cave.recovery`` and ``cave.answers``.
+functions in ``cave.review.recovery`` and ``cave.review.answers``.
 """
 
 from __future__ import annotations
@@ -26,20 +26,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from cave import (
-    answers,
-    bounds,
-    copied,
-    entities,
-    estimators,
-    grouping,
-    held_notes,
-    imputing,
-    misreadings,
-    prompts,
-    recovery,
-    typed,
-)
+from cave import prompts
+
+from cave.review import answers, bounds, copied, entities, estimators, grouping, held_notes, imputing, misreadings, recovery, typed
 from cave.runtimes import coercion, matches
 from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary

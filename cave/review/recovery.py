@@ -15,7 +15,7 @@ do; none of them calls the model or the runtime, so each is testable on a hand-b
   with the answer, not ``success``.
 
 Whether an answer has the form the task names (decimal places, "Yes"/"No", its keys, one row per month) is
-``cave.answers``.
+``cave.review.answers``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
 from cave import prompts
-from cave.answers import asks_yes_no, form_problems, number_for_a_name
+from cave.review.answers import asks_yes_no, form_problems, number_for_a_name
 from cave.trajectory import Step, Trajectory
 
 __all__ = [

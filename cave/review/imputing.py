@@ -25,7 +25,7 @@ import ast
 import re
 from typing import Any
 
-from cave.estimators import MAX_FIX_LINES, all_nodes, node_name, quoted, rewritten
+from cave.review.estimators import MAX_FIX_LINES, all_nodes, node_name, quoted, rewritten
 from cave.trajectory import Step
 
 __all__ = ["DROPPED_NOTE", "NAN_FIX", "dropped_missing", "fit_note", "nan_dropped", "note"]

@@ -4,10 +4,10 @@ function (``skewness_value = kurtosis(x)``: DABench 222), the other standard dev
 Fisher's (222), pandas' bias-corrected ``.skew()``/``.kurt()`` where it says scipy's (375), the constant the
 task adds to a denominator added to the numerator (272), a test's (statistic, p-value) unpacked the other way round
 (684), and a step drawn at random without the random state the task fixes (674). The bounds a task's words set
-have their own module, ``cave.bounds``.
+have their own module, ``cave.review.bounds``.
 
 Each check reads only the code (and the task) and returns the lines it finds, as ``line N: `source` ...``;
-``cave.misreadings`` turns them into the note that holds an answer once.
+``cave.review.misreadings`` turns them into the note that holds an answer once.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ number of signup rows, when the export repeats some users (the analyst suite's m
 The task counts an entity ("how many users"); a given table that the answering code reads has that entity's id
 column (``user_id``, or ``id`` in a table named for it) with some ids on more than one row; and the code counts rows
 (``len``, ``.shape[0]``, ``.sum()`` of a mask) without de-duplicating anything. The agent holds the answer once with
-``note`` (``cave.acceptance``). Where the counted rows are a variable, their ids are read back: when none repeats
+``note`` (``cave.review.acceptance``). Where the counted rows are a variable, their ids are read back: when none repeats
 there is nothing to say, and when some do, the same count sent again ends ``failed_checks``.
 
 >>> import pandas as pd
