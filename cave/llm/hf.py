@@ -44,6 +44,7 @@ from cave.llm.base import (
     reply_room,
     stop_position,
 )
+from cave.llm.tool_calls import normalize_messages, take_tool_calls
 
 __all__ = [
     "Generation",
@@ -91,8 +92,6 @@ def encode_chat(
     then the response ``prefix`` (tokenized with the prompt text, as vLLM's ``continue_final_message`` does)."""
     if not getattr(tokenizer, "chat_template", None):
         raise LLMError("the tokenizer has no chat template: pass chat_template=... or use a chat/instruct checkpoint")
-    from cave.llm.local import normalize_messages
-
     text = tokenizer.apply_chat_template(
         normalize_messages(messages), tools=tools, add_generation_prompt=True, tokenize=False
     )
@@ -451,8 +450,6 @@ class TransformersLLM(LLM):
         async with contextlib.aclosing(iterate_in_thread(gen, cancel)) as items:
             async for item in items:
                 if isinstance(item, Completion) and request.tools:
-                    from cave.llm.local import take_tool_calls
-
                     take_tool_calls(item, request.tools)
                 yield item
 
