@@ -372,8 +372,12 @@ def read_arrow(path: str, validate: bool) -> Any:
     - refuses compressed buffers: a few kB of zstd can expand to GBs inside the host, and cave's own encoder
       never compresses;
     - accepts only time zones that are IANA names or fixed offsets (a name such as ``dateutil/<path>`` made
-      pandas open a file the writer chose), in the schema and in pandas' metadata;
-    - runs Arrow's full validation before pandas touches the data.
+      pandas open a file the writer chose), at any depth of the schema (a list of timestamps too);
+    - rebuilds pandas' metadata from an allow-list (``_clean_pandas_metadata``): pandas and pyarrow parse dtype
+      strings, time zones and index descriptions from it, and a dtype string can name a file (``datetime64[ns,
+      dateutil/<path>]``) or a huge NumPy type;
+    - runs Arrow's full validation before pandas touches the data, and reports any failure of the conversion as
+      TransferError.
     """
     import pyarrow as pa
 
@@ -387,12 +391,13 @@ def read_arrow(path: str, validate: bool) -> Any:
         _refuse_compression(data)
         table = pa.ipc.open_file(data).read_all()
         _check_time_zones(table.schema)
+        table = table.replace_schema_metadata(_clean_schema_metadata(table.schema))
         table.validate(full=True)
-    except TransferError:
+        return table.to_pandas()
+    except (TransferError, MemoryError):
         raise
-    except Exception as e:  # malformed IPC: pyarrow's own error, never a crash
-        raise TransferError(f"the kernel's Arrow payload is malformed: {type(e).__name__}: {e}") from None
-    return table.to_pandas()
+    except Exception as e:  # malformed IPC or metadata: pyarrow's or pandas' own error, never a crash
+        raise TransferError(f"the kernel's Arrow payload is malformed: {type(e).__name__}: {str(e)[:300]}") from None
 
 
 def _pandas_arrow_types() -> None:
@@ -461,19 +466,158 @@ def _flatbuffer_compressed(meta: bytes, dictionary: bool) -> bool:
 
 
 def _check_time_zones(schema: Any) -> None:
+    """TransferError if a timestamp type anywhere in the schema (a list's items, a struct's fields, a map, a
+    dictionary's values, an extension's storage) names a time zone that is not an IANA name or a fixed offset."""
+    for f in schema:
+        for tz in _time_zones(f.type):
+            if not _known_time_zone(tz):
+                raise TransferError(f"the kernel's Arrow payload names an unknown time zone {str(tz)[:80]!r}; refused")
+
+
+def _time_zones(arrow_type: Any, depth: int = 0) -> list[str]:
     import pyarrow as pa
 
-    zones = [f.type.tz for f in schema if pa.types.is_timestamp(f.type) and f.type.tz]
-    pandas_meta = (schema.metadata or {}).get(b"pandas")
-    if pandas_meta:
-        try:
-            columns = json.loads(pandas_meta).get("columns", [])
-            zones += [((c.get("metadata") or {}).get("timezone")) for c in columns if isinstance(c, dict)]
-        except (ValueError, AttributeError):
-            raise TransferError("the kernel's Arrow payload has malformed pandas metadata") from None
-    for tz in zones:
-        if tz is not None and not _known_time_zone(tz):
-            raise TransferError(f"the kernel's Arrow payload names an unknown time zone {str(tz)[:80]!r}; refused")
+    if depth > 64:
+        raise TransferError("the kernel's Arrow payload nests its types too deeply; refused")
+    if pa.types.is_timestamp(arrow_type):
+        return [arrow_type.tz] if arrow_type.tz else []
+    children = []
+    if isinstance(arrow_type, pa.BaseExtensionType):
+        children = [arrow_type.storage_type]
+    elif pa.types.is_dictionary(arrow_type):
+        children = [arrow_type.index_type, arrow_type.value_type]
+    elif pa.types.is_map(arrow_type):
+        children = [arrow_type.key_type, arrow_type.item_type]
+    elif hasattr(arrow_type, "value_type"):  # list, large list, list view, fixed-size list, run-end encoded
+        children = [arrow_type.value_type]
+    elif hasattr(arrow_type, "num_fields"):  # struct, union
+        children = [arrow_type.field(i).type for i in range(arrow_type.num_fields)]
+    return [tz for child in children for tz in _time_zones(child, depth + 1)]
+
+
+# -- pandas' metadata, from an untrusted writer ---------------------------------------------------------------
+# pyarrow rebuilds the index, the column index and the dtypes of a frame from the JSON under b"pandas"; it parses
+# the dtype strings in there with pandas (``datetime64[ns, dateutil/<path>]`` opens that path) and NumPy
+# (``V99999999999`` is a dtype of 100 GB per item). So the host keeps only the fields pyarrow reads, with values
+# from the allow-lists below; a dtype outside them becomes "object" (the Arrow type decides the column's dtype).
+_UNITS = "(s|ms|us|ns)"
+_SAFE_DTYPES = re.compile(
+    r"(u?int(8|16|32|64)|float(16|32|64)|bool|object|str|bytes|category|"
+    r"U?Int(8|16|32|64)|Float(32|64)|boolean|string|string\[(python|pyarrow)\]|"
+    rf"(datetime|timedelta)64\[{_UNITS}\]|"
+    r"period\[[A-Za-z0-9-]{1,12}\]|interval\[(u?int(8|16|32|64)|float(32|64)), (right|left|both|neither)\]|"
+    r"(u?int(8|16|32|64)|float|double|halffloat|bool|string|large_string|binary|large_binary|date32\[day\]|"
+    rf"timestamp\[{_UNITS}\]|duration\[{_UNITS}\])\[pyarrow\])"
+)
+_ZONED_DTYPE = re.compile(
+    rf"datetime64\[{_UNITS}, (?P<tz>[^\]]{{1,64}})\]|timestamp\[{_UNITS}, tz=(?P<atz>[^\]]{{1,64}})\]\[pyarrow\]"
+)
+_INDEX_PANDAS_TYPES = {
+    *(f"{k}{n}" for k in ("int", "uint") for n in (8, 16, 32, 64)),
+    *("float16", "float32", "float64", "bool", "unicode", "string", "bytes", "integer", "floating"),
+    *("datetime", "datetimetz", "date", "decimal", "empty", "object", "mixed", "mixed-integer", "mixed-integer-float"),
+}
+_MAX_ATTRS_BYTES = 64 << 10  # df.attrs: pandas copies them along with every derived frame
+
+
+def _clean_schema_metadata(schema: Any) -> dict[bytes, bytes] | None:
+    """The schema's metadata with pandas' entry rebuilt from its allowed fields; nothing else is kept."""
+    raw = (schema.metadata or {}).get(b"pandas")
+    if raw is None:
+        return None
+    try:
+        meta = json.loads(raw)
+    except ValueError:
+        raise TransferError("the kernel's Arrow payload has malformed pandas metadata (not JSON)") from None
+    if not isinstance(meta, dict):
+        raise TransferError("the kernel's Arrow payload has malformed pandas metadata (not a mapping)")
+    fields = set(schema.names)
+    clean = {
+        "index_columns": _clean_index_columns(meta.get("index_columns"), fields),
+        "column_indexes": [_clean_column(c, fields, index=True) for c in _entries(meta, "column_indexes", 32)],
+        "columns": [_clean_column(c, fields, index=False) for c in _entries(meta, "columns", len(fields) + 64)],
+        "attributes": _clean_attributes(meta.get("attributes")),
+    }
+    return {b"pandas": json.dumps(clean).encode()}
+
+
+def _entries(meta: dict[str, Any], key: str, limit: int) -> list[dict[str, Any]]:
+    entries = meta.get(key) or []
+    if not isinstance(entries, list) or len(entries) > limit or not all(isinstance(e, dict) for e in entries):
+        raise TransferError(f"the kernel's Arrow payload has malformed pandas metadata ({key!r})")
+    return entries
+
+
+def _clean_index_columns(index_columns: Any, fields: set[str]) -> list[Any]:
+    if not isinstance(index_columns, list) or len(index_columns) > 32:
+        raise TransferError("the kernel's Arrow payload has malformed pandas metadata ('index_columns')")
+    clean: list[Any] = []
+    for entry in index_columns:
+        if isinstance(entry, str) and entry in fields:
+            clean.append(entry)
+        elif isinstance(entry, dict) and entry.get("kind") == "range" and _range_ok(entry):
+            clean.append({k: entry.get(k) for k in ("kind", "name", "start", "stop", "step")})
+        else:
+            raise TransferError(f"the kernel's Arrow payload names an index it does not hold: {str(entry)[:80]!r}")
+    return clean
+
+
+def _range_ok(entry: dict[str, Any]) -> bool:
+    numbers = [entry.get(k) for k in ("start", "stop", "step")]
+    return all(type(n) is int for n in numbers) and numbers[2] != 0 and _plain_name(entry.get("name"))
+
+
+def _plain_name(name: Any) -> bool:
+    return name is None or (type(name) in (str, int, float, bool) and len(str(name)) <= 4096)
+
+
+def _clean_column(column: dict[str, Any], fields: set[str], index: bool) -> dict[str, Any]:
+    name, field_name = column.get("name"), column.get("field_name", column.get("name"))
+    if not _plain_name(name) or not (field_name is None or isinstance(field_name, str)):
+        raise TransferError(f"the kernel's Arrow payload has a malformed column name: {str(name)[:80]!r}")
+    pandas_type = column.get("pandas_type")
+    numpy_type = _clean_dtype(column.get("numpy_type"))
+    if index:  # the column index's levels are cast with NumPy to these: plain types only
+        pandas_type = pandas_type if pandas_type in _INDEX_PANDAS_TYPES else "object"
+        if "[" in numpy_type and not numpy_type.startswith("datetime64"):
+            numpy_type = "object"
+    elif not isinstance(pandas_type, str) or len(pandas_type) > 64:
+        pandas_type = "object"
+    clean = {"name": name, "field_name": field_name, "pandas_type": pandas_type, "numpy_type": numpy_type}
+    clean["metadata"] = _clean_column_metadata(column.get("metadata"))
+    return clean
+
+
+def _clean_dtype(dtype: Any) -> str:
+    if not isinstance(dtype, str) or len(dtype) > 96:
+        return "object"
+    if _SAFE_DTYPES.fullmatch(dtype):
+        return dtype
+    zoned = _ZONED_DTYPE.fullmatch(dtype)
+    if zoned:
+        tz = zoned.group("tz") or zoned.group("atz")
+        if not _known_time_zone(tz):
+            raise TransferError(f"the kernel's Arrow payload names an unknown time zone {tz[:80]!r}; refused")
+        return dtype
+    return "object"
+
+
+def _clean_column_metadata(metadata: Any) -> dict[str, Any] | None:
+    """Only the time zone is read back (by pyarrow, for tz-aware columns and column indexes)."""
+    if not isinstance(metadata, dict) or "timezone" not in metadata:
+        return None
+    tz = metadata["timezone"]
+    if tz is not None and not _known_time_zone(tz):
+        raise TransferError(f"the kernel's Arrow payload names an unknown time zone {str(tz)[:80]!r}; refused")
+    return {"timezone": tz}
+
+
+def _clean_attributes(attributes: Any) -> dict[str, Any]:
+    if not isinstance(attributes, dict) or not attributes:
+        return {}
+    if len(json.dumps(attributes)) > _MAX_ATTRS_BYTES:
+        return {}  # a frame's attrs are a convenience: too big to carry along, dropped
+    return attributes
 
 
 _OFFSET_TZ = re.compile(r"[+-]\d{2}:?\d{2}")

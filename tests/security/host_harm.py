@@ -128,6 +128,29 @@ def tz_path_arrow(mode: str) -> str | None:
     )
 
 
+def fifo_dtype_arrow(mode: str) -> str | None:
+    """pandas' metadata naming, as a column's dtype, a FIFO the kernel made in its working directory (a host path):
+    a host that followed the name would block on the open."""
+    table = (
+        "(os.path.exists('tz.fifo') or os.mkfifo('tz.fifo'), pa.table({'v': [1]}).replace_schema_metadata({b'pandas': "
+        "__import__('json').dumps({'index_columns': [], 'column_indexes': [], 'columns': [{'name': 'v', "
+        "'field_name': 'v', 'pandas_type': 'int64', 'numpy_type': 'datetime64[ns, dateutil/' + "
+        "os.path.abspath('tz.fifo') + ']', 'metadata': None}]})}))[1]"
+    )
+    with _runtime(mode) as rt:
+        rt.execute(_forged_arrow(table))
+        t0 = time.monotonic()
+        try:
+            rt.retrieve("x")
+        except TransferError:
+            pass
+        else:
+            return "the host loaded the payload"
+        if time.monotonic() - t0 > 10:
+            return f"retrieve took {time.monotonic() - t0:.0f} s"
+        return _works(rt)
+
+
 def shared_mapping(mode: str) -> str | None:
     """mmap(-1, 3 GiB): a shared mapping RLIMIT_DATA does not count."""
     with _runtime(mode, memory_limit_mb=512) as rt:
@@ -196,6 +219,7 @@ HARMS = [
     Harm("flood-log", "disk", flood_log),
     Harm("zip-bomb-arrow", "memory", zip_bomb_arrow),
     Harm("tz-path-arrow", "crash", tz_path_arrow),
+    Harm("fifo-dtype-arrow", "hang", fifo_dtype_arrow),
     Harm("shared-mapping", "memory", shared_mapping),
     Harm("sysv-segment", "memory", sysv_segment),
     Harm("setsid-daemon", "bricked", setsid_daemon),
