@@ -39,11 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from cave import prompts
-
-from cave.review import grouping, recovery, typed
-from cave.review.acceptance import Acceptance, answer_notes
 from cave.cells import FINAL_VAR, Cell, Cells, FinalAnswer, final_answer, is_final_error
-from cave.review.checks import CheckSpec, averify, failed_checks_note
 from cave.compaction import Compaction, next_index
 from cave.events import (
     CodeStarted,
@@ -57,15 +53,19 @@ from cave.events import (
     StepStarted,
     TextChunk,
 )
-from cave.review.feedback import Feedback
 from cave.generation import Generation, Replying
-from cave.given import Given
-from cave.review.guard import guard_code, rereads
+from cave.given import Given, derive_seed, private_copy
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Message, Usage, create_backend
+from cave.review import agreement, grouping, profile, recovery, typed
+from cave.review import contract as task_contract
+from cave.review.acceptance import Acceptance, answer_notes
+from cave.review.checks import CheckSpec, averify, failed_checks_note
+from cave.review.feedback import Feedback
+from cave.review.guard import guard_code, rereads
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
 from cave.runtimes.describe import guide
-from cave.trajectory import RunStatus, Step, Trajectory
+from cave.trajectory import ANSWERED, RunStatus, Step, Trajectory
 
 __all__ = [
     "Agent",
@@ -113,7 +113,8 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.status in ("success", "no_code")
+        """The run ended with an answer: verified (``success``), unconfirmed (``unverified``) or prose."""
+        return self.status in ANSWERED
 
 
 # -- the agent -----------------------------------------------------------------------------------
@@ -169,6 +170,13 @@ class Agent(Compaction, Given, Replying, Feedback):
             backend as the ``prefix`` option: prompt tokens, never trained).
         insist_on_code: refuse a reply without code as the answer right after a failed cell or before any code
             looked at the given data (twice at most per run); False for roles whose plain reply is their output.
+        verify: independent attempts that must agree with an answer before it is a ``success`` when the task declares
+            no checks (``cave.review.agreement``): each solves the task again in a fresh runtime holding the given
+            inputs as they were, with its own seed; a majority must agree (early exit once decided). An answer
+            nothing confirmed ends ``unverified`` (``meta["unverified"]`` says why); 0 turns verification off, so
+            every answer without checks ends ``unverified``; None: the caller verifies (a team's pattern, a training
+            reward), and an accepted answer ends ``success`` as a role's turn does. A task done by calling the
+            session's functions (``expect_calls``) is scored by its calls, not re-solved.
         expect_calls: the task is done by calling the session's functions (a function-calling test, a tool
             user): an answer (prose, or final_answer) before any of them was called is sent back once, listing
             them; a second one stands (e.g. "none of these fits the request").
@@ -211,6 +219,7 @@ class Agent(Compaction, Given, Replying, Feedback):
         response_prefix: str | None = None,
         insist_on_code: bool = True,
         expect_calls: bool = False,
+        verify: int | None = 1,
     ) -> None:
         self.llm: LLM = create_backend(model, **(model_options or {})) if isinstance(model, str) else model
         self.runtime: Runtime = (
@@ -255,6 +264,11 @@ class Agent(Compaction, Given, Replying, Feedback):
         self.response_prefix = response_prefix or None
         self.insist_on_code = insist_on_code
         self.expect_calls = expect_calls
+        if verify is not None and (isinstance(verify, bool) or not isinstance(verify, int) or verify < 0):
+            raise ValueError(f"verify must be a whole number of attempts >= 0 (0: off) or None, not {verify!r}")
+        self.verify = verify
+        self.contract = task_contract.Contract()  # what the current task's text asks of its answer
+        self._given_at_start: dict[str, Any] = {}  # copies of the given inputs, for independent attempts
         self._system: str | None = None  # the session's system prompt (stable layout)
         self._seen: dict[str, str] = {}  # what the model was last told of each variable (stable layout)
         self._renamed_columns = False  # the code renamed a given table's columns (column_names stands aside)
@@ -318,20 +332,25 @@ class Agent(Compaction, Given, Replying, Feedback):
         if self.instructions:
             extra.append(self.instructions)
         infos = await self.describe() if infos is None else infos
+        tables = sum(1 for v in infos if v.injected and v.type.endswith("DataFrame"))
         return prompts.render_system_prompt(
-            [self._with_guide(v) for v in infos],
+            [self._with_guide(v, tables) for v in infos],
             budget_tokens=self.prompt_budget,
             count_tokens=self._count,
             instructions=self.base_prompt or prompts.INSTRUCTIONS,
             extra_sections=extra,
         )
 
-    def _with_guide(self, info: VariableInfo) -> VariableInfo:
-        """A given object described with how to use it (an engine's tables and columns, a frame's first rows)."""
+    def _with_guide(self, info: VariableInfo, tables: int = 1) -> VariableInfo:
+        """A given object described with how to use it: a table's profile (``cave.review.profile``) and first
+        rows, an engine's tables and columns. ``tables``: how many given tables share the prompt's budget."""
         reg = self.runtime.registered.get(info.name)
         if not info.injected or reg is None or reg.kind != "variable" or reg.host:
             return info
         text = guide(reg.value, info.name)
+        if text and type(reg.value).__name__ == "DataFrame":
+            limit = min(profile.LIMIT, self.prompt_budget * 4 * 3 // (5 * max(1, tables)))
+            text = profile.profile(reg.value, limit) + _first_rows(text)
         return dataclasses.replace(info, preview=text) if text else info
 
     async def _open_messages(self, task: str) -> list[Message]:
@@ -375,6 +394,11 @@ class Agent(Compaction, Given, Replying, Feedback):
         else:
             traj = Trajectory(task=task)
             messages = await self._open_messages(task)
+            self.contract = task_contract.read(task) if self.review is not False else task_contract.Contract()
+            if self.verify and not self.checks:  # the attempts start from the inputs as given, not as the run left them
+                self._given_at_start = {n: private_copy(r.value) for n, r in self.runtime.registered.items()}
+            if self.contract.describe():
+                traj.meta["contract"] = self.contract.describe()
             traj.meta["head"] = len(messages)
         head = int(traj.meta.get("head", 2))  # system + earlier turns + task: never compacted away
         opening = dict(messages[head - 1])  # the task as asked: what later turns see of this one
@@ -383,6 +407,8 @@ class Agent(Compaction, Given, Replying, Feedback):
             while traj.status == "running" and _action_steps(traj) < self.max_steps:
                 async for event in self._step(traj, messages, head):
                     yield event
+            if traj.status == "success" and not self.checks and self.verify is not None and not self.expect_calls:
+                await self._verify(traj)
             if traj.status == "running":
                 async for event in self._summarize_at_limit(traj, messages):
                     yield event
@@ -476,13 +502,15 @@ class Agent(Compaction, Given, Replying, Feedback):
                     text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures
             held, notes = None, ""
-            if cell.final and not failures:
+            if cell.final and not failures and not self.checks:
+                held = self._contract_hold(traj, cell.value)
+            if cell.final and not failures and not held:
                 # the whole reply: its blocks were written together, before any of them ran
                 notes = answer_notes(traj, cells.executions, code)
                 held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), notes)
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
                 text += "\n" + held
-                record["held"] = held.split(":", 1)[0]
+                record["held"] = "contract" if held.startswith(task_contract.NOTE_HEAD) else held.split(":", 1)[0]
             cells.formatted.append(text)
             yield Observation(index, b, ex, text, cell.final and not failures and not held)
             if cell.final and (failures or held):
@@ -510,6 +538,93 @@ class Agent(Compaction, Given, Replying, Feedback):
         if kept:  # the answer stands, but not as a success: it still has what it was held for
             traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
             traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
+
+    def _contract_hold(self, traj: Trajectory, value: Any) -> str | None:
+        """The note that holds an answer breaking the task's contract (at most ``CONTRACT_HOLDS`` times a run); an
+        answer that still breaks it after that is accepted, and left ``unverified``."""
+        if self.review is False:
+            return None
+        found = task_contract.problems(self.contract, value, self._given_tables())
+        traj.meta.pop("contract_problems", None)
+        if not found:
+            return None
+        if traj.meta.get("contract_holds", 0) >= task_contract.CONTRACT_HOLDS:
+            traj.meta["contract_problems"] = found
+            return None
+        traj.meta["contract_holds"] = traj.meta.get("contract_holds", 0) + 1
+        return task_contract.note(found)
+
+    async def _verify(self, traj: Trajectory) -> None:
+        """``success`` only for a verified answer: one that the task's contract accepts and that a majority of
+        ``verify`` independent attempts agree with; otherwise ``unverified``, with the reason."""
+        before, t0 = traj.status, time.time()
+        if traj.meta.get("contract_problems"):
+            return _unverified(
+                traj, "it still breaks the task's contract: " + "; ".join(traj.meta["contract_problems"])
+            )
+        if self.verify <= 0:
+            return _unverified(traj, "the task declares no checks and verification is off (verify=0)")
+        votes: list[bool] = []
+        attempts: list[dict[str, Any]] = []
+        outcome = None
+        ordered = self.contract.kind == "list" or bool(self.contract.order)
+        while outcome is None:
+            other = await self._attempt(traj.task, len(votes))
+            agrees = other.status in ANSWERED_BY_CODE and agreement.same(
+                traj.final_answer, other.answer, ordered=ordered
+            )
+            votes.append(agrees)
+            usage = other.usage
+            attempts.append(
+                {
+                    "status": other.status,
+                    "agrees": agrees,
+                    "steps": len(other.trajectory.steps),
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens,
+                }
+            )
+            outcome = agreement.decide(votes, self.verify)
+        traj.meta["verify"] = {
+            "n": self.verify,
+            "status_before": before,
+            "attempts": attempts,
+            "agreed": sum(votes),
+            "seconds": time.time() - t0,
+        }
+        if outcome != "verified":
+            _unverified(traj, f"{len(votes) - sum(votes)} of {len(votes)} independent attempts disagreed with it")
+
+    async def _attempt(self, task: str, i: int) -> RunResult:
+        """One independent attempt at ``task``: a fresh agent on the same model, in a fresh runtime of the same
+        kind holding private copies of the given inputs, sampled with its own seed."""
+        runtime = await fresh_runtime(self.runtime, self.timeout, self._given_at_start)
+        try:
+            other = Agent(
+                model=self.llm,
+                runtime=runtime,
+                max_steps=self.max_steps,
+                max_tokens=self.max_tokens,
+                temperature=max(self.temperature, ATTEMPT_TEMPERATURE),
+                seed=derive_seed(self.seed or 0, "verify", i),
+                stop=self.stop,
+                timeout=self.timeout,
+                skills=self.skills,
+                instructions=self.instructions,
+                base_prompt=self.base_prompt,
+                prompt_budget=self.prompt_budget,
+                stream=False,
+                role=self.role,
+                review=self.review,
+                outputs=self.outputs,
+                response_prefix=self.response_prefix,
+                insist_on_code=self.insist_on_code,
+                expect_calls=self.expect_calls,
+                verify=0,
+            )
+            return await other.arun(task)
+        finally:
+            await asyncio.to_thread(runtime.close)
 
     async def _keep_held_answer(self, traj: Trajectory, ended: str) -> None:
         """A run that ended on prose after its answer was held ends with that answer (``Acceptance.keep_held``)."""
@@ -594,5 +709,41 @@ class Agent(Compaction, Given, Replying, Feedback):
 
 
 # -- helpers -------------------------------------------------------------------------------------
+ATTEMPT_TEMPERATURE = 0.6  # independent attempts sample: a greedy attempt would only repeat the first
+ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
+
+
+def _unverified(traj: Trajectory, why: str) -> None:
+    traj.status = "unverified"
+    traj.meta["unverified"] = why
+
+
+async def fresh_runtime(runtime: Runtime, timeout: float | None, given: dict[str, Any] | None = None) -> Runtime:
+    """A new runtime of ``runtime``'s kind holding private copies of what was given to it (not what the code made):
+    the given inputs as they were at the start (``given``: copies taken then, by name)."""
+    options = {"timeout": timeout} if timeout is not None and runtime.name != "inprocess" else {}
+    fresh = create_runtime(runtime.name, **options)
+    astart = getattr(fresh, "astart", None)
+    if astart is not None:
+        await astart()
+    for name, reg in runtime.registered.items():
+        if name == "final_answer":
+            continue
+        if reg.kind == "function" or reg.host:
+            fresh.inject_function(reg.value, name=name, description=reg.description)
+        elif reg.kind == "type":
+            fresh.inject_type(reg.value, description=reg.description, name=name)
+        else:
+            value = (given or {}).get(name, reg.value)
+            await asyncio.to_thread(fresh.inject, name, private_copy(value), reg.description)
+    return fresh
+
+
+def _first_rows(guide_text: str) -> str:
+    """The first rows of a table's guide (``runtimes.describe.guide``), shown after its profile."""
+    _, sep, rows = guide_text.partition("\nfirst rows:\n")
+    return f"\nfirst rows:\n{rows}" if sep else ""
+
+
 def _action_steps(traj: Trajectory) -> int:
     return sum(1 for s in traj.steps if s.kind == "action")

@@ -11,6 +11,7 @@ back by name to compare it with what an answer typed.
 from __future__ import annotations
 
 import asyncio
+import zlib
 from typing import Any
 
 from cave.review.column_names import RENAMES, created_columns, read_first, separator_names, spaced_names
@@ -135,3 +136,35 @@ class Given:
     def _given_functions(self) -> list[str]:
         """The functions the session was given (tools, skills): the model calls them, never redefines them."""
         return [name for name, reg in self.runtime.registered.items() if reg.kind == "function"]
+
+
+# -- what the team machinery and independent attempts share ----------------------------------------------
+def derive_seed(base: int | None, *parts: object) -> int | None:
+    """A stable per-role seed (not Python's salted hash), or None when there is no base seed.
+
+    >>> derive_seed(0, "solver") == derive_seed(0, "solver") != derive_seed(0, "verifier")
+    True
+    """
+    if base is None:
+        return None
+    return zlib.crc32(":".join(map(str, (base, *parts))).encode()) & 0x7FFFFFFF
+
+
+def private_copy(value: Any) -> Any:
+    """A copy of a data input that a role may mutate freely; other objects (engines, models) are shared.
+
+    >>> data = {"a": [1, 2]}
+    >>> c = private_copy(data); c["a"].append(3); data
+    {'a': [1, 2]}
+    """
+    import copy
+
+    module = type(value).__module__.split(".")[0]
+    if module in ("pandas", "numpy") and hasattr(value, "copy"):
+        return value.copy()
+    if isinstance(value, (list, dict, set, tuple)):
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # something inside cannot be copied: share it, as with any other object
+            return value
+    return value

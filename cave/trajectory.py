@@ -61,14 +61,16 @@ class Step:
         return cls(**d)
 
 
-RunStatus = Literal["running", "success", "no_code", "max_steps", "failed_checks", "error", "interrupted"]
-"""How a run ended: ``success`` (final_answer was called; the answer is the live object), ``no_code`` (it ended on
+RunStatus = Literal["running", "success", "unverified", "no_code", "max_steps", "failed_checks", "error", "interrupted"]
+"""How a run ended: ``success`` (final_answer was called and the answer was verified: it passed the task's checks,
+or the task's contract and the agreement of independent attempts; the answer is the live object), ``unverified``
+(final_answer was called but nothing confirmed the answer: ``meta["unverified"]`` says why), ``no_code`` (it ended on
 a reply without code, whose text is the answer), ``max_steps``, ``error`` (a backend or runtime failure),
 ``interrupted`` (Ctrl-C or a killed process), ``failed_checks`` (the answer given last failed the checks the
 task declares: see cave.review.checks; or final_answer was called with an answer that still has the problem it was held
 for, which ``meta["failed_checks"]`` names: see cave.review.recovery.kept_problems); ``running`` while it runs."""
 
-ANSWERED: tuple[RunStatus, ...] = ("success", "no_code")  # the statuses that carry an answer
+ANSWERED: tuple[RunStatus, ...] = ("success", "unverified", "no_code")  # the statuses that carry an answer
 
 
 @dataclass
@@ -96,7 +98,9 @@ class Trajectory:
     def called_final_answer(self) -> bool:
         """final_answer ended the run: a success, or an answer that kept a problem it was held for (whose status
         is ``failed_checks`` but whose ``final_answer`` is the live object all the same)."""
-        return self.status == "success" or (self.status == "failed_checks" and bool(self.meta.get("kept_problems")))
+        return self.status in ("success", "unverified") or (
+            self.status == "failed_checks" and bool(self.meta.get("kept_problems"))
+        )
 
     def by_role(self, role: str) -> list[Step]:
         return [s for s in self.steps if s.role == role]

@@ -7,12 +7,12 @@ import asyncio
 import dataclasses
 import time
 import traceback
-import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cave.agent import Agent, RunStarted, StepFinished
+from cave.given import derive_seed, private_copy
 from cave.runtimes.base import Runtime, create_runtime
 from cave.team.decisions import PUBLISHED_VAR, make_route, parse_route, parse_verdict, publish, summarize, verdict
 from cave.team.patterns import Outcome
@@ -33,17 +33,6 @@ __all__ = ["Slot", "TeamRun", "derive_seed", "inject_into", "private_copy", "ret
 
 if TYPE_CHECKING:
     from cave.team.team import Team
-
-
-def derive_seed(base: int | None, *parts: object) -> int | None:
-    """A stable per-role seed (not Python's salted hash), or None when there is no base seed.
-
-    >>> derive_seed(0, "solver") == derive_seed(0, "solver") != derive_seed(0, "verifier")
-    True
-    """
-    if base is None:
-        return None
-    return zlib.crc32(":".join(map(str, (base, *parts))).encode()) & 0x7FFFFFFF
 
 
 @dataclass
@@ -278,6 +267,7 @@ class TeamRun:
             stream=self.on_event is not None,  # text deltas only matter to a live display
             response_prefix=spec.sampling.response_prefix,
             insist_on_code=spec.output.kind == "answer",  # a text role's plain reply is its output
+            verify=None,  # a role's answer is verified by the team's pattern (a verifier role, a reward), not here
         )
         decision = team.decision(role)
         if decision == "verdict":
@@ -395,26 +385,6 @@ class TeamRun:
             await inject_into(rt, slot.name, slot.value, note)
             self._delivered[key] = slot.version
             self.emit(Handoff(slot.name, slot.owner, role, time.perf_counter() - t0))
-
-
-def private_copy(value: Any) -> Any:
-    """A copy of a data input that a role may mutate freely; other objects (engines, models) are shared.
-
-    >>> data = {"a": [1, 2]}
-    >>> c = private_copy(data); c["a"].append(3); data
-    {'a': [1, 2]}
-    """
-    import copy
-
-    module = type(value).__module__.split(".")[0]
-    if module in ("pandas", "numpy") and hasattr(value, "copy"):
-        return value.copy()
-    if isinstance(value, (list, dict, set, tuple)):
-        try:
-            return copy.deepcopy(value)
-        except Exception:  # something inside cannot be copied: share it, as with any other object
-            return value
-    return value
 
 
 def _in_process(rt: Runtime) -> bool:

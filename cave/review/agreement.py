@@ -1,0 +1,186 @@
+"""Agreement between independent attempts: whether two answers to one task say the same thing.
+
+Verification by agreement (``Agent(verify=N)``, ``verify: N`` in a task file) solves the task again N times, each
+attempt in a fresh runtime holding the given inputs as they were at the start, with its own seed; the first answer
+is confirmed when a majority of the attempts agree with it. ``same(a, b)`` is that agreement: numbers within a
+tolerance (and within the rounding of the less precise one), text by its words, lists by their items (in order
+when ``ordered``), sets by their members, tables by their rows whatever their column names, and a container
+of one value as that value. ``decide(votes, n)`` is the majority rule with its early exit.
+
+>>> same(0.3333, 1 / 3), same(12, 12.0), same("  Brooklyn", "brooklyn"), same([1, 2], [2, 1])
+(True, True, True, True)
+>>> same([1, 2], [2, 1], ordered=True), same(5, 6), same("yes", True)
+(False, False, True)
+>>> decide([True], 1), decide([False], 3), decide([True, True], 3), decide([True, False], 3)
+('verified', None, 'verified', None)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import Any
+
+__all__ = ["same", "decide", "canonical"]
+
+REL_TOL = 1e-3
+
+
+def decide(votes: list[bool], n: int) -> str | None:
+    """'verified' once more than half of ``n`` attempts agree, 'disagreed' once that can no longer happen, else
+    None (run another attempt)."""
+    need = n // 2 + 1
+    agree = sum(votes)
+    if agree >= need:
+        return "verified"
+    if agree + (n - len(votes)) < need:
+        return "disagreed"
+    return None
+
+
+def same(a: Any, b: Any, *, ordered: bool = False) -> bool:
+    """Whether answers ``a`` and ``b`` agree (see the module's doc)."""
+    try:
+        return _same(canonical(a), canonical(b), ordered)
+    except Exception:  # answers that cannot be compared do not agree
+        return False
+
+
+def canonical(x: Any) -> Any:
+    """A comparable form: a float, a normalized string, a tuple of items, or a frozenset-like sorted tuple of rows.
+
+    >>> canonical({"b": 2, "a": 1.0})
+    ('rows', (('a', 1.0), ('b', 2.0)))
+    """
+    name = type(x).__name__
+    if name == "DataFrame":
+        frame = x.reset_index(drop=_plain_index(x))
+        if frame.shape == (1, 1):
+            return canonical(frame.iat[0, 0])
+        rows = [tuple(_cell(v) for v in row) for row in frame.itertuples(index=False, name=None)]
+        return ("rows", tuple(sorted((_row_key(r) for r in rows), key=repr)))
+    if name == "Series":
+        if len(x) == 1:
+            return canonical(x.iloc[0])
+        if _plain_index(x):
+            return ("items", tuple(_cell(v) for v in x))
+        return ("rows", tuple(sorted(((_cell(k), _cell(v)) for k, v in x.items()), key=repr)))
+    if isinstance(x, dict):
+        if len(x) == 1:
+            ((k, v),) = x.items()
+            inner = canonical(v)
+            if not isinstance(inner, tuple):
+                return ("keyed", _cell(k), inner)
+        return ("rows", tuple(sorted(((_cell(k), _cell(v)) for k, v in x.items()), key=repr)))
+    if isinstance(x, (list, tuple, set, frozenset)) or name in ("ndarray", "Index"):
+        items = [_cell(v) for v in x]
+        if len(items) == 1:
+            return items[0]
+        kind = "set" if isinstance(x, (set, frozenset)) else "items"
+        return (kind, tuple(items))
+    return _cell(x)
+
+
+def _plain_index(x: Any) -> bool:
+    index = x.index
+    return type(index).__name__ == "RangeIndex" and index.name is None
+
+
+def _cell(v: Any) -> Any:
+    if hasattr(v, "item") and type(v).__module__ == "numpy" and getattr(v, "size", 1) == 1:
+        v = v.item()
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int | float):
+        return float(v)
+    if type(v).__name__ in ("Timestamp", "datetime", "date", "Period"):
+        return str(v)[:10] if str(v).endswith("00:00:00") or type(v).__name__ == "date" else str(v)
+    if isinstance(v, str):
+        text = v.strip()
+        number = _number(text)
+        if number is not None:
+            return number
+        word = re.sub(r"\s+", " ", text.casefold())
+        return {"true": "yes", "false": "no"}.get(word, word)
+    if v is None:
+        return None
+    return str(v)
+
+
+def _number(text: str) -> float | None:
+    t = text.replace(",", "").replace("$", "").strip()
+    pct = t.endswith("%")
+    try:
+        x = float(t.rstrip("%"))
+    except ValueError:
+        return None
+    return x / 100 if pct else x
+
+
+def _row_key(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A row as its values, whatever the order of its columns (attempts name and order columns their own way)."""
+    return tuple(sorted(row, key=repr))
+
+
+TAGS = ("rows", "keyed", "items", "set")
+
+
+def _tag(x: Any) -> str | None:
+    return x[0] if isinstance(x, tuple) and x and isinstance(x[0], str) and x[0] in TAGS else None
+
+
+def _same(a: Any, b: Any, ordered: bool) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return _close(a, b)
+    ta, tb = _tag(a), _tag(b)
+    if ta is None and tb is None and isinstance(a, tuple) and isinstance(b, tuple):  # a row of cells
+        return _same_items(a, b, ordered)
+    if ta in ("rows", "keyed") or tb in ("rows", "keyed"):
+        return ta == tb and _same_items(a[1:], b[1:], ordered)
+    if ta and tb:
+        if "set" in (ta, tb) or not ordered:
+            return _same_multiset(a[1], b[1])
+        return _same_items(a[1], b[1], ordered)
+    if ta or tb:
+        return False
+    return a == b
+
+
+def _same_items(a: Any, b: Any, ordered: bool) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple) and _tag(a) is None and _tag(b) is None:
+        return len(a) == len(b) and all(_same(x, y, ordered) for x, y in zip(a, b, strict=True))
+    return _same(a, b, ordered)
+
+
+def _same_multiset(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    if len(a) != len(b):
+        return False
+    if all(not isinstance(v, float) for v in (*a, *b)):
+        return Counter(map(repr, a)) == Counter(map(repr, b))
+    left = sorted(a, key=repr)
+    pool = list(b)
+    for x in left:
+        match = next((i for i, y in enumerate(pool) if _same(x, y, False)), None)
+        if match is None:
+            return False
+        pool.pop(match)
+    return True
+
+
+def _close(a: float, b: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    tol = max(1e-9, REL_TOL * max(abs(a), abs(b)), _rounding(a, b))
+    return abs(a - b) <= tol
+
+
+def _rounding(a: float, b: float) -> float:
+    """Half a unit of the last decimal of the less precise of two numbers (2.35 agrees with 2.3456)."""
+    places = min(_places(a), _places(b))
+    return 0.5 * 10 ** (-places) if 1 <= places < 6 else 0.0
+
+
+def _places(x: float) -> int:
+    text = f"{x:.10f}".rstrip("0")
+    return len(text.split(".")[1]) if "." in text else 0

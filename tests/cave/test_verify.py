@@ -1,0 +1,78 @@
+"""`success` means verified: the task's checks, or its contract and agreement between independent attempts."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from cave import Agent, Scripted
+
+VISITS = pd.DataFrame({"clinic": ["a", "a", "b"], "wait": [1.0, 3.0, 5.0]})
+RIGHT = "```python\nfinal_answer(visits.groupby('clinic')['wait'].median())\n```"
+PER_ROW = "```python\nfinal_answer(visits.assign(m=visits.groupby('clinic')['wait'].transform('median')))\n```"
+WRONG = "```python\nfinal_answer(visits.groupby('clinic')['wait'].max())\n```"
+
+
+def _agent(replies, **kwargs) -> Agent:
+    agent = Agent(model=Scripted(replies), runtime="inprocess", **kwargs)
+    agent.runtime.inject("visits", VISITS.copy(), description="one row per visit")
+    return agent
+
+
+def test_an_answer_that_independent_attempts_agree_with_is_a_success():
+    result = _agent([RIGHT, RIGHT]).run("What is the median wait per clinic?")
+    assert result.status == "success" and result.answer.to_dict() == {"a": 2.0, "b": 5.0}
+    meta = result.trajectory.meta["verify"]
+    assert meta["status_before"] == "success" and meta["agreed"] == 1 and meta["attempts"][0]["agrees"]
+
+
+def test_an_answer_an_attempt_disagrees_with_is_unverified_with_the_reason():
+    result = _agent([RIGHT, WRONG]).run("What is the median wait per clinic?")
+    assert result.status == "unverified" and result.ok and result.answer.to_dict() == {"a": 2.0, "b": 5.0}
+    assert "1 of 1 independent attempts disagreed" in result.trajectory.meta["unverified"]
+
+
+def test_majority_of_three_with_early_exit():
+    result = _agent([RIGHT, WRONG, RIGHT, RIGHT], verify=3).run("What is the median wait per clinic?")
+    assert result.status == "success" and len(result.trajectory.meta["verify"]["attempts"]) == 3
+    early = _agent([RIGHT, WRONG, WRONG, RIGHT], verify=3).run("What is the median wait per clinic?")
+    assert early.status == "unverified" and len(early.trajectory.meta["verify"]["attempts"]) == 2
+
+
+def test_verification_off_leaves_every_answer_without_checks_unverified():
+    result = _agent([RIGHT], verify=0).run("What is the median wait per clinic?")
+    assert result.status == "unverified" and "verification is off" in result.trajectory.meta["unverified"]
+
+
+def test_the_tasks_own_checks_verify_without_attempts():
+    checks = {"answer": {"type": "Series", "rows": 2}}
+    result = _agent([RIGHT], checks=checks).run("What is the median wait per clinic?")
+    assert result.status == "success" and "verify" not in result.trajectory.meta
+
+
+def test_the_contract_holds_a_per_row_answer_and_the_fix_is_verified():
+    result = _agent([PER_ROW, RIGHT, RIGHT]).run("What is the median wait per clinic?")
+    assert result.status == "success" and result.trajectory.meta["contract_holds"] == 1
+    assert "one row per clinic" in result.trajectory.steps[0].observation
+
+
+def test_an_answer_that_keeps_breaking_the_contract_is_unverified():
+    result = _agent([PER_ROW] * 3).run("What is the median wait per clinic?")
+    assert result.status == "unverified" and "contract" in result.trajectory.meta["unverified"]
+
+
+def test_attempts_start_from_the_given_inputs_not_what_the_run_changed():
+    mutate = "```python\nvisits.drop(index=[0, 1], inplace=True)\nfinal_answer(len(visits))\n```"
+    count = "```python\nfinal_answer(len(visits))\n```"
+    result = _agent([mutate, count]).run("How many visits are there?")
+    assert result.answer == 1 and result.status == "unverified"  # the attempt counted the 3 visits it was given
+
+
+def test_a_prose_reply_is_never_a_success():
+    result = _agent(["The median wait is 2 for a and 5 for b."], insist_on_code=False).run("Median wait per clinic?")
+    assert result.status == "no_code"
+
+
+def test_verify_must_be_a_count():
+    with pytest.raises(ValueError, match="verify must be"):
+        Agent(model=Scripted([]), runtime="inprocess", verify=-1)

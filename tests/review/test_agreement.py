@@ -1,0 +1,32 @@
+"""Agreement between independent answers, and the majority rule with its early exit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from cave.review.agreement import decide, same
+
+
+def test_numbers_agree_within_tolerance_and_rounding():
+    assert same(np.float64(2.3456), 2.35) and same(1e6, 1e6 + 10) and not same(12, 12.4) and not same(0.5, 0.6)
+    assert same("12.5%", 0.125) and not same(float("nan"), 1.0)
+
+
+def test_tables_agree_whatever_their_column_names_and_row_order():
+    a = pd.DataFrame({"clinic": ["n", "s"], "wait": [1.0, 2.0]})
+    b = pd.DataFrame({"name": ["s", "n"], "median_wait": [2.0, 1.0]})
+    assert same(a, b) and same(a.set_index("clinic")["wait"], {"n": 1.0, "s": 2.0})
+    assert not same(a, b.assign(median_wait=[2.0, 1.5]))
+    assert same(pd.DataFrame({"x": [3]}), 3)  # a one-cell frame is its value
+
+
+def test_lists_by_items_sets_by_members():
+    assert same(["a", "b"], ("b", "a")) and not same(["a", "b"], ["b", "a"], ordered=True)
+    assert same({"a", "b"}, ["b", "a"], ordered=True) and not same(["a", "a"], ["a"])
+
+
+def test_majority_with_early_exit():
+    assert decide([True], 1) == "verified" and decide([False], 1) == "disagreed"
+    assert decide([True], 3) is None and decide([False, False], 3) == "disagreed"
+    assert decide([True, False, True], 3) == "verified" and decide([True], 2) is None

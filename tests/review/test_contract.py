@@ -1,0 +1,148 @@
+"""The contract reader on a labelled corpus of phrasings (tests/review/phrasings.yaml: 211 new questions written
+independently of the reader, the analyst suite's and DABench's), and the contract's checks on answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from cave.review.contract import Contract, column_for, problems, read
+
+CORPUS = yaml.safe_load((Path(__file__).parent / "phrasings.yaml").read_text(encoding="utf-8"))
+FIELDS = ("outputs", "columns", "per", "order", "top", "which", "count_of", "kind", "decimals", "distinct")
+# the share of labelled entries read right, and of unlabelled entries where the reader stays silent
+RECALL = {
+    "per": 0.9,
+    "which": 0.85,
+    "count_of": 0.9,
+    "kind": 0.8,
+    "order": 0.8,
+    "top": 0.8,
+    "decimals": 0.65,
+    "distinct": 0.8,
+    "outputs": 0.6,
+    "columns": 0.75,
+}
+SILENT = {
+    "per": 0.95,
+    "which": 0.98,
+    "count_of": 0.98,
+    "order": 0.98,
+    "top": 0.98,
+    "decimals": 0.98,
+    "distinct": 0.98,
+    "outputs": 0.99,
+    "columns": 0.99,
+}
+
+
+def _norm(field: str, value):
+    if value in (None, (), False):
+        return None
+    if field in ("outputs", "columns"):
+        return tuple(value)
+    if field in ("per", "which", "count_of"):
+        return value.split()[-1].rstrip("s")  # the head noun: "late orders" and "orders" name the same things
+    return value
+
+
+def _score(field: str) -> tuple[float, float, list]:
+    right = labelled = quiet = unlabelled = 0
+    misses = []
+    for entry in CORPUS:
+        expect, got = entry.get("expect") or {}, _norm(field, getattr(read(entry["text"]), field))
+        if field in expect:
+            labelled += 1
+            ok = got == _norm(field, expect[field])
+            right += ok
+        elif field != "kind":
+            unlabelled += 1
+            ok = got is None
+            quiet += ok
+        else:
+            continue
+        if not ok:
+            misses.append((entry["text"][:90], expect.get(field), got))
+    return right / max(1, labelled), quiet / max(1, unlabelled), misses
+
+
+@pytest.mark.parametrize("field", FIELDS)
+def test_reader_on_the_corpus(field):
+    recall, silent, misses = _score(field)
+    assert recall >= RECALL[field], (f"{field}: {recall:.0%} of labelled entries read right", misses[:15])
+    if field in SILENT:
+        assert silent >= SILENT[field], (f"{field}: silent on {silent:.0%} of the others", misses[:15])
+
+
+def test_the_corpus_is_mostly_new_phrasings():
+    assert sum(e["source"] == "new" for e in CORPUS) >= 100
+
+
+VISITS = pd.DataFrame(
+    {
+        "patient_id": [1, 1, 2, 3, 3, 3],
+        "clinic": ["north", "north", "south", "east", "east", "south"],
+        "status": ["seen", "seen", "left", "seen", "seen", "seen"],
+        "wait": [10.0, 20.0, 35.0, 5.0, 15.0, 25.0],
+    }
+)
+TABLES = {"visits": VISITS}
+
+
+def test_per_group_answers_one_row_per_group():
+    c = read("What is the median wait per clinic?")
+    assert problems(c, VISITS.groupby("clinic")["wait"].median(), TABLES) == []
+    per_row = VISITS.assign(median=VISITS.groupby("clinic")["wait"].transform("median"))
+    assert "one row per clinic" in problems(c, per_row, TABLES)[0]
+
+
+def test_which_answers_a_value_of_the_column_that_holds_it():
+    c = read("Which clinic had the longest single wait?")
+    assert c.kind == "name" and problems(c, "south", TABLES) == []
+    assert "visits['clinic']" in problems(c, "left", TABLES)[0]  # a value of the status column
+    assert "one clinic" in problems(c, VISITS.groupby("clinic")["wait"].max(), TABLES)[0]
+
+
+def test_counts_are_whole_numbers_of_the_entities_named():
+    c = read("How many patients visited a clinic?")
+    assert problems(c, 3, TABLES) == []
+    assert "distinct patient_id" in problems(c, 6, TABLES)[0]  # the rows, not the patients
+    assert "a count" in problems(c, VISITS, TABLES)[0]
+    assert "one value" in problems(c, pd.Series([3]), TABLES)[0]
+
+
+def test_numbers_are_numbers_not_objects():
+    c = read("What is the slope of wait over patient_id?")
+    assert c.kind == "number"
+
+    class Results:  # what a fitted model's summary object looks like to the check: not a number
+        def __repr__(self):
+            return "<RegressionResults object>"
+
+    assert "a number" in problems(c, Results(), TABLES)[0]
+    assert problems(c, 2.5, TABLES) == []
+
+
+def test_named_columns_order_and_distinct_lists():
+    c = read("Return a DataFrame with columns `clinic` and `total_wait`, highest first.")
+    good = VISITS.groupby("clinic", as_index=False)["wait"].sum().rename(columns={"wait": "total_wait"})
+    good = good.sort_values("total_wait", ascending=False)
+    assert problems(c, good, TABLES) == []
+    assert "missing 'total_wait'" in problems(c, good.rename(columns={"total_wait": "wait"}), TABLES)[0]
+    assert "order" in problems(c, good.sort_values("total_wait"), TABLES)[0]
+    d = read("List the distinct clinics where a patient left.")
+    assert "more than once" in problems(d, ["south", "south"], TABLES)[0]
+
+
+def test_column_for_names_one_column_or_none():
+    assert column_for("clinic", TABLES) == ("visits", "clinic")
+    assert column_for("patients", TABLES) == ("visits", "patient_id")
+    assert column_for("hospital", TABLES) is None
+
+
+def test_an_empty_contract_checks_nothing():
+    assert problems(Contract(), VISITS, TABLES) == []
+    assert read("Please look at the data.").describe() == ""
