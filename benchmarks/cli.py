@@ -18,62 +18,26 @@ import asyncio
 import json
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cave.benchmarks.analyst.suite import analyst_options, bench_analyst
+from cave.benchmarks.dabench.suite import bench_dabench, dabench_options
+from cave.benchmarks.suite import (
+    SUITES,
+    Suite,
+    agent_option,
+    agent_options,
+    common_options,
+    make_llm,
+    register_suite,
+    runtime_option,
+    summarize,
+    tool_call_format,
+)
+
 from cave.command import Command
-from cave.llm.base import LLM, create_backend
-from cave.registry import Registry
-
-
-@dataclass(frozen=True)
-class Suite:
-    """One ``cave bench`` subcommand: its own options and a runner ``(args, agents, emit) -> summary``."""
-
-    name: str
-    help: str
-    options: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace, list[str], Callable[..., None]], dict[str, Any]]
-
-
-SUITES: Registry[Suite] = Registry("benchmark suite")
-
-
-def register_suite(suite: Suite) -> Suite:
-    SUITES.add(suite.name, suite)
-    return suite
-
-
-def _common_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model", default="local", help="BACKEND[:MODEL], e.g. local, local:smollm2, openai:NAME (default: local)"
-    )
-    p.add_argument(
-        "--model-option", action="append", default=[], metavar="KEY=VALUE", help="backend option (repeatable)"
-    )
-    p.add_argument("--base-url", help="for openai-compatible backends")
-    p.add_argument("--agent", default="code", help="code, json or code,json (default: code)")
-    p.add_argument("--limit", type=int, help="entries per category / tasks per domain / tasks (default: all)")
-    p.add_argument("--max-steps", type=int, default=None, help="LLM calls per task (per user turn in tau2)")
-    p.add_argument("--out", help="output folder (default: runs/bench/SUITE-TIMESTAMP)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no per-entry lines, only the table")
-
-
-def _tool_call_format(p: argparse.ArgumentParser) -> None:
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument(
-        "--native", dest="native", action="store_const", const=True, help="json agent: force native tool calls"
-    )
-    fmt.add_argument(
-        "--prompted",
-        dest="native",
-        action="store_const",
-        const=False,
-        help="json agent: force the prompted JSON format",
-    )
 
 
 def _bfcl_options(p: argparse.ArgumentParser) -> None:
@@ -81,8 +45,8 @@ def _bfcl_options(p: argparse.ArgumentParser) -> None:
         "--categories",
         help="comma-separated (default: simple,multiple,parallel,parallel_multiple,irrelevance,multi_turn_base)",
     )
-    _runtime_option(p)
-    _tool_call_format(p)
+    runtime_option(p)
+    tool_call_format(p)
     p.add_argument(
         "--single-turn-steps",
         type=int,
@@ -90,8 +54,6 @@ def _bfcl_options(p: argparse.ArgumentParser) -> None:
         help="replies the code agent gets on a single-turn entry (default 1: one-shot, as BFCL scores it and as "
         "the JSON baseline answers; more lets it go on after a reply that made no call)",
     )
-    from cave.benchmarks.analyst.suite import agent_option
-
     agent_option(p)
 
 
@@ -119,8 +81,8 @@ def _tau2_options(p: argparse.ArgumentParser) -> None:
     steps = p._option_string_actions["--max-steps"]  # the common option, with tau2's meaning and default
     steps.help = f"the code agent's LLM calls per user turn (default: {DEFAULT_AGENT_STEPS})"
     p.set_defaults(max_steps=DEFAULT_AGENT_STEPS)
-    _runtime_option(p)
-    _tool_call_format(p)
+    runtime_option(p)
+    tool_call_format(p)
 
 
 def _data_options(p: argparse.ArgumentParser) -> None:
@@ -132,21 +94,15 @@ def _data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--context-window", type=int, default=32768, help="with --scripted: the window to check overflow against"
     )
-    _runtime_option(p)
-    _tool_call_format(p)
-
-
-def _runtime_option(p: argparse.ArgumentParser) -> None:
-    from cave.benchmarks.runtime import RUNTIME_CHOICES, RUNTIME_HELP
-
-    p.add_argument("--runtime", choices=RUNTIME_CHOICES, help=RUNTIME_HELP)
+    runtime_option(p)
+    tool_call_format(p)
 
 
 def configure(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="suite", metavar="SUITE")
     for _, suite in SUITES.items():
         sp = sub.add_parser(suite.name, help=suite.help, description=suite.help)
-        _common_options(sp)
+        common_options(sp)
         suite.options(sp)
         sp.set_defaults(func=lambda a, s=suite: bench(a, s))
     p.set_defaults(func=lambda a: (p.print_help(sys.stderr), 2)[1])
@@ -163,32 +119,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cave bench", description="Benchmark the code agent and the JSON baseline.")
     configure(p)
     return p
-
-
-def parse_model(spec: str, options: list[str], base_url: str | None = None) -> tuple[str, dict[str, Any]]:
-    """``"openai:gpt-4o"`` + ``["context_window=16384"]`` -> ("openai", {"model": "gpt-4o", "context_window": 16384}).
-
-    >>> parse_model("local:smollm2", ["n_ctx=2048"])
-    ('local', {'model': 'smollm2', 'n_ctx': 2048})
-    """
-    backend, _, model = spec.partition(":")
-    opts: dict[str, Any] = {"model": model} if model else {}
-    if base_url:
-        opts["base_url"] = base_url
-    for item in options:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"--model-option {item!r}: write KEY=VALUE")
-        try:
-            opts[key] = json.loads(value)
-        except json.JSONDecodeError:
-            opts[key] = value
-    return backend, opts
-
-
-def make_llm(spec: str, options: list[str], base_url: str | None = None) -> LLM:
-    backend, opts = parse_model(spec, options, base_url)
-    return create_backend(backend, **opts)
 
 
 def bench_main(argv: list[str] | None = None) -> int:
@@ -265,7 +195,6 @@ def bench(args: argparse.Namespace, suite: Suite) -> int:
 
 # -- the three suites ----------------------------------------------------------------------------------
 def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
-    from cave.benchmarks.analyst.suite import agent_options
     from cave.benchmarks.bfcl import DEFAULT_CATEGORIES, arun_bfcl, require_bfcl
 
     require_bfcl()
@@ -370,8 +299,8 @@ register_suite(Suite("data", "data-intensive tasks over generated tables of grow
 def _search_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hops", default="1,2", help="hop counts to run, e.g. 1,2 (default: 1,2); --limit is per hop")
     p.add_argument("--split", default="test", choices=("train", "test"), help="question split (default: test)")
-    _runtime_option(p)
-    _tool_call_format(p)
+    runtime_option(p)
+    tool_call_format(p)
 
 
 def _bench_search(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
@@ -407,9 +336,6 @@ register_suite(
     Suite("search", "Dr. MAS search: router -> search / answer over a local BM25 index", _search_options, _bench_search)
 )
 
-from cave.benchmarks.analyst.suite import analyst_options, bench_analyst  # noqa: E402 - each suite registers here
-from cave.benchmarks.dabench.suite import bench_dabench, dabench_options  # noqa: E402
-
 register_suite(
     Suite("analyst", "analyst tasks as people write them, over seeded messy data", analyst_options, bench_analyst)
 )
@@ -421,15 +347,6 @@ register_suite(
         bench_dabench,
     )
 )
-
-
-def resume_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in --out: entries already in its entries.jsonl are not run again, and the table "
-        "covers them too (a long run can be stopped and picked up later, or split across machines' sessions)",
-    )
 
 
 def previous_rows(path: Path, *, rewrite: bool = False) -> list[dict[str, Any]]:
@@ -450,52 +367,6 @@ def previous_rows(path: Path, *, rewrite: bool = False) -> list[dict[str, Any]]:
     if rewrite:
         path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
     return rows
-
-
-# -- summary ---------------------------------------------------------------------------------------------
-def summarize(rows: list[dict[str, Any]], key: str, ok: str, *, title: str) -> dict[str, Any]:
-    """Per (agent, group): n, success rate, mean tokens and steps (and overflows for the data suite).
-
-    An entry whose run ended in ``error`` (the backend or the runtime failed: an HTTP 400, a dead server) is
-    counted under ``errors`` and left out of the rate: it says nothing about the agent, and scoring it would call
-    a refused request a wrong answer (or, in BFCL's irrelevance category, a right one).
-
-    >>> s = summarize([{"agent": "code", "size": 100, "success": True, "prompt_tokens": 10, "total_tokens": 12, "steps": 1},
-    ...                {"agent": "code", "size": 100, "success": True, "status": "error"}], "size", "success", title="t")
-    >>> s["groups"][0]["rate"], s["groups"][0]["errors"], s["groups"][0]["prompt_tokens"]
-    (1.0, 1, 10.0)
-    """
-    groups: dict[tuple[str, Any], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        groups[(r["agent"], r[key])].append(r)
-    out = []
-    for (agent, value), every in groups.items():
-        rs = [r for r in every if r.get("status") != "error"]
-        n = max(1, len(rs))
-        g = {
-            "agent": agent,
-            key: value,
-            "n": len(every),
-            "errors": len(every) - len(rs),
-            "rate": sum(bool(r.get(ok)) for r in rs) / len(rs) if rs else None,
-            "prompt_tokens": sum(r.get("prompt_tokens", 0) for r in rs) / n,
-            "completion_tokens": sum(r.get("completion_tokens", 0) for r in rs) / n,
-            "total_tokens": sum(r.get("total_tokens", 0) for r in rs) / n,
-            "steps": sum(r.get("steps", 0) for r in rs) / n,
-        }
-        if rs and "reward" in rs[0]:
-            g["avg_reward"] = sum(r["reward"] for r in rs) / n
-        if "overflow" in every[0]:
-            g["overflow"] = sum(bool(r["overflow"]) for r in rs)
-        out.append(g)
-    scored = [r for r in rows if r.get("status") != "error"]
-    overall = {
-        agent: sum(bool(r.get(ok)) for r in scored if r["agent"] == agent)
-        / max(1, sum(r["agent"] == agent for r in scored))
-        for agent in dict.fromkeys(r["agent"] for r in rows)
-    }
-    errors = sum(r.get("status") == "error" for r in rows)
-    return {"title": title, "key": key, "groups": out, "overall": overall, "errors": errors, "entries": len(rows)}
 
 
 def _print_table(console: Any, summary: dict[str, Any]) -> None:

@@ -45,7 +45,7 @@ from sqlalchemy import (
     update,
 )
 
-from cave.agent import Compacted, RunError, RunFinished, RunStarted, StepFinished
+from cave.events import Compacted, RunError, RunFinished, RunStarted, StepFinished
 from cave.llm.base import Usage
 from cave.runtimes.base import Execution
 from cave.trajectory import Step, Trajectory, jsonable

@@ -181,3 +181,131 @@ def test_the_install_exposes_no_other_top_level_name(tmp_path):
     found = json.loads(res.stdout)
     assert found.pop("cave.runtimes") is True
     assert not any(found.values()), f"importable outside cave: {[k for k, v in found.items() if v]}"
+
+
+# -- no import circles ----------------------------------------------------------------------------------------------
+# Circles still open, each in an area another change is reworking; remove a pair here when its circle is gone
+# (the test then fails if it comes back). Each is an import inside a function (a lazy import), so nothing breaks at
+# import time today, but the two modules still cannot be understood, tested or moved one without the other.
+KNOWN_CIRCLES: set[frozenset[str]] = {
+    # runtimes: coercion and matches write their notes through cells.first_note, and cells imports both
+    frozenset({"cave.runtimes.cells", "cave.runtimes.coercion"}),
+    frozenset({"cave.runtimes.cells", "cave.runtimes.matches"}),
+    # training: workers builds RayWorkers when cfg.ray is set, and ray_workers runs the local workers in each actor
+    frozenset({"cave.training.workers", "cave.training.ray_workers"}),
+}
+
+
+def _loaders(tree: ast.Module) -> set[str]:
+    """The functions a module gives a Registry as ``loader=``: they import the package whose modules register the
+    built-in entries, on the first lookup (cave.registry's lazy built-ins). That import runs after the module has
+    loaded and is the registry's design (the entries register themselves), not a dependency of the module."""
+    return {
+        kw.value.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for kw in node.keywords
+        if kw.arg == "loader" and isinstance(kw.value, ast.Name)
+    }
+
+
+def project_imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Each module's imports of the project's own modules, wherever written (module level or in a function), but
+    for TYPE_CHECKING blocks and registry loaders. ``from pkg import mod`` imports the module ``pkg.mod``; an import
+    of a name that is no module counts as one of the module that defines it (or of the package)."""
+    graph: dict[str, set[str]] = {}
+    for module, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        skip = {id(n) for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)}
+        loaders = _loaders(tree)
+        skip |= {id(n) for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name in loaders}
+        skipped = {id(inner) for n in ast.walk(tree) if id(n) in skip for inner in ast.walk(n)}
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join([*parts[: len(parts) - node.level + 1], *([node.module] if node.module else [])])
+                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in mods:
+                    name = name.rpartition(".")[0]
+                if name and name not in (module, "cave"):
+                    deps.add(name)
+        graph[module] = deps
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of two or more modules (Tarjan), each sorted.
+
+    >>> import_circles({"a": {"b"}, "b": {"a"}, "c": {"a"}})
+    [['a', 'b']]
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_two_modules_import_each_other():
+    """No import circle among the project's modules: each can be read, tested and moved after the ones it imports.
+    A module that needs something of a module that imports it takes it from a third, lower one (cave.events for the
+    agent and the store, cave.benchmarks.suite for the bench command and its suites)."""
+    import doctest
+    import sys
+
+    assert doctest.testmod(sys.modules[__name__]).failed == 0
+    graph = project_imports(modules())
+    assert "cave.events" in graph["cave.store"] and "cave.agent" not in graph["cave.store"]
+    for pair in KNOWN_CIRCLES:
+        a, b = sorted(pair)
+        graph[a].discard(b)  # the known pairs, one direction taken out; the rest must form no circle
+    circles = import_circles(graph)
+    lines = []
+    for group in circles:
+        lines.append(" <-> ".join(group))
+        lines += [f"    {a} imports {b}" for a in group for b in sorted(graph[a] & set(group))]
+    assert not circles, "import circles (move what both sides need into a module both import):\n" + "\n".join(lines)
+
+
+def test_the_known_circles_are_still_there():
+    """A known circle that is gone comes off KNOWN_CIRCLES, so that it cannot come back unnoticed."""
+    graph = project_imports(modules())
+    gone = [sorted(p) for p in KNOWN_CIRCLES if not all(b in graph[a] for a, b in (sorted(p), sorted(p)[::-1]))]
+    assert not gone, f"these circles are gone: remove them from KNOWN_CIRCLES: {gone}"

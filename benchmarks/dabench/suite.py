@@ -5,11 +5,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from cave.benchmarks.suite import (
+    agent_option,
+    agent_options,
+    models,
+    resume_option,
+    runtime_option,
+    summarize,
+    tool_call_format,
+)
+
 
 def dabench_options(p: Any) -> None:
-    from cave.benchmarks.analyst.suite import agent_option
-    from cave.benchmarks.cli import _runtime_option, _tool_call_format, resume_option
-
     p.add_argument(
         "--data",
         required=True,
@@ -24,8 +31,8 @@ def dabench_options(p: Any) -> None:
     agent_option(p)
     p.set_defaults(max_steps=6)
     p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
-    _runtime_option(p)
-    _tool_call_format(p)
+    runtime_option(p)
+    tool_call_format(p)
     resume_option(p)
 
 
@@ -52,8 +59,6 @@ def _data_dir(value: str) -> str:
 
 def bench_dabench(args: Any, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
     from cave.benchmarks.analyst.run import print_outcomes
-    from cave.benchmarks.analyst.suite import agent_options, models
-    from cave.benchmarks.cli import summarize
     from cave.benchmarks.dabench.data import LEVELS, load_questions
     from cave.benchmarks.dabench.run import dabench_report, run_question
     from rich.console import Console

@@ -16,11 +16,12 @@ a ``team:`` section of a task file::
 
 One concept per module:
 
-- ``specs``: the pydantic models of team and role definitions; ``errors``: TeamError, BackendStartError;
+- ``specs``: the pydantic models of role definitions and of a team's parts, and reading such files;
+  ``errors``: TeamError, BackendStartError;
 - ``decisions``: ``verdict`` / ``route`` / ``publish``, injected into the deciding role's runtime. Decisions are
   structured, never parsed out of free text: calling one ends the role's turn (like ``final_answer``) and the
   value crosses back to the host, even from a kernel in another process;
-- ``roles``: role files by name; ``files``: team files with file:line errors (cave.config);
+- ``roles``: role files by name; ``files``: ``TeamSpec`` and team files with file:line errors (cave.config);
 - ``backends``: backends shared by a team's episodes, each behind a bound on in-flight requests;
 - ``patterns``: ``sequential``, ``loop`` (worker/critic with a verdict), ``router`` (a structured choice among
   roles), ``custom`` (``async def run(team, task)``), registered by name (``@register_pattern("loop")``);
@@ -48,7 +49,7 @@ _EXPORTS = {
     "BackendSpec": "cave.team.specs",
     "TeamRuntimeSpec": "cave.team.specs",
     "PatternSpec": "cave.team.specs",
-    "TeamSpec": "cave.team.specs",
+    "TeamSpec": "cave.team.files",
     "TeamError": "cave.team.errors",
     "BackendStartError": "cave.team.errors",
     "Verdict": "cave.team.decisions",
@@ -64,7 +65,7 @@ _EXPORTS = {
     "known_roles": "cave.team.roles",
     "find_role_file": "cave.team.roles",
     "load_role": "cave.team.roles",
-    "load_team": "cave.team.files",
+    "load_team": "cave.team.team",
     "parse_team_file": "cave.team.files",
     "validate_team": "cave.team.files",
     "BoundedLLM": "cave.team.backends",
@@ -167,7 +168,7 @@ if TYPE_CHECKING:
     from cave.team.decisions import Route, Verdict, make_route, parse_route, parse_verdict, publish, summarize, verdict
     from cave.team.episode import TeamRun, derive_seed, private_copy
     from cave.team.errors import BackendStartError, TeamError
-    from cave.team.files import load_team, parse_team_file, validate_team
+    from cave.team.files import TeamSpec, parse_team_file, validate_team
     from cave.team.patterns import (
         FINISH,
         PATTERNS,
@@ -202,10 +203,9 @@ if TYPE_CHECKING:
         RoleSpec,
         SamplingSpec,
         TeamRuntimeSpec,
-        TeamSpec,
     )
     from cave.team.task_files import TeamOutcome, TeamTask, arun_team_task, is_team_task, load_team_task
-    from cave.team.team import Team
+    from cave.team.team import Team, load_team
 
 
 def __getattr__(name: str) -> Any:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
-from cave.llm.base import BACKENDS, LLM, Message, StreamItem, create_backend
+from cave.llm.base import LLM, Message, StreamItem, create_backend
 
 __all__ = ["BoundedLLM", "make_backend"]
 
@@ -59,19 +58,6 @@ class BoundedLLM(LLM):
         return getattr(self.inner, name)
 
 
-_BACKEND_MODULES = {
-    "local": "cave.llm.local",
-    "openai": "cave.llm.openai",
-    "transformers": "cave.llm.hf",
-    "vllm": "cave.llm.vllm",
-}
-
-
 def make_backend(name: str, **options: Any) -> LLM:
-    """``create_backend`` that first imports the module of a built-in backend not registered yet."""
-    if name not in BACKENDS and name in _BACKEND_MODULES:
-        try:
-            importlib.import_module(_BACKEND_MODULES[name])
-        except ImportError:
-            pass  # create_backend's error lists what is registered
+    """``create_backend``: the backend registry imports a built-in backend's module on its first lookup."""
     return create_backend(name, **options)

@@ -10,8 +10,7 @@ from pydantic import ValidationError
 
 from cave.registry import did_you_mean
 from cave.team.errors import TeamError
-from cave.team.files import explain, read_yaml
-from cave.team.specs import ROLE_NAME, RoleSpec
+from cave.team.specs import ROLE_NAME, RoleSpec, explain, read_yaml
 
 __all__ = ["bundled_agents_dir", "find_role_file", "known_roles", "load_role", "resolve_role", "role_search_dirs"]
 

@@ -14,13 +14,13 @@ from cave.registry import did_you_mean
 from cave.team.backends import BoundedLLM, make_backend
 from cave.team.episode import TeamRun
 from cave.team.errors import BackendStartError, TeamError
-from cave.team.files import read_yaml, validate_team
+from cave.team.files import TeamSpec, read_yaml, validate_team
 from cave.team.patterns import PATTERNS, Pattern
 from cave.team.pools import LocalPool
 from cave.team.results import TeamEvent, TeamResult
-from cave.team.specs import BackendSpec, RoleSpec, TeamSpec
+from cave.team.specs import BackendSpec, RoleSpec
 
-__all__ = ["Team"]
+__all__ = ["Team", "load_team"]
 
 
 class Team:
@@ -225,3 +225,11 @@ class Team:
     ) -> list[TeamResult]:
         """Many episodes at once on this event loop (e.g. N rollouts x a batch), results in order."""
         return await LocalPool(self, max_episodes=max_episodes).arun_many(tasks, seeds=seeds, inputs=inputs)
+
+
+def load_team(path: str | Path, *, backends: Mapping[str, LLM] | None = None) -> Team:
+    """Read, validate and build a team file. Raises TeamError (every problem, with file:line and the fix).
+
+    ``backends``: LLM instances by key, used instead of creating the backends the file names under those keys.
+    """
+    return Team.from_file(path, backends=backends)

@@ -113,11 +113,11 @@ def test_the_code_agent_computes_from_df() -> None:
 
 
 def test_cli_runs_and_reports(tmp_path, monkeypatch, capsys) -> None:
-    import cave.benchmarks.cli as cli
+    import cave.benchmarks.suite as suite
 
     monkeypatch.setenv("COLUMNS", "200")
     reply = "```python\nfinal_answer({'mean_price': 41.01, 'mean_qty': 3.5, 'top_city': 'Lima'})\n```"
-    monkeypatch.setattr(cli, "make_llm", lambda *a, **k: Scripted([reply], repeat_last=True))
+    monkeypatch.setattr(suite, "make_llm", lambda *a, **k: Scripted([reply], repeat_last=True))
     out = tmp_path / "out"
     argv = ["dabench", "--data", str(FIXTURE), "--runtime", "inprocess", "--out", str(out), "-q"]
     assert bench_main([*argv, "--level", "easy,medium"]) == 0
@@ -134,10 +134,11 @@ def test_cli_resume_runs_only_what_is_missing(tmp_path, monkeypatch) -> None:
     # A long run stopped halfway (or split across sessions) is picked up with --resume: finished questions are
     # not run again (a cut-off last line runs again), and the summary covers all of them.
     import cave.benchmarks.cli as cli
+    import cave.benchmarks.suite as suite
 
     reply = "```python\nfinal_answer({'mean_price': 41.01, 'mean_qty': 3.5, 'top_city': 'Lima'})\n```"
     llm = Scripted([reply], repeat_last=True)
-    monkeypatch.setattr(cli, "make_llm", lambda *a, **k: llm)
+    monkeypatch.setattr(suite, "make_llm", lambda *a, **k: llm)
     out = tmp_path / "out"
     argv = ["dabench", "--data", str(FIXTURE), "--runtime", "inprocess", "--out", str(out), "-q"]
     assert bench_main([*argv, "--ids", "0"]) == 0
@@ -165,13 +166,14 @@ def test_a_missing_table_is_an_error_the_run_goes_on_and_resume_runs_it_again(tm
     import shutil
 
     import cave.benchmarks.cli as cli
+    import cave.benchmarks.suite as suite
 
     data = tmp_path / "data"
     shutil.copytree(FIXTURE, data)
     (data / "da-dev-tables" / "shop.csv").rename(data / "da-dev-tables" / "kept.csv")
     reply = "```python\nfinal_answer({'mean_price': 41.01, 'mean_qty': 3.5, 'top_city': 'Lima'})\n```"
     llm = Scripted([reply], repeat_last=True)
-    monkeypatch.setattr(cli, "make_llm", lambda *a, **k: llm)
+    monkeypatch.setattr(suite, "make_llm", lambda *a, **k: llm)
     out = tmp_path / "out"
     argv = ["dabench", "--data", str(data), "--runtime", "inprocess", "--out", str(out), "-q", "--ids", "0"]
     assert bench_main(argv) == 1  # every entry an error: nothing was measured
