@@ -80,13 +80,33 @@ def build_runtime(task: Task) -> BaseRuntime:
         raise TaskError(
             [f"{task.where('runtime')}: runtime: {e}\n  fix: remove the options runtime {spec.kind!r} does not take"]
         ) from None
-    inputs = resolve_inputs(task)
-    for name, (value, description) in inputs.items():
-        if callable(value) and not isinstance(value, type):
-            runtime.inject_function(value, description=description, name=name)
-        else:
-            runtime.inject(name, value, description)
+    try:
+        _inject_inputs(task, runtime)
+    except BaseException:
+        runtime.close()  # a kernel must not outlive a run that never started
+        raise
     return runtime
+
+
+def _inject_inputs(task: Task, runtime: BaseRuntime) -> None:
+    """The task's inputs into the runtime; one that the runtime cannot take (an engine a kernel cannot rebuild, a
+    file it cannot see) is a TaskError at the input's line, like an input that does not load."""
+    problems = []
+    for name, (value, description) in resolve_inputs(task).items():
+        try:
+            if callable(value) and not isinstance(value, type):
+                runtime.inject_function(value, description=description, name=name)
+            else:
+                runtime.inject(name, value, description)
+        except Exception as e:
+            problems.append(
+                f"{task.where('inputs', name)}: inputs.{name}: runtime {task.spec.runtime.kind!r} cannot take this "
+                f"input: {type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}\n"
+                "  fix: give the input in a form that can be copied into the runtime's process (a file-backed "
+                "database, a file the runtime can see), or use runtime: inprocess"
+            )
+    if problems:
+        raise TaskError(problems)
 
 
 def build_backend(task: Task) -> LLM:
@@ -128,9 +148,9 @@ def build_skills(task: Task) -> Any:
 def build_agent(task: Task, *, llm: LLM | None = None, runtime: BaseRuntime | None = None) -> Agent:
     """An Agent for a task file (validated inputs first, then the model)."""
     own_runtime = runtime is None
+    skills = build_skills(task)  # before the runtime: no input is loaded (no module imported) for a bad skill
     runtime = runtime or build_runtime(task)
     try:
-        skills = build_skills(task)
         llm = llm or build_backend(task)
     except BaseException:
         if own_runtime:

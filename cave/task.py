@@ -26,7 +26,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from cave.review.checks import ANSWER, CheckSpec, describe_check
 from cave.config import (
     ConfigError,
     ConfigFile,
@@ -39,6 +38,7 @@ from cave.config import (
     validate,
 )
 from cave.llm.base import BACKENDS
+from cave.review.checks import ANSWER, CheckSpec, describe_check
 from cave.runtimes.base import RUNTIMES
 
 BackendName = registered(BACKENDS)  # a registered LLM backend
@@ -253,6 +253,11 @@ class OutputSpec(ConfigModel):
     description: str | None = Field(None, description="told to the model: what this variable must hold")
     required: bool = Field(True, description="a missing required output fails the run (exit status 1)")
 
+    @field_validator("variable")
+    @classmethod
+    def _variable_name(cls, v: str | None) -> str | None:
+        return v if v is None else _identifier(v, "output variable")
+
 
 class TaskSpec(ConfigModel):
     """A task file."""
@@ -376,7 +381,117 @@ def _validate(cfg: ConfigFile) -> Task:
         )
     base = cfg.path.parent if cfg.path else Path.cwd()
     spec = validate(TaskSpec, cfg, context={"base_dir": str(base)}, nested=_NESTED, examples=_EXAMPLES, error=TaskError)
+    problems = cross_checks(spec, cfg)
+    if problems:
+        raise TaskError(problems)
     return Task(spec, cfg.path, cfg.lines)
+
+
+# -- checks across fields: what would otherwise fail only once the run started --------------------------------
+# Each returns problems in the house format, found before any input is loaded, module imported or model loaded.
+_KERNEL_RUNTIMES = ("kernel", "process", "sandbox")  # runtimes whose code runs in another process
+
+
+def cross_checks(spec: TaskSpec, cfg: ConfigFile) -> list[str]:
+    """Problems no single field shows: the backend's options, inputs the chosen runtime cannot receive."""
+    return _backend_problems(spec.model, cfg) + _input_problems(spec, cfg)
+
+
+def _backend_problems(model: ModelSpec, cfg: ConfigFile) -> list[str]:
+    if model.backend == "scripted":
+        return _scripted_problems(model, cfg)
+    if model.backend == "local":
+        return _local_model_problems(model, cfg)
+    return []
+
+
+def _scripted_problems(model: ModelSpec, cfg: ConfigFile) -> list[str]:
+    replies = (model.model_extra or {}).get("replies")
+    fix = 'give the replies in order, e.g. replies: ["```python\\nfinal_answer(1)\\n```"]'
+    if not isinstance(replies, list) or not replies:
+        got = "missing" if replies is None else f"a {type(replies).__name__}" if replies != [] else "empty"
+        return [
+            problem(
+                cfg.name,
+                cfg.line("model", "replies"),
+                "model.replies",
+                f"the scripted backend's replies are {got}",
+                fix,
+            )
+        ]
+    return [
+        problem(
+            cfg.name,
+            cfg.line("model", "replies", str(i)),
+            f"model.replies.{i}",
+            f"a reply is text, not a {type(r).__name__}",
+            fix,
+        )
+        for i, r in enumerate(replies)
+        if not isinstance(r, str)
+    ]
+
+
+def _local_model_problems(model: ModelSpec, cfg: ConfigFile) -> list[str]:
+    options = model.options
+    key = "path" if "path" in options else "model"
+    value = options.get(key)
+    if value is None:
+        return []
+    where = cfg.line("model", key)
+    fix = "give an embedded model (qwen, smollm2), a .gguf file, or a folder with an HF checkpoint (config.json)"
+    if not isinstance(value, str):
+        return [problem(cfg.name, where, f"model.{key}", f"{value!r} is not a model name or a path", fix)]
+    what = _local_model_problem(value)
+    return [problem(cfg.name, where, f"model.{key}", what, fix)] if what else []
+
+
+def _local_model_problem(value: str) -> str | None:
+    """What is wrong with a local model given by name or path (relative to the current folder, as the backend
+    reads it), or None. Reads at most 4 bytes, of a regular file only."""
+    from cave.llm import models
+
+    if models.resolve_name(value):
+        return None
+    path = Path(value).expanduser()
+    if path.is_dir():
+        return None if (path / "config.json").is_file() else f"{path} is a folder without config.json"
+    if not path.is_file():  # also a FIFO or a device: never opened
+        return f"{path} is neither an embedded model nor a file"
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4)
+    except OSError as e:
+        return f"cannot read {path}: {e.strerror or e}"
+    return None if magic == b"GGUF" else f"{path} is not a GGUF file (it does not start with GGUF)"
+
+
+def _input_problems(spec: TaskSpec, cfg: ConfigFile) -> list[str]:
+    if spec.runtime.kind not in _KERNEL_RUNTIMES:
+        return []
+    problems = []
+    for name, given in spec.inputs.items():
+        if given.url is not None and _in_memory_sqlite(given.url):
+            problems.append(
+                problem(
+                    cfg.name,
+                    cfg.line("inputs", name, "url"),
+                    f"inputs.{name}.url",
+                    f"an in-memory SQLite database cannot be shared with runtime {spec.runtime.kind!r} (its code runs "
+                    "in another process, which would get a new, empty database)",
+                    "give a file-backed URL (sqlite:///data/shop.db, relative to the task file) or use runtime: inprocess",
+                )
+            )
+    return problems
+
+
+def _in_memory_sqlite(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    return u.get_backend_name() == "sqlite" and (
+        u.database in (None, "", ":memory:") or "memory" in str(u.query.get("mode", ""))
+    )
 
 
 _NESTED.update(model=ModelSpec, runtime=RuntimeSpec, inputs=InputSpec, outputs=OutputSpec, checks=CheckSpec)
@@ -398,7 +513,10 @@ def resolve_inputs(task: Task) -> dict[str, tuple[Any, str | None]]:
     """
     out: dict[str, tuple[Any, str | None]] = {}
     problems = []
-    for name, spec in task.spec.inputs.items():
+    # Data first, code last: a `function:` input imports its module (runs its top-level code in this process), so
+    # every other problem of the task file is reported before any of it runs.
+    ordered = sorted(task.spec.inputs.items(), key=lambda item: item[1].function is not None)
+    for name, spec in ordered:
         try:
             out[name] = (_load_input(spec, task.base_dir), spec.description)
         except Exception as e:  # report every input that fails, not only the first
@@ -408,7 +526,7 @@ def resolve_inputs(task: Task) -> dict[str, tuple[Any, str | None]]:
             )
     if problems:
         raise TaskError(problems)
-    return out
+    return {name: out[name] for name in task.spec.inputs}
 
 
 def _first_line(e: BaseException) -> str:

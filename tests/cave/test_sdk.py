@@ -168,7 +168,7 @@ def test_activate_skills_naming_an_unknown_skill_is_a_task_error(tmp_path):
     from cave.sdk import build_agent
     from cave.task import TaskError, load_task
 
-    (tmp_path / "task.yaml").write_text("task: t\nmodel: {backend: scripted, replies: []}\nactivate_skills: [nope]\n")
+    (tmp_path / "task.yaml").write_text("task: t\nmodel: {backend: scripted, replies: [x]}\nactivate_skills: [nope]\n")
     with pytest.raises(TaskError, match="no skill named 'nope'"):
         build_agent(load_task(tmp_path / "task.yaml"))
 

@@ -207,3 +207,128 @@ def test_json_schema_export():
     assert {"task", "model", "runtime", "inputs", "outputs", "skills", "max_steps", "seed"} <= set(schema["properties"])
     assert schema["required"] == ["task"]
     json.dumps(schema)  # serializable
+
+
+# -- task files that used to fail late: refused at validation, before any input loads or model starts ------------
+def _cave_run(path: Path, tmp_path: Path, capsys) -> tuple[int, str]:
+    from cave.cli import main
+
+    status = main(["run", str(path), "--db", str(tmp_path / "cave.db"), "--quiet"])
+    return status, capsys.readouterr().err
+
+
+SCRIPTED = "task: t\nmodel:\n  backend: scripted\n"
+LATE = {
+    # (task file, the line, the field, what is said)
+    "no-replies": (SCRIPTED, 2, "model.replies", "replies are missing"),
+    "empty-replies": (SCRIPTED + "  replies: []\n", 4, "model.replies", "replies are empty"),
+    "replies-a-string": (SCRIPTED + "  replies: 'final_answer(1)'\n", 4, "model.replies", "replies are a str"),
+    "a-reply-a-number": (SCRIPTED + "  replies:\n    - 'x'\n    - 7\n", 6, "model.replies.1", "not a int"),
+    "a-reply-a-mapping": (SCRIPTED + "  replies: [{text: hi}]\n", 4, "model.replies.0", "not a dict"),
+    "model-a-text-file": ("task: t\nmodel:\n  backend: local\n  model: notes.gguf\n", 4, "model.model", "not a GGUF"),
+    "path-a-folder": ("task: t\nmodel:\n  backend: local\n  path: folder\n", 4, "model.path", "without config.json"),
+    "model-a-fifo": ("task: t\nmodel: {backend: local, model: pipe.gguf}\n", 2, "model.model", "neither"),
+    "path-a-number": ("task: t\nmodel: {backend: local, path: 7}\n", 2, "model.path", "not a model name"),
+    "in-memory-db-in-a-kernel": (
+        SCRIPTED + "  replies: ['x']\nruntime: process\ninputs:\n  db: {url: 'sqlite://'}\n",
+        7,
+        "inputs.db.url",
+        "in-memory SQLite",
+    ),
+    "output-variable-a-path": (
+        SCRIPTED + "  replies: ['x']\noutputs:\n  table:\n    variable: ../../x\n",
+        7,
+        "outputs.table.variable",
+        "not a Python identifier",
+    ),
+    "output-variable-a-dunder-path": (
+        SCRIPTED + "  replies: ['x']\noutputs:\n  t: {variable: 'os.path'}\n",
+        6,
+        "outputs.t.variable",
+        "not a Python identifier",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LATE))
+def test_a_task_file_that_would_fail_late_exits_2_at_validation(case, tmp_path, capsys, monkeypatch):
+    import os
+
+    monkeypatch.chdir(tmp_path)  # local model paths are read from the current folder, as the backend reads them
+    (tmp_path / "notes.gguf").write_text("not a model")
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "pipe.gguf")  # opening it would block: it must not be opened
+    text, line, field, said = LATE[case]
+    path = write(tmp_path, text)
+    msg = errors_of(path)
+    assert f"{path}:{line}: {field}: " in msg and said in msg and "fix:" in msg, msg
+    status, err = _cave_run(path, tmp_path, capsys)
+    assert status == 2 and f"{path}:{line}: {field}: " in err, err
+
+
+def test_good_scripted_and_local_model_files_still_load(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.gguf").write_bytes(b"GGUF" + bytes(16))
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    for model in ("backend: local\n  model: m.gguf", "backend: local\n  path: hf", "backend: local\n  model: qwen"):
+        load_task(write(tmp_path, f"task: t\nmodel:\n  {model}\n"))
+    task = load_task(write(tmp_path, SCRIPTED + "  replies: ['a', 'b']\noutputs:\n  x: {variable: final_answer}\n"))
+    assert task.spec.model.options["replies"] == ["a", "b"]
+
+
+def test_an_input_the_runtime_cannot_take_is_a_task_error_at_its_line(tmp_path, capsys):
+    # the runtime itself refuses the engine (no in-memory check at validation for a runtime given by options)
+    from cave.sdk import build_runtime
+
+    path = write(tmp_path, SCRIPTED + "  replies: ['x']\nruntime: kernel\ninputs:\n  db: {url: 'sqlite:///:memory:'}\n")
+    with pytest.raises(TaskError, match="in-memory SQLite"):
+        load_task(path)
+
+    class Refusing:
+        def inject(self, name, value, description=None):
+            raise RuntimeError("cannot copy this object")
+
+        def close(self):
+            self.closed = True
+
+    import cave.sdk as sdk
+
+    task = load_task(write(tmp_path, SCRIPTED + "  replies: ['x']\ninputs:\n  limit: {value: 3}\n", "t2.yaml"))
+    refusing = Refusing()
+    original = sdk.create_runtime
+    sdk.create_runtime = lambda kind, **options: refusing
+    try:
+        with pytest.raises(TaskError) as info:
+            build_runtime(task)
+    finally:
+        sdk.create_runtime = original
+    assert f"{task.path}:6: inputs.limit: runtime 'inprocess' cannot take this input" in str(info.value)
+    assert refusing.closed  # nothing outlives a run that never started
+
+
+def test_code_inputs_are_imported_last_and_never_for_a_file_with_other_problems(tmp_path, capsys):
+    marker = tmp_path / "imported.txt"
+    (tmp_path / "helper_mod.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\ndef f():\n    return 1\n")
+    bad = write(
+        tmp_path,
+        SCRIPTED + "  replies: ['x']\ninputs:\n  f: {function: 'helper_mod:f'}\n  data: {file: nowhere.csv}\n",
+    )
+    status, err = _cave_run(bad, tmp_path, capsys)
+    assert status == 2 and "inputs.data.file: file not found" in err
+    assert not marker.exists(), "a task file with problems ran the code it names"
+    skills = write(
+        tmp_path,
+        SCRIPTED + "  replies: ['x']\nactivate_skills: [no-such-skill]\ninputs:\n  f: {function: 'helper_mod:f'}\n",
+        "s.yaml",
+    )
+    status, err = _cave_run(skills, tmp_path, capsys)
+    assert status == 2 and not marker.exists(), err
+    (tmp_path / "d.csv").write_text("a\n1\n")
+    order = write(
+        tmp_path,
+        SCRIPTED + "  replies: ['x']\ninputs:\n  f: {function: 'helper_mod:f'}\n  d: {file: d.csv}\n",
+        "o.yaml",
+    )
+    inputs = resolve_inputs(load_task(order))
+    assert list(inputs) == ["f", "d"] and marker.exists()  # loaded (data first), returned in the file's order
