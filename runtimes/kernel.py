@@ -46,6 +46,7 @@ starts, so ``import cave.runtimes`` works on the core install. The kernel side l
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import importlib.util
 import os
@@ -123,7 +124,9 @@ class KernelRuntime(KernelLauncher, Runtime):
     cell), ``trust`` (False: retrieve only safe formats, never unpickle),
     ``inherit_env`` (start from this process's environment), ``inherit_sys_path`` (the
     kernel can import what the host can, which objects pickled by reference need),
-    ``transfer_dir`` (where large payloads are staged; default /dev/shm, else a temp dir).
+    ``transfer_dir`` (where large payloads are staged; default /dev/shm, else a temp dir), ``freeze_idle``
+    (stop the kernel with SIGSTOP whenever no call is in flight, so threads a cell left behind cannot work
+    between calls; the sandbox's default). A kernel stopped by anyone else is continued at the next call.
 
     The kernel starts on first use, or with ``start()`` / ``await astart()``.
     Async methods (``aexecute`` etc.) never block the event loop; sync methods may be
@@ -149,6 +152,7 @@ class KernelRuntime(KernelLauncher, Runtime):
         inherit_env: bool = True,
         inherit_sys_path: bool = True,
         transfer_dir: str | None = None,
+        freeze_idle: bool = False,
     ) -> None:
         super().__init__()
         _require_kernel_extra()
@@ -171,6 +175,8 @@ class KernelRuntime(KernelLauncher, Runtime):
         self.validate_payloads = (not trust) if validate_payloads is None else validate_payloads
         self.inherit_env = inherit_env
         self.inherit_sys_path = inherit_sys_path
+        self.freeze_idle = bool(freeze_idle)
+        self._notice: str | None = None  # a restart outside execute(), told with the next cell's output
 
         self._ctl_dir = tempfile.mkdtemp(prefix="cave-k-")  # short path: Unix socket names are limited
         # The kernel's side of the channel (zmq sockets, connection file, control socket) lives in a
@@ -264,6 +270,7 @@ class KernelRuntime(KernelLauncher, Runtime):
         timeout = self._timeout(timeout)
         async with self._held():
             notice = await self._aensure_kernel()
+            notice, self._notice = "; ".join(n for n in (self._notice, notice) if n) or None, None
             execution = await self._aexec_locked(code, timeout)
         if notice:
             execution.recovery = execution.recovery or "crashed"
@@ -326,7 +333,11 @@ class KernelRuntime(KernelLauncher, Runtime):
     async def adescribe(self) -> list[VariableInfo]:
         async with self._held():
             await self._aensure_kernel()
-            reply, _ = await self._arequest({"op": "describe"}, timeout=min(60.0, self.transfer_timeout_s))
+            try:
+                reply, _ = await self._arequest({"op": "describe"}, timeout=self._describe_timeout())
+            except RuntimeError_ as e:  # stuck or dead: restarted like a cell; describe the fresh kernel
+                self._notice = f"{e}; variables created by code are gone"
+                reply, _ = await self._arequest({"op": "describe"}, timeout=self._describe_timeout())
         if not reply["ok"]:
             raise RuntimeError_(f"describe() failed inside the kernel: {reply['error']}")
         infos = []
@@ -345,6 +356,10 @@ class KernelRuntime(KernelLauncher, Runtime):
             infos.append(info)
         return infos
 
+    def _describe_timeout(self) -> float:
+        """describe() runs between the agent's steps: never longer than a cell may (nor than a minute)."""
+        return min(60.0, self.transfer_timeout_s, self.timeout or 60.0)
+
     # -- internals: requests ------------------------------------------------------------------------
     async def _aexec_locked(self, code: str, timeout: float | None) -> Execution:
         kernel = self._kernel
@@ -357,6 +372,7 @@ class KernelRuntime(KernelLauncher, Runtime):
                 reply = await self._aexchange(kernel, request, b"", timeout, host_calls="serve")
                 if reply is not None:
                     return self._execution(reply[0], t0)
+                kernel.signal(signal.SIGCONT)  # a kernel that stopped itself mid-cell would sit on the interrupt
                 kernel.signal(signal.SIGINT)  # past the timeout: interrupt, then wait a grace period
                 reply = await self._areply(kernel, self._next_id, self.interrupt_grace_s, host_calls="refuse")
             finally:
@@ -440,6 +456,7 @@ class KernelRuntime(KernelLauncher, Runtime):
         try:
             reply = await self._aexchange(kernel, message, attachment, timeout)
             if reply is None:
+                kernel.signal(signal.SIGCONT)  # stopped mid-request (by a thread of its own): the interrupt needs it
                 kernel.signal(signal.SIGINT)
                 reply = await self._areply(kernel, self._next_id, self.interrupt_grace_s)
         except KernelDied as e:
@@ -479,16 +496,20 @@ class KernelRuntime(KernelLauncher, Runtime):
         without giving the kernel more time. ``host_calls``: "serve" runs the host functions a cell calls (within
         the same deadline), "refuse" answers them with an error (the cell is past its timeout), None skips them."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            reply = await recv_frame(kernel, deadline, self.max_frame_bytes)
-            if reply is None or reply[0].get("id") == request_id:
-                return reply
-            if host_calls and reply[0].get("op") == "host_call":
-                functions = {r.name: r.value for r in self._registered.values() if r.host}
-                answer = await host_functions.answer(reply[0], functions, deadline, serve=host_calls == "serve")
-                if answer is None:
-                    return None  # the deadline passed while the host function ran
-                await _send(kernel, transfer.pack(answer))
+        watch = _StopWatch(kernel)
+        try:
+            while True:
+                reply = await recv_frame(kernel, deadline, self.max_frame_bytes)
+                if reply is None or reply[0].get("id") == request_id:
+                    return reply
+                if host_calls and reply[0].get("op") == "host_call":
+                    functions = {r.name: r.value for r in self._registered.values() if r.host}
+                    answer = await host_functions.answer(reply[0], functions, deadline, serve=host_calls == "serve")
+                    if answer is None:
+                        return None  # the deadline passed while the host function ran
+                    await _send(kernel, transfer.pack(answer))
+        finally:
+            watch.cancel()
 
     # -- internals: kernel lifecycle --------------------------------------------------------------------
     async def _aensure_kernel(self) -> str | None:
@@ -540,9 +561,24 @@ class KernelRuntime(KernelLauncher, Runtime):
         while not self._lock.acquire(blocking=False):
             await asyncio.sleep(0.002)
         try:
+            self._continue()
             yield
         finally:
+            self._freeze()
             self._lock.release()
+
+    def _continue(self) -> None:
+        """SIGCONT before every call: the kernel was frozen by ``freeze_idle``, or stopped itself (SIGSTOP from a
+        thread a cell left behind), which made the next call wait for its whole timeout."""
+        kernel = self._kernel
+        if kernel is not None:
+            kernel.signal(signal.SIGCONT)
+
+    def _freeze(self) -> None:
+        """With ``freeze_idle``: nothing of the kernel runs between calls (threads a cell started included)."""
+        kernel = self._kernel
+        if self.freeze_idle and kernel is not None and not self._closed:
+            kernel.signal(signal.SIGSTOP)
 
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine to completion from sync code, on this runtime's private loop
@@ -570,6 +606,35 @@ class KernelRuntime(KernelLauncher, Runtime):
         return box["value"]
 
 
+class _StopWatch:
+    """While the host waits for a reply: every 0.1 s, continue the kernel if it is stopped (a thread of its own sent
+    SIGSTOP), instead of waiting out the whole timeout. Nothing is checked for replies faster than that."""
+
+    INTERVAL_S = 0.1
+
+    def __init__(self, kernel: KernelProcess) -> None:
+        self.kernel = kernel
+        self.loop = asyncio.get_running_loop()
+        self.handle = self.loop.call_later(self.INTERVAL_S, self._check)
+
+    def _check(self) -> None:
+        if _stopped(self.kernel.signal_pid or self.kernel.pid):
+            self.kernel.signal(signal.SIGCONT)
+        self.handle = self.loop.call_later(self.INTERVAL_S, self._check)
+
+    def cancel(self) -> None:
+        self.handle.cancel()
+
+
+def _stopped(pid: int) -> bool:
+    """Whether a process is stopped (state T in /proc/PID/stat)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"T"
+    except (OSError, IndexError):
+        return False
+
+
 def _as_timeout(error: ExecError | None, timeout: float) -> ExecError:
     """The KeyboardInterrupt of a timed-out cell, reported as the timeout it is."""
     message = f"the cell ran past its timeout of {timeout:g} s and was interrupted"
@@ -593,5 +658,12 @@ async def _in_fresh_context(fn: Any) -> Any:
 
     jupyter-client's sync calls run their coroutines on a loop kept in a context variable; asyncio.to_thread
     copies the caller's context, so workers started from one context would share one loop (and fail with
-    "This event loop is already running" when several kernels start at once)."""
-    return await asyncio.get_running_loop().run_in_executor(None, fn)
+    "This event loop is already running" when several kernels start at once).
+
+    The workers are cave's own and live as long as this process: a sandbox's launcher dies with the thread that
+    started it (bubblewrap's --die-with-parent follows the parent *thread*), and the default executor of an
+    ``asyncio.run`` loop ends its threads when that loop closes."""
+    return await asyncio.get_running_loop().run_in_executor(_LAUNCHERS, fn)
+
+
+_LAUNCHERS = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="cave-launch")

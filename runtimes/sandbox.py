@@ -102,6 +102,7 @@ class SandboxRuntime(ProcessRuntime):
                 raise ValueError(
                     f"{key}=True would hand host state to the sandbox; pass what it needs in env / ro_paths"
                 )
+        options.setdefault("freeze_idle", True)  # nothing of the jail runs between calls: see docs/threat-model.md
         problems = sandbox_problems(seccomp=seccomp)
         if problems:
             raise SandboxUnavailable("the sandbox cannot start on this machine:\n- " + "\n- ".join(problems))
@@ -218,6 +219,9 @@ class SandboxRuntime(ProcessRuntime):
         args += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
         args += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         args += ["--hostname", "cave-sandbox", "--cap-drop", "ALL"]
+        # The kernel is frozen between calls (freeze_idle), so its own lifeline cannot see the host die: the jail
+        # dies with the host's launcher thread instead (a thread that lives as long as the host: kernel._LAUNCHERS).
+        args += ["--die-with-parent"]
         # jupyter-client sets it so ipykernel exits when its parent is gone, which it checks as
         # "parent pid == 1": in the jail's pid namespace that is always so. The lifeline does that job.
         args += ["--unsetenv", "JPY_PARENT_PID"]

@@ -201,6 +201,8 @@ class Observed:
     retrieved: Any = None
     retrieve_error: BaseException | None = None
     after: Execution | None = None  # a plain cell run after the attempt: the runtime still works
+    idle_cpu: float = 0.0  # CPU seconds the kernel used during wait_before_after, while no call ran
+    idle_writes: int = 0  # bytes added to the working directory during wait_before_after
 
     @property
     def out(self) -> str:
@@ -438,9 +440,20 @@ ATTEMPTS: list[Attempt] = [
             lambda obs: obs.execution.recovery == "restarted" and obs.recovered, True, timeout=2),
     Attempt("ignore-sigxcpu", "resources", "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
             lambda obs: obs.error == "CPUTimeLimitExceeded" and obs.recovered, True, timeout=30),
-    Attempt("thread-outlives-cell", "resources",
+    # -- between calls: sandbox mode freezes the kernel (nothing runs); process mode bounds idle CPU only --------
+    Attempt("thread-outlives-cell", "idle",
             "import threading\ndef burn():\n    while True:\n        pass\nthreading.Thread(target=burn, daemon=True).start()",
-            lambda obs: obs.recovered and "idle_cpu_limit_s" in obs.after.stderr, True, wait_before_after=5.0),
+            lambda obs: obs.recovered and ("idle_cpu_limit_s" in obs.after.stderr or obs.idle_cpu < 0.2), True,
+            wait_before_after=5.0),
+    Attempt("thread-writes-between-cells", "idle",
+            "import threading, time\ndef write():\n    t0 = time.time()\n    with open('idle.log', 'a') as f:\n"
+            "        while time.time() - t0 < 3:  # the kernel is shared by the suite: stop on its own\n"
+            "            f.write('x' * 4096)\n            f.flush()\n            time.sleep(0.01)\n"
+            "threading.Thread(target=write, daemon=True).start()",
+            lambda obs: obs.recovered and obs.idle_writes == 0, False, wait_before_after=1.0),
+    Attempt("timer-fires-between-cells", "idle",
+            "import threading\nthreading.Timer(0.3, lambda: open('late.txt', 'w').write('fired')).start()",
+            lambda obs: obs.recovered and obs.idle_writes == 0, False, wait_before_after=1.0),
     Attempt("huge-output", "resources", "import sys\nfor _ in range(50):\n    sys.stdout.write('x' * 2**20)",
             lambda obs: len(obs.out) < 2 * 2**20, True),
     # -- the control channel ----------------------------------------------------------------------------------
@@ -495,6 +508,26 @@ ATTEMPTS: list[Attempt] = [
 ]  # fmt: skip
 
 
+def _kernel_cpu(runtime: Any) -> float:
+    """CPU seconds of the runtime's kernel process (0.0 when it is gone)."""
+    kernel = runtime._kernel
+    try:
+        with open(f"/proc/{kernel.signal_pid or kernel.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, AttributeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _tree_size(runtime: Any) -> int:
+    return sum(
+        os.path.getsize(os.path.join(d, f))
+        for d, _, files in os.walk(runtime.workdir)
+        for f in files
+        if os.path.isfile(os.path.join(d, f))
+    )
+
+
 def run_attempt(runtime: Runtime, host: HostContext, attempt: Attempt) -> Observed:
     """Run one attempt in ``runtime`` and observe the cell and the host."""
 
@@ -509,7 +542,9 @@ def run_attempt(runtime: Runtime, host: HostContext, attempt: Attempt) -> Observ
         if hasattr(obs.retrieved, "close"):  # an escaped pickle opened a file on the host
             obs.retrieved.close()
     if attempt.wait_before_after:
+        cpu, size = _kernel_cpu(runtime), _tree_size(runtime)
         time.sleep(attempt.wait_before_after)
+        obs.idle_cpu, obs.idle_writes = _kernel_cpu(runtime) - cpu, _tree_size(runtime) - size
     obs.after = runtime.execute("1 + 1", timeout=30)
     if attempt.restart_after:
         runtime.restart()
