@@ -35,7 +35,7 @@ def load_team_task(path: str | Path, *, backends: Mapping[str, LLM] | None = Non
 
     Every problem (the task's and the team's) is reported as FILE:LINE: FIELD with the fix.
     """
-    from cave.task import Task, TaskSpec, explain_error
+    from cave.task import Task, TaskSpec, cross_checks, explain_error
 
     cfg = read_yaml(path, "team task file")
     path = Path(path)
@@ -60,6 +60,7 @@ def load_team_task(path: str | Path, *, backends: Mapping[str, LLM] | None = Non
         problems += e.problems
     try:
         task_spec = TaskSpec.model_validate(data, context=context)
+        problems += cross_checks(task_spec, cfg)  # what would fail only once the run started
     except ValidationError as e:
         problems += [explain_error(err, cfg) for err in e.errors()]
     if problems:

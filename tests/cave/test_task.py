@@ -332,3 +332,18 @@ def test_code_inputs_are_imported_last_and_never_for_a_file_with_other_problems(
     )
     inputs = resolve_inputs(load_task(order))
     assert list(inputs) == ["f", "d"] and marker.exists()  # loaded (data first), returned in the file's order
+
+
+def test_a_team_task_file_gets_the_same_checks(tmp_path):
+    from cave.team import TeamError, load_team_task
+
+    team = "team:\n  roles: [solver, verifier]\n  pattern: loop\n"
+    checks = {
+        "task: t\nruntime: process\ninputs:\n  db: {url: 'sqlite://'}\n": ":4: inputs.db.url: an in-memory SQLite",
+        "task: t\noutputs:\n  o: {variable: '../o'}\n": ":3: outputs.o.variable: output variable name '../o' is not",
+    }
+    for text, said in checks.items():
+        path = write(tmp_path, text + team)
+        with pytest.raises(TeamError) as info:
+            load_team_task(path)
+        assert f"{path}{said}" in str(info.value)
