@@ -14,7 +14,8 @@ and may ``sleep`` the engine while it computes gradients::
 Engines (``build_engine(kind, ...)``; add one with ``@register_engine("name")``):
 
 ``transformers``
-    ``cave.training.rollout.BatchedPolicyLLM`` on a live torch model, in this process. When the engine's
+    ``cave.training.rollout.BatchedPolicyLLM`` on a live torch model, in this process: every call in flight decoded
+    in one batch that calls join and leave between decode steps (``cave.llm.engine``). When the engine's
     model IS the trainer's model (the default on CPU) ``load_weights`` has nothing to do, and its generations
     run inside the trainer's ``generation_context`` (under DeepSpeed ZeRO-3: the weights gathered once a batch).
 ``vllm``

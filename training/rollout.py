@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cave.llm.base import LLM, Completion, Message
-from cave.llm.hf import TransformersLLM, generate_batch
+from cave.llm.hf import TransformersLLM
 from cave.team import LocalPool, Team, TeamResult, TeamSpec, derive_seed
 from cave.trajectory import Trajectory
 
@@ -91,14 +91,14 @@ class LivePolicyLLM(TransformersLLM):
 
 
 class BatchedPolicyLLM(LLM):
-    """The live policy as a cave backend that batches the calls of concurrent team runs into one forward.
+    """The live policy as a cave backend whose every call goes through one ``GenerationEngine`` (continuous batching).
 
-    Calls that arrive while the model is busy (or within ``window_s`` of each other, for at most ``max_wait_s``)
-    and ask for the same sampling settings are sampled together by ``cave.llm.hf.generate_batch`` (left-padded, KV cache): on a
-    CPU the decode steps cost about the same for 1 or 8 rows. Each call still gets its own prompt ids,
-    response ids and sampling-time logprobs. A batch uses the seed of its first call, so a run is
-    reproducible given the same batches (not call by call, as with TransformersLLM). Each batch is sampled inside
-    ``generation_context()`` (under DeepSpeed ZeRO-3: with the weights gathered once for the batch).
+    All calls in flight (every concurrent team run, every role on this model, every turn) are decoded together: a
+    call joins the running batch between two decode steps and leaves it when done (``cave.llm.engine``). Each call
+    still gets its own prompt ids, response ids and sampling-time logprobs, and its own seed (a seeded call samples
+    what ``TransformersLLM`` samples alone with that seed, up to batching's numerical noise). Native tool calls are
+    rendered with the chat template and parsed from the text, as ``TransformersLLM`` does. The engine decodes inside
+    ``generation_context()`` (under DeepSpeed ZeRO-3: the weights gathered once while it is busy).
     """
 
     name = "transformers-batched"
@@ -109,81 +109,51 @@ class BatchedPolicyLLM(LLM):
         model: Any,
         tokenizer: Any,
         *,
-        window_s: float = 0.05,
-        max_wait_s: float = 1.0,
-        max_batch: int = 64,
+        window_s: float = 0.02,
+        max_wait_s: float = 0.25,
+        max_batch: int = 128,
+        top_k: int = 0,
+        top_p: float = 1.0,
         generation_context: GenerationContext | None = None,
     ) -> None:
-        # prompt encoding, tool calls, limits
-        self.single = LivePolicyLLM(model, tokenizer, generation_context=generation_context)
+        from cave.llm.engine import GenerationEngine
+
+        # prompt encoding, limits, the model's name
+        self.single = LivePolicyLLM(model, tokenizer, generation_context=generation_context, top_k=top_k, top_p=top_p)
         self.generation_context = self.single.generation_context
         self.model, self.tokenizer = model, tokenizer
         self.context_window = self.single.context_window
-        self.window_s, self.max_wait_s, self.max_batch = window_s, max_wait_s, max_batch
-        self.batches: list[int] = []  # sizes of the batches run, for metrics
-        self._pending: list[tuple[tuple, list[int], int | None, asyncio.Future, str]] = []
-        self._worker: asyncio.Task | None = None
+        self.supports_tools = self.single.supports_tools
+        self.top_k, self.top_p = top_k, top_p
+        self.engine = GenerationEngine(model, tokenizer, max_batch=max_batch, window_s=window_s,
+                                       max_wait_s=max_wait_s, generation_context=self.generation_context)  # fmt: skip
+        self.max_batch = max_batch
+        self.batches = self.engine.stats.step_rows  # rows per decode step, for metrics (the trainer clears it)
 
     def count_tokens(self, text: str) -> int:
         return self.single.count_tokens(text)
 
     async def _complete(self, messages: list[Message], **kwargs: Any) -> Completion:
-        if kwargs.get("tools"):  # native tool calls: the single-call backend parses them
-            return await self.single.complete(messages, **kwargs)
+        from cave.llm.base import reply_room
+        from cave.llm.tool_calls import take_tool_calls
+
         prefix = str(kwargs.get("prefix") or "")
-        prompt_ids = self.single.encode(messages, prefix=prefix)
-        room = self.context_window - len(prompt_ids)
-        if room <= 0:
-            return await self.single.complete(messages, **kwargs)  # raises the backend's own clear error
-        key = (
-            min(int(kwargs.get("max_tokens") or 512), room),
-            float(kwargs.get("temperature") or 0.0),
-            tuple(kwargs.get("stop") or ()),
+        tools = kwargs.get("tools")
+        prompt_ids = self.single.encode(messages, tools, prefix)
+        gen = await self.engine.generate(
+            prompt_ids,
+            max_new_tokens=reply_room(self, len(prompt_ids), int(kwargs.get("max_tokens") or 512)),
+            temperature=float(kwargs.get("temperature") or 0.0),
+            top_k=int(kwargs.get("top_k", self.top_k) or 0),
+            top_p=float(kwargs.get("top_p", self.top_p)),
+            seed=kwargs.get("seed"),
+            stop=tuple(kwargs.get("stop") or ()),
         )
-        future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._pending.append((key, prompt_ids, kwargs.get("seed"), future, prefix))
-        if self._worker is None or self._worker.done():
-            self._worker = asyncio.create_task(self._drain())
-        gen = await future
         gen.prefix = prefix  # the reply's text starts with it; its tokens stay in prompt_ids
-        return gen.completion(self.single.model_name)
-
-    def _generate(self, prompts: list[list[int]], **kwargs: Any) -> Any:
-        with self.generation_context():
-            return generate_batch(self.model, self.tokenizer, prompts, **kwargs)
-
-    async def _drain(self) -> None:
-        # let the other team runs' calls of this turn arrive: wait while they keep coming (runs start a few ms
-        # apart: each builds its runtime and prompt first), at most max_wait_s
-        waited, seen = 0.0, -1
-        while len(self._pending) != seen and len(self._pending) < self.max_batch and waited < self.max_wait_s:
-            seen = len(self._pending)
-            await asyncio.sleep(self.window_s)
-            waited += self.window_s
-        while self._pending:
-            key = self._pending[0][0]
-            batch = [p for p in self._pending if p[0] == key][: self.max_batch]
-            self._pending = [p for p in self._pending if all(p is not b for b in batch)]
-            max_tokens, temperature, stop = key
-            self.batches.append(len(batch))
-            try:
-                gens = await asyncio.to_thread(
-                    self._generate,
-                    [b[1] for b in batch],
-                    max_new_tokens=max_tokens,
-                    temperature=temperature,
-                    seed=batch[0][2],
-                    stop=list(stop),
-                )
-            except Exception as e:
-                for *_, fut, _prefix in batch:
-                    if not fut.done():
-                        fut.set_exception(e)
-                continue
-            for (*_, fut, _prefix), gen in zip(batch, gens, strict=True):
-                if not fut.done():  # the caller may have been cancelled (a timeout)
-                    fut.set_result(gen)
-            await asyncio.sleep(0)  # let the finished runs issue their next calls before looking again
+        completion = gen.completion(self.single.model_name)
+        if tools:
+            take_tool_calls(completion, tools)
+        return completion
 
 
 def policy_team(
@@ -213,7 +183,10 @@ def policy_team(
         ]
     if max_tokens is not None:
         update["max_tokens"] = max_tokens
-    if max_in_flight is not None:  # a batching backend wants every concurrent call at once
+    if max_in_flight is None:  # a batching backend (its max_batch) wants every concurrent call at once
+        batch = max((int(getattr(llm, "max_batch", 0) or 0) for llm in backends.values()), default=0)
+        max_in_flight = batch if batch > spec.max_in_flight else None
+    if max_in_flight is not None:
         update["max_in_flight"] = max_in_flight
     team_spec = spec.model_copy(update=update)
     instances = {POLICY_KEY.format(name): llm for name, llm in backends.items()}

@@ -183,7 +183,7 @@ class Trainer:
         )
         trained = sum(s.n_tokens for s in samples)
         sizes = roll.meta.get("batch_sizes")
-        if sizes:  # calls per batched forward during this rollout
+        if sizes:  # rows per decode step during this rollout (the transformers engine's batch)
             metrics["rollout_batch_mean"] = float(np.mean(sizes))
         metrics["rollout_tokens_per_s"] = roll.generated_tokens / max(roll.seconds, 1e-9)
         metrics["update_tokens_per_s"] = trained / max(t2 - t1, 1e-9)

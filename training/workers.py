@@ -283,7 +283,7 @@ def run_rollout(
             if cfg.models[name].rollout.sleep:
                 engine.sleep()
     sizes = []
-    for engine in engines.values():  # calls per batched forward, for metrics
+    for engine in engines.values():  # rows per decode step, for metrics
         batches = getattr(engine.llm, "batches", None)
         if batches:
             sizes.extend(batches)

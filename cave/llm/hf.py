@@ -115,6 +115,22 @@ def stop_token_ids(tokenizer: Any, model: Any = None) -> set[int]:
     return ids
 
 
+def cache_kwarg(model: Any) -> str:
+    """The forward's name for the KV cache argument: ``cache`` (transformers >= 5.2x) or ``past_key_values``."""
+    import inspect
+
+    try:
+        return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    except (TypeError, ValueError):
+        return "past_key_values"
+
+
+def cache_of(output: Any) -> Any:
+    """The KV cache a forward returned (``output.cache``, or ``past_key_values`` on older transformers)."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
+
+
 def _filter_logits(scaled: Any, top_k: int, top_p: float) -> Any:
     import torch
 
@@ -168,12 +184,13 @@ def _sample(
     emitted = [0] * len(prompts)
     active = torch.ones(len(prompts), dtype=torch.bool, device=device)
     stop_tensor = torch.tensor(sorted(stop_ids), dtype=torch.long, device=device)
+    cache_kw = cache_kwarg(model)
     prefill = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
     try:  # only the last position's logits are needed (the full vocabulary at every prompt position is not)
         output = model(**prefill, logits_to_keep=1)
     except TypeError:
         output = model(**prefill)
-    past = output.past_key_values
+    past = cache_of(output)
     if len(unique) < len(prompts):
         past.batch_select_indices(row_of)
     logits = output.logits[row_of, -1, :].float()
@@ -181,9 +198,9 @@ def _sample(
     for n in range(max_new_tokens):
         if n:
             output = model(
-                input_ids=step_ids, attention_mask=mask, position_ids=step_pos, past_key_values=past, use_cache=True
+                input_ids=step_ids, attention_mask=mask, position_ids=step_pos, use_cache=True, **{cache_kw: past}
             )
-            past = output.past_key_values
+            past = cache_of(output)
             logits = output.logits[:, -1, :].float()
         if temperature > 0:
             logp = torch.log_softmax(_filter_logits(logits / temperature, top_k, top_p), dim=-1)

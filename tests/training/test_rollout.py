@@ -104,11 +104,14 @@ def test_batched_backend_samples_concurrent_calls_together(tiny):
 
     model, tok = tiny
     spec = TeamSpec.model_validate(TEAM, context={"base_dir": "."})
-    llm = BatchedPolicyLLM(model, tok)
-    team = policy_team(spec, {"solver": "m", "verifier": "m"}, {"m": llm}, max_tokens=16, max_in_flight=64)
+    llm = BatchedPolicyLLM(model, tok, max_batch=64)
+    # no max_in_flight given: the team's bound per backend (8 by default) is lifted to the engine's max_batch
+    team = policy_team(spec, {"solver": "m", "verifier": "m"}, {"m": llm}, max_tokens=16)
+    assert team.spec.max_in_flight == 64
     roll = asyncio.run(arollout(team, EXAMPLES, group_size=2, step=1, seed=0))
     assert len(roll.episodes) == 4 and max(llm.batches) > 1  # the 4 solver turns went through together
-    assert sum(llm.batches) == sum(len(ep.trajectory.steps) for ep in roll.episodes)
+    assert llm.engine.stats.calls == sum(len(ep.trajectory.steps) for ep in roll.episodes)
+    assert llm.engine.stats.prefilled_prompts < llm.engine.stats.calls  # a group's 2 samples share a prefill
     for ep in roll.episodes:
         ep.reward = 0.0
     samples = build_samples(trainable_trajectories(roll))

@@ -28,6 +28,10 @@ CORPUS = [
 
 @pytest.fixture(scope="module")
 def tiny() -> tuple[Any, Any]:
+    return tiny_model()
+
+
+def tiny_model() -> tuple[Any, Any]:
     """(model, tokenizer): a 2-layer random Llama and a byte-level BPE tokenizer with a ChatML template."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
