@@ -21,8 +21,9 @@
   the project tree or the host's /tmp), an environment built from scratch (no host variables), no
   capabilities, no_new_privs, and a seccomp filter that refuses new processes (threads are fine),
   sockets other than Unix ones, ptrace, mounts, namespaces, keyrings, BPF, io_uring and kernel
-  modules. Retrieval is safe-format only (``trust=False``: Arrow, npy, JSON, never a pickle). If a
-  mechanism is missing, construction fails with ``SandboxUnavailable`` saying what and how to get it.
+  modules. Nothing of the jail runs between calls: the host stops the kernel (SIGSTOP) when a call returns
+  and continues it at the next (``freeze_idle``). Retrieval is safe-format only (``trust=False``: Arrow,
+  npy, JSON, never a pickle). If a mechanism is missing, construction fails with ``SandboxUnavailable`` saying what and how to get it.
 
 docs/threat-model.md says what each mode stops and what it does not.
 """

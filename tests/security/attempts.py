@@ -61,11 +61,22 @@ class Facts:
     root: bool  # this process runs as root
     process_limit: bool  # process mode can enforce max_processes here (pids cgroup, or RLIMIT_NPROC as non-root)
     host_interfaces: int  # network interfaces the host sees
+    user_namespaces: bool = True  # Linux lets this user create a user namespace (no capability needed)
 
 
 def machine_facts(process_runtime: Any) -> Facts:
     limit = process_runtime.limits["max_processes"][1] != "not enforced (root)"
-    return Facts(os.geteuid() == 0, limit, len(socket.if_nameindex()))
+    return Facts(os.geteuid() == 0, limit, len(socket.if_nameindex()), _user_namespaces())
+
+
+def _user_namespaces() -> bool:
+    """Whether a child may unshare a user namespace here (what process mode leaves to Linux)."""
+    pid = os.fork()
+    if pid == 0:
+        import ctypes
+
+        os._exit(0 if ctypes.CDLL(None).unshare(0x10000000) == 0 else 1)  # CLONE_NEWUSER
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
 
 # -- the host side of the attempts: canaries, servers -------------------------------------------------------
@@ -401,6 +412,18 @@ ATTEMPTS: list[Attempt] = [
     Attempt("ctypes-unshare-mount-ns", "syscall",
             "import ctypes\nprint('UNSHARED' if ctypes.CDLL(None).unshare(0x00020000) == 0 else 'REFUSED')",
             printed("UNSHARED"), True),  # process mode: no CAP_SYS_ADMIN
+    # A child in a new user namespace (Linux allows it without a capability), with a mount namespace of its own,
+    # mounts a tmpfs there: process mode does not stop it (the host's mounts are unchanged); the sandbox does.
+    Attempt("userns-child-mounts-tmpfs", "syscall",
+            "import ctypes, os\npid = os.fork()\nif pid == 0:\n    libc = ctypes.CDLL(None)\n"
+            "    ok = libc.unshare(0x10000000 | 0x00020000) == 0 and libc.mount(b'none', b'/tmp', b'tmpfs', 0, None) == 0\n"
+            "    os._exit(0 if ok else 1)\n"
+            "print('MOUNTED' if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 else 'REFUSED')",
+            printed("MOUNTED"), lambda f: not f.user_namespaces),
+    Attempt("raise-own-limits", "syscall",
+            "import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (hard * 2, hard * 2))\nprint('RAISED')",
+            printed("RAISED"), True),
     Attempt("ctypes-mount", "syscall",
             "import ctypes, os\nos.makedirs('mnt', exist_ok=True)\n"
             "print('MOUNTED' if ctypes.CDLL(None).mount(b'none', b'mnt', b'tmpfs', 0, None) == 0 else 'REFUSED')",
