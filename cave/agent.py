@@ -502,12 +502,12 @@ class Agent(Compaction, Given, Replying, Feedback):
                     text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures
             held, notes = None, ""
-            if cell.final and not failures and not self.checks:
-                held = self._contract_hold(traj, cell.value)
-            if cell.final and not failures and not held:
+            if cell.final and not failures:
                 # the whole reply: its blocks were written together, before any of them ran
                 notes = answer_notes(traj, cells.executions, code)
                 held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), notes)
+            if cell.final and not failures and not held and not self.checks:
+                held = self._contract_hold(traj, cell.value)  # the task's contract, after the specific holds
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
                 text += "\n" + held
                 record["held"] = "contract" if held.startswith(task_contract.NOTE_HEAD) else held.split(":", 1)[0]
@@ -548,7 +548,9 @@ class Agent(Compaction, Given, Replying, Feedback):
         traj.meta.pop("contract_problems", None)
         if not found:
             return None
-        if traj.meta.get("contract_holds", 0) >= task_contract.CONTRACT_HOLDS:
+        held_before = any(b.get("held") not in (None, "contract") for s in traj.steps for b in s.meta.get("blocks", ()))
+        if traj.meta.get("contract_holds", 0) >= task_contract.CONTRACT_HOLDS or held_before:
+            # held enough, or a specific hold already spoke: the problems stand in the record, the answer unverified
             traj.meta["contract_problems"] = found
             return None
         traj.meta["contract_holds"] = traj.meta.get("contract_holds", 0) + 1
@@ -593,7 +595,9 @@ class Agent(Compaction, Given, Replying, Feedback):
             "seconds": time.time() - t0,
         }
         if outcome != "verified":
-            _unverified(traj, f"{len(votes) - sum(votes)} of {len(votes)} independent attempts disagreed with it")
+            ended = [a["status"] for a in attempts if not a["agrees"] and a["status"] not in ANSWERED_BY_CODE]
+            why = f" ({len(ended)} ended without an answer: {', '.join(ended)})" if ended else ""
+            _unverified(traj, f"{len(votes) - sum(votes)} of {len(votes)} independent attempts disagreed with it{why}")
 
     async def _attempt(self, task: str, i: int) -> RunResult:
         """One independent attempt at ``task``: a fresh agent on the same model, in a fresh runtime of the same

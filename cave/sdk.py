@@ -169,6 +169,7 @@ def build_agent(task: Task, *, llm: LLM | None = None, runtime: BaseRuntime | No
         instructions=task.spec.instructions,
         checks=task.spec.checks,
         review=task.spec.review,
+        verify=task.spec.verify,
         outputs=[out.variable or name for name, out in task.spec.outputs.items() if out.variable != "final_answer"],
         response_prefix=task.spec.model.response_prefix,
     )
@@ -191,7 +192,7 @@ def save_outputs(task: Task, agent: Agent, traj: Trajectory, out_dir: Path) -> l
         var = spec.variable or name
         try:
             if var == "final_answer":
-                if traj.status != "success":
+                if traj.status not in ("success", "unverified"):
                     raise KeyError("the run did not call final_answer()")
                 value = traj.final_answer
             else:
@@ -335,6 +336,7 @@ def summarize(task: Task, outcome: TaskOutcome) -> dict[str, Any]:
         "ok": outcome.ok,
         "answer": _to_json(r.answer),
         "error": traj.error,
+        "unverified": traj.meta.get("unverified"),  # why an answer nothing confirmed is not a success
         "checks": traj.meta.get("checks")
         or ({"failed": traj.meta["failed_checks"]} if "failed_checks" in traj.meta else None),
         "steps": len(traj.steps),
@@ -351,7 +353,7 @@ async def aresume(
     """Continue a stored run: rebuild the runtime from the task's inputs, replay the stored steps'
     successful code, then go on with the stored conversation."""
     run = store.get_run(run_id)
-    if run["status"] in ("success", "no_code"):
+    if run["status"] in ("success", "unverified", "no_code"):
         raise ValueError(f"run {run['id']} already finished with status {run['status']!r}; nothing to resume")
     if not run["task_path"]:
         raise ValueError(

@@ -285,6 +285,14 @@ class TaskSpec(ConfigModel):
     max_steps: int = Field(8, ge=1, le=200, description="most LLM calls before the run stops with status max_steps")
     seed: int | None = Field(None, description="sampling seed, for reproducible runs")
     instructions: str | None = Field(None, description="extra text appended to the system prompt")
+    verify: int = Field(
+        1,
+        ge=0,
+        le=9,
+        description="when the task declares no checks: independent attempts (fresh runtime with the given inputs, "
+        "own seed) that must agree with the answer, by majority, before the run ends `success`; an answer nothing "
+        "confirmed ends `unverified` (0: verification off, so every answer without checks ends `unverified`)",
+    )
     review: bool | Literal["auto"] = Field(
         "auto",
         description="before an answer is accepted (when there are no checks), show the model a summary of it "

@@ -24,6 +24,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--limit", type=int, default=None, help="run the first N tasks only")
     p.add_argument("--tasks", help="comma-separated task ids (default: all)")
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=None,
+        metavar="N",
+        help="run N tasks drawn at random (seeded by --sample-seed) across every domain, instead of the first N",
+    )
+    p.add_argument("--sample-seed", type=int, default=0, help="the seed of --sample (default: 0)")
     p.add_argument("--model", default="local", help="the model (default: local, the embedded model)")
     p.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE", help="backend option")
     p.add_argument("--base-url", default=None, help="the backend's base URL")
@@ -45,6 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [t for t in ids if t not in TASKS]
     if unknown:
         raise SystemExit(f"unknown held-out task id(s): {', '.join(unknown)}")
+    if args.sample is not None:  # a spread over the domains, not the first few of them
+        import random
+
+        ids = sorted(random.Random(args.sample_seed).sample(ids, min(args.sample, len(ids))), key=ids.index)
     ids = ids[: args.limit] if args.limit is not None else ids
     options: dict[str, Any] = agent_options(args)
     if args.verify is not None:

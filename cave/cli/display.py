@@ -48,10 +48,8 @@ class QuietDisplay:
     def finish(self, outcome: Any) -> None:
         r = outcome.result
         if r.status not in ("success", "no_code"):
-            _err(
-                f"run {r.run_id} ended with status {r.status}"
-                + (f": {r.trajectory.error}" if r.trajectory.error else "")
-            )
+            why = r.trajectory.error or r.trajectory.meta.get("unverified")
+            _err(f"run {r.run_id} ended with status {r.status}" + (f": {why}" if why else ""))
         for o in outcome.outputs:
             if o.error:
                 _err(f"output {o.name}: {o.error}")
@@ -207,7 +205,7 @@ class RichDisplay:
 
         self.close()
         r = outcome.result
-        color = "green" if outcome.ok else "red"
+        color = "yellow" if r.status == "unverified" else "green" if outcome.ok else "red"
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold")
         table.add_column(overflow="fold")
@@ -215,6 +213,8 @@ class RichDisplay:
         table.add_row("answer", Text(_answer_text(r.answer, 1500)))
         if r.trajectory.error:
             table.add_row("error", Text(safe(r.trajectory.error)))
+        if r.status == "unverified":  # an answer all the same, but nothing confirmed it: say why
+            table.add_row("unverified", Text(safe(str(r.trajectory.meta.get("unverified", "")))))
         for o in outcome.outputs:
             table.add_row(f"output {o.name}", Text(safe(o.path)) if o.path else Text(safe(o.error), style="red"))
         u = r.usage

@@ -34,6 +34,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--resume", metavar="RUN_ID", help="continue a stored run (a unique prefix of its id is enough)")
     p.add_argument("--db", metavar="PATH", help="trajectory database (default: $CAVE_HOME/cave.db or ./runs/cave.db)")
     p.add_argument("--max-steps", type=positive_int, metavar="N", help="override the task's max_steps")
+    p.add_argument(
+        "--verify",
+        type=attempts,
+        metavar="N",
+        help="override the task's verify: independent attempts that must agree before an answer without checks "
+        "ends `success` (0: off, every such answer ends `unverified`)",
+    )
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("-q", "--quiet", action="store_true", help="print only the answer")
     mode.add_argument("--json", action="store_true", help="print one JSON summary on stdout, nothing else")
@@ -48,6 +55,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer; give a whole number >= 1") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is less than 1; give a whole number >= 1")
+    return value
+
+
+def attempts(text: str) -> int:
+    """argparse type: a number of verification attempts, 0 to 9."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; give a whole number from 0 (off) to 9") from None
+    if not 0 <= value <= 9:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; give a whole number from 0 (off) to 9")
     return value
 
 
@@ -78,6 +96,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             task = load_task(args.task)
             if args.max_steps:
                 task.spec.max_steps = args.max_steps
+            if args.verify is not None:
+                task.spec.verify = args.verify
             from cave.sdk import build_agent
 
             # Inputs, runtime and skills first: bad input exits 2 before the model loads.

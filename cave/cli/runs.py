@@ -84,7 +84,13 @@ def cmd_runs_list(args: argparse.Namespace) -> int:
 
 
 def _status_markup(status: str) -> str:
-    color = {"success": "green", "no_code": "green", "running": "yellow", "interrupted": "yellow"}.get(status, "red")
+    color = {
+        "success": "green",
+        "no_code": "green",
+        "unverified": "yellow",
+        "running": "yellow",
+        "interrupted": "yellow",
+    }.get(status, "red")
     return f"[{color}]{status}[/{color}]"
 
 

@@ -33,256 +33,31 @@ NUMBERS.update({"eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20, "a doze
 _NUM = r"(\d+|" + "|".join(sorted(NUMBERS, key=len, reverse=True)) + r")"
 _IDENT = r"[A-Za-z_][\w]*"
 DATE_PARTS = ("date", "day", "month", "year", "week", "quarter")
-_STOP = {
-    "and",
-    "or",
-    "with",
-    "in",
-    "for",
-    "from",
-    "where",
-    "that",
-    "which",
-    "who",
-    "whose",
-    "sorted",
-    "ordered",
-    "ranked",
-    "as",
-    "over",
-    "during",
-    "between",
-    "of",
-    "on",
-    "is",
-    "are",
-    "was",
-    "were",
-    "has",
-    "have",
-    "had",
-    "showing",
-    "rounded",
-    "to",
-    "across",
-    "per",
-    "by",
-    "the",
-    "a",
-    "an",
-    "than",
-    "when",
-    "if",
-    "then",
-    "using",
-    "did",
-    "does",
-    "do",
-    "got",
-    "get",
-    "gets",
-    "at",
-    "after",
-    "before",
-    "since",
-    "until",
-    "only",
-    "each",
-    "every",
-    "s",
-    "it",
-    "its",
-    "their",
-    "them",
-    "this",
-    "these",
-    "those",
-    "there",
-    "be",
-    "been",
-    "will",
-    "would",
-    "can",
-    "should",
-    "must",
-    "not",
-    "also",
-    "into",
-    "onto",
-    "along",
-    "plus",
-    "excluding",
-    "including",
-    "give",
-    "return",
-    "too",
-    "overall",
-    "here",
-    "now",
-    "please",
-    "separately",
-    "respectively",
-    "combined",
-    "alone",
-}
-_NOT_GROUP_BEFORE_BY = {
-    "sorted",
-    "sort",
-    "ordered",
-    "order",
-    "ranked",
-    "rank",
-    "caused",
-    "divided",
-    "multiplied",
-    "followed",
-    "increased",
-    "increase",
-    "decreased",
-    "decrease",
-    "rose",
-    "rise",
-    "fell",
-    "fall",
-    "grew",
-    "grow",
-    "dropped",
-    "drop",
-    "raised",
-    "reduced",
-    "changed",
-    "change",
-    "filled",
-    "made",
-    "written",
-    "created",
-    "owned",
-    "handled",
-    "served",
-    "visited",
-    "run",
-    "managed",
-    "placed",
-    "booked",
-    "submitted",
-    "reported",
-    "generated",
-    "driven",
-    "affected",
-    "measured",
-    "used",
-    "given",
-    "taken",
-    "weighted",
-    "replaced",
-    "identified",
-    "determined",
-    "defined",
-    "exceeded",
-    "exceed",
-    "beaten",
-    "beat",
-    "won",
-    "lost",
-    "scaled",
-    "normalized",
-    "normalised",
-    "adjusted",
-    "weighed",
-    "covered",
-    "shared",
-    "explained",
-    "accounted",
-    "go",
-    "went",
-    "away",
-    "stand",
-    "side",
-    "step",
-    "one",
-    "up",
-    "down",
-    "close",
-    "passed",
-    "issued",
-    "approved",
-    "signed",
-    "assigned",
-    "treated",
-    "seen",
-    "delivered",
-    "shipped",
-    "sold",
-    "bought",
-    "rated",
-    "scored",
-    "taught",
-    "attended",
-    "hosted",
-    "operated",
-}
+_STOP = frozenset(
+    "and or with in for from where that which who whose sorted ordered ranked as over during between of "
+    "on is are was were has have had showing rounded to across per by the a an than when if then using "
+    "did does do got get gets at after before since until only each every s it its their them this these "
+    "those there be been will would can should must not also into onto along plus excluding including "
+    "give return too overall here now please separately respectively combined alone".split()
+)
+_NOT_GROUP_BEFORE_BY = frozenset(
+    "sorted sort ordered order ranked rank caused divided multiplied followed increased increase "
+    "decreased decrease rose rise fell fall grew grow dropped drop raised reduced changed change filled "
+    "made written created owned handled served visited run managed placed booked submitted reported "
+    "generated driven affected measured used given taken weighted replaced identified determined defined "
+    "exceeded exceed beaten beat won lost scaled normalized normalised adjusted weighed covered shared "
+    "explained accounted go went away stand side step one up down close passed issued approved signed "
+    "assigned treated seen delivered shipped sold bought rated scored taught attended hosted operated".split()
+)
 _TIME_UNITS = {"day", "week", "month", "year", "hour", "minute", "quarter", "shift", "visit", "trip", "order"}
-_RATE_UNITS = {
-    "cent",
-    "capita",
-    "hour",
-    "minute",
-    "second",
-    "head",
-    "person",
-    "unit",
-    "mile",
-    "km",
-    "kilometer",
-    "kilometre",
-    "square",
-    "hectare",
-    "acre",
-    "night",
-    "litre",
-    "liter",
-    "kg",
-    "kilogram",
-    "pound",
-    "gallon",
-    "thousand",
-    "million",
-    "100",
-    "1000",
-    "100k",
-    "mille",
-    "annum",
-    "cubic",
-    "seat",
-}
-_BEFORE_WHICH = {
-    "in",
-    "of",
-    "for",
-    "from",
-    "at",
-    "on",
-    "to",
-    "by",
-    "with",
-    "about",
-    "and",
-    "or",
-    "know",
-    "tell",
-    "me",
-    "see",
-    "show",
-    "find",
-    "out",
-    "determine",
-    "identify",
-    "say",
-    "asking",
-    "wondering",
-    "is",
-    "was",
-}
+_RATE_UNITS = frozenset(
+    "cent capita hour minute second head person unit mile km kilometer kilometre square hectare acre "
+    "night litre liter kg kilogram pound gallon thousand million 100 1000 100k mille annum cubic seat".split()
+)
+_BEFORE_WHICH = frozenset(
+    "in of for from at on to by with about and or know tell me see show find out determine identify say "
+    "asking wondering is was".split()
+)
 _WHICH_VERBS = (
     r"has|had|have|is|was|were|are|did|does|do|got|gets|saw|sees|shows|showed|received|receives|recorded|records|"
     r"sold|sells|made|makes|earned|earns|spent|spends|generated|generates|contributed|performed|scored|took|takes|"
@@ -502,74 +277,18 @@ def _group_phrase(low: str, m: re.Match[str]) -> str | None:
     return phrase
 
 
-_KEYISH = {
-    "station",
-    "location",
-    "region",
-    "building",
-    "position",
-    "nation",
-    "section",
-    "division",
-    "institution",
-    "destination",
-    "ring",
-    "listing",
-    "lodging",
-    "wing",
-    "clothing",
-    "housing",
-}
-_GROUPING_VERBS = {
-    "grouped",
-    "aggregated",
-    "summarized",
-    "summarised",
-    "totaled",
-    "totalled",
-    "averaged",
-    "counted",
-    "segmented",
-    "broken",
-}
-_VERBISH = {
-    "stock",
-    "stocks",
-    "sell",
-    "sells",
-    "sold",
-    "have",
-    "has",
-    "had",
-    "get",
-    "gets",
-    "make",
-    "makes",
-    "see",
-    "sees",
-    "spend",
-    "spends",
-    "use",
-    "uses",
-    "need",
-    "needs",
-    "earn",
-    "earns",
-    "report",
-    "reports",
-    "hold",
-    "holds",
-    "run",
-    "runs",
-    "serve",
-    "serves",
-    "take",
-    "takes",
-    "handle",
-    "handles",
-    "receive",
-    "receives",
-}
+_KEYISH = frozenset(
+    "station location region building position nation section division institution destination ring "
+    "listing lodging wing clothing housing".split()
+)
+_GROUPING_VERBS = frozenset(
+    "grouped aggregated summarized summarised totaled totalled averaged counted segmented broken".split()
+)
+_VERBISH = frozenset(
+    "stock stocks sell sells sold have has had get gets make makes see sees spend spends use uses need "
+    "needs earn earns report reports hold holds run runs serve serves take takes handle handles receive "
+    "receives".split()
+)
 
 
 def _singular_phrase(phrase: str) -> str:
@@ -687,6 +406,26 @@ def _decimals(low: str) -> int | None:
     return None
 
 
+_MEASURES = re.compile(
+    r"\b(mean|average|median|total|sum|share|percentage|percent|proportion|ratio|std|standard deviation|variance|"
+    r"correlation|p-value|p value|statistic|label|maximum|minimum|max|min|range|skewness|kurtosis|mode|count|"
+    r"slope|intercept|coefficient|r-squared|rmse|mse|mae|accuracy|rate|iqr|quartile|percentile|how many)\b"
+)
+
+
+def several(text: str) -> bool:
+    """Whether the text asks for several answers at once ("the mean, the share above 5 and the label";
+    "@mean[...] @std[...]"; two questions): its answer is a collection of them, not one value of one kind.
+
+    >>> several("Mean score, share above 5 (%), and the label?"), several("What is the mean wait?")
+    (True, False)
+    """
+    low = text.lower()
+    if len(re.findall(r"@\w+\[", low)) >= 2 or low.count("?") >= 2:
+        return True
+    return len(set(_MEASURES.findall(low)) - {"rate", "range"}) >= 2 and bool(re.search(r",|\band\b", low))
+
+
 def _kind(
     low: str,
     *,
@@ -697,6 +436,8 @@ def _kind(
     order: str | None,
     columns: tuple[str, ...],
 ) -> str | None:
+    if several(low) or re.search(r"final_answer\(|@\w+\[|\{\s*['\"]\w+['\"]\s*:", low):
+        return None  # several answers, or a form the task spells out itself (cave.review.answers checks that)
     if re.match(r"(?:is|are|was|were|does|do|did|has|have|can|should|will)\b", low) or re.search(
         r"\byes or no\b|\btrue or false\b|\byes/no\b", low
     ):
@@ -717,7 +458,7 @@ def _kind(
     ):
         return "date"
     if count_of and not per:
-        return "count"
+        return None if _enumerates(low) else "count"
     if top:
         return "list"
     if per:
@@ -731,8 +472,13 @@ def _kind(
         r"range|slope|coefficient|p-value|p value|statistic|skewness|kurtosis|mode|growth)\b",
         low,
     ):
-        return "number"
+        return None if _enumerates(low) else "number"
     return None
+
+
+def _enumerates(low: str) -> bool:
+    """ "... of children (0-12), adults (13-59) and the old?": a list of things, each with its own value."""
+    return bool(re.search(r",[^.?!;]*\band\b", low))
 
 
 # -- checking ----------------------------------------------------------------------------------------------
@@ -816,12 +562,9 @@ def _scalar_number(contract: Contract, answer: Any, *, integral: bool) -> list[s
     what = f"how many {contract.count_of}" if integral and contract.count_of else "for one number"
     label = "a count" if integral else "a number"
     x = _as_number(answer)
+    if x is None and (_rows(answer) == 1 or (_is_frame(answer) and answer.size == 1)):
+        x = _as_number(_only_value(answer))  # {'mean': 2.5}, a one-row Series: one value all the same
     if x is None:
-        if _rows(answer) == 1 or (_is_frame(answer) and answer.size == 1):
-            return [
-                f"{label}: the task asks {what}; the answer is a {_type(answer)} holding one value: "
-                "pass the value itself (e.g. `.iloc[0]` or `.item()`)"
-            ]
         return [
             f"{label}: the task asks {what}, the answer is a {_type(answer)} "
             f"({_preview(answer)}): compute the single value and pass it to final_answer"
@@ -831,6 +574,16 @@ def _scalar_number(contract: Contract, answer: Any, *, integral: bool) -> list[s
     if not math.isfinite(x):
         return [f"a number: the answer is {x!r}: check for missing values (dropna()) or an empty selection"]
     return []
+
+
+def _only_value(answer: Any) -> Any:
+    if isinstance(answer, dict):
+        return next(iter(answer.values()))
+    if _is_frame(answer):
+        return answer.iat[0, 0] if answer.size == 1 else None
+    if _is_series(answer):
+        return answer.iloc[0]
+    return answer[0] if isinstance(answer, list | tuple) else None
 
 
 def _preview(x: Any) -> str:
@@ -949,15 +702,17 @@ def _as_items(answer: Any) -> list[Any] | None:
 def _per_group(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
     per = contract.per or ""
     n = _rows(answer)
+    distinct = _distinct_count(per, tables)
+    if distinct is None:
+        return []  # "per X" names nothing in the given data: nothing to count the rows against
     if n is None:
-        if contract.kind == "table" and _as_number(answer) is not None:
+        if contract.kind == "table" and _as_number(answer) is not None and distinct > 1:
             return [
                 f"one value per {per}: the answer is a single number; group by the {per} "
                 f"(`groupby(...).agg(...)`) and pass the table"
             ]
         return []
-    distinct = _distinct_count(per, tables)
-    if distinct is not None and n > distinct:
+    if n > distinct:
         return [
             f"one row per {per}: the given tables have {distinct} distinct {per}, the answer has {n} rows "
             f"(one per input row?): aggregate with `groupby(...).agg(...)`, not `transform` or a merge"

@@ -31,6 +31,12 @@ model:
       by_region = sales.groupby("region", as_index=False)["units"].sum()
       final_answer(by_region)
       ```
+    - |
+      An independent attempt (verify: 1, the default) solves it again.
+      ```python
+      by_region = sales.groupby("region")["units"].sum().reset_index()
+      final_answer(by_region)
+      ```
 inputs:
   sales:
     file: sales.csv
@@ -88,13 +94,13 @@ def test_quiet_mode_prints_only_the_answer(task, tmp_path, capsys):
 def test_missing_required_output_fails_the_run(tmp_path, capsys):
     path = tmp_path / "t.yaml"
     path.write_text(
-        "task: t\nmodel: {backend: scripted, replies: [REPLIES]}\noutputs:\n  nothing: {}\n".replace(
+        "task: t\nverify: 0\nmodel: {backend: scripted, replies: [REPLIES]}\noutputs:\n  nothing: {}\n".replace(
             "REPLIES", ", ".join(['"```python\\nfinal_answer(1)\\n```"'] * 3)
         )
     )  # final_answer is held back twice while `nothing` is missing, then the answer stands
     assert main(["run", str(path), "--db", str(tmp_path / "c.db"), "--json"]) == 1
     summary = json.loads(capsys.readouterr().out)
-    assert summary["status"] == "success" and summary["ok"] is False
+    assert summary["status"] == "unverified" and summary["ok"] is False  # verify: 0 and no checks: unverified
     assert "no variable named 'nothing'" in summary["outputs"]["nothing"]["error"]
 
 

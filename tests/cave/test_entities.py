@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import doctest
+import functools
 
 import pandas as pd
 import pytest
 
-from cave.review import entities
-from cave.agent import Agent
+from cave.agent import Agent as _Agent
 from cave.llm.base import Scripted
+from cave.review import entities
+
+# These tests are about the holds an answer goes through; verification by agreement is tested in
+# test_verify.py. Here the caller verifies (verify=None), so an accepted answer ends `success` as a role's turn does.
+Agent = functools.partial(_Agent, verify=None)
 
 SIGNUPS = pd.DataFrame(
     {

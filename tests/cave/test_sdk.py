@@ -30,7 +30,7 @@ def test_runtime_factory_by_name():
 def test_inject_run_retrieve_a_dataframe():
     sales = pd.DataFrame({"region": ["N", "S", "N"], "units": [1, 2, 3]})
     reply = "```python\nsummary = sales.groupby('region', as_index=False).units.sum()\nfinal_answer(summary)\n```"
-    agent = Agent(model=Scripted([reply]), runtime="inprocess")
+    agent = Agent(model=Scripted([reply, reply]), runtime="inprocess")  # the answer, then one independent attempt
     agent.runtime.inject("sales", sales, description="orders")
     result = agent.run("Units by region, in `summary`")
     summary = agent.runtime.retrieve("summary")
@@ -49,6 +49,7 @@ def test_async_edge_and_multi_turn_state():
                 ]
             ),
             runtime=Runtime("inprocess"),
+            verify=None,  # multi-turn state is the point here; the caller verifies
         )
         a = await agent.arun("first")
         b = await agent.arun("second")
@@ -111,7 +112,7 @@ def test_task_skills_are_installed_and_listed(tmp_path):
         textwrap.dedent(
             f"""
             task: make it long
-            model: {{backend: scripted, replies: [{json.dumps(reply)}]}}
+            model: {{backend: scripted, replies: [{json.dumps(reply)}, {json.dumps(reply)}]}}
             inputs:
               wide: {{value: {{a: [1, 2], b: [3, 4]}}}}
             skills: [skills]
@@ -146,7 +147,7 @@ def test_activate_skills_in_the_task_file_activates_before_the_first_step(tmp_pa
         textwrap.dedent(
             f"""
             task: make it long
-            model: {{backend: scripted, replies: [{json.dumps(reply)}]}}
+            model: {{backend: scripted, replies: [{json.dumps(reply)}, {json.dumps(reply)}]}}
             skills: [skills]
             activate_skills: [tidy-data]
             """
@@ -177,9 +178,9 @@ def test_sdk_runs_are_stored(tmp_path, monkeypatch):
     from cave import Agent, Scripted, Store
 
     monkeypatch.setenv("CAVE_RUNS", str(tmp_path / "runs"))
-    result = Agent(Scripted(["```python\nfinal_answer(3)\n```"]), store=True).run("three")
+    result = Agent(Scripted(["```python\nfinal_answer(3)\n```"] * 2), store=True).run("three")
     (tmp_path / "task.yaml").write_text(
-        'task: four\nmodel: {backend: scripted, replies: ["```python\\nfinal_answer(4)\\n```"]}\n'
+        'task: four\nmodel: {backend: scripted, replies: ["```python\\nfinal_answer(4)\\n```"], repeat_last: true}\n'
     )
     outcome = run_task(tmp_path / "task.yaml")  # like `cave run`: recorded in the default store
     with Store() as store:
