@@ -193,6 +193,14 @@ def bench(args: argparse.Namespace, suite: Suite) -> int:
     return 0
 
 
+def _each_agent(agents: list[str], run: Callable[[str], Any]) -> list[dict[str, Any]]:
+    """The records of ``run(agent)`` (a coroutine of a list of results) for each agent in turn."""
+    rows: list[dict[str, Any]] = []
+    for agent in agents:
+        rows += [r.record() for r in asyncio.run(run(agent))]
+    return rows
+
+
 # -- the three suites ----------------------------------------------------------------------------------
 def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
     from cave.benchmarks.bfcl import DEFAULT_CATEGORIES, arun_bfcl, require_bfcl
@@ -200,29 +208,27 @@ def _bench_bfcl(args: argparse.Namespace, agents: list[str], emit: Callable[...,
     require_bfcl()
     categories = args.categories.split(",") if args.categories else list(DEFAULT_CATEGORIES)
     llm = make_llm(args.model, args.model_option, args.base_url)
-    rows = []
-    for agent in agents:
-        results = asyncio.run(
-            arun_bfcl(
-                categories,
-                agent,
-                llm,
-                limit=args.limit,
-                max_steps=args.max_steps or 4,
-                native=args.native,
-                runtime=args.runtime,
-                agent_options=agent_options(args),
-                single_turn_steps=args.single_turn_steps,
-                on_result=lambda r: emit(r.record(), r.trajectory),
-            )
-        )
-        rows += [r.record() for r in results]
+    rows = _each_agent(
+        agents,
+        lambda agent: arun_bfcl(
+            categories,
+            agent,
+            llm,
+            limit=args.limit,
+            max_steps=args.max_steps or 4,
+            native=args.native,
+            runtime=args.runtime,
+            agent_options=agent_options(args),
+            single_turn_steps=args.single_turn_steps,
+            on_result=lambda r: emit(r.record(), r.trajectory),
+        ),
+    )
     return summarize(rows, "category", "valid", title="BFCL accuracy by category")
 
 
 def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[..., None]) -> dict[str, Any]:
-    from cave.benchmarks.tau2 import DEFAULT_AGENT_STEPS, log_to_file, pass_hat_k, require_tau2, run_domain
-    from cave.benchmarks.tau2.progress import TaskProgress
+    from cave.benchmarks.tau2 import DEFAULT_AGENT_STEPS, log_to_file, pass_hat_k, require_tau2
+    from cave.benchmarks.tau2.progress import run_domains
     from rich.console import Console
 
     log = log_to_file(
@@ -231,32 +237,25 @@ def _bench_tau2(args: argparse.Namespace, agents: list[str], emit: Callable[...,
     require_tau2()
     llm = make_llm(args.model, args.model_option, args.base_url)
     user_llm = make_llm(args.user_model, [], args.base_url) if args.user_model else llm
-    rows, passes = [], {}
-
-    def done(r: Any) -> None:
-        progress.done(r)
-        emit(r.record(), r.trajectory)
-
-    with TaskProgress(quiet=args.quiet) as progress:
-        for agent in agents:
-            for domain in args.domains.split(","):
-                runs = run_domain(
-                    domain,
-                    agent,
-                    llm,
-                    user_llm,
-                    limit=args.limit,
-                    trials=args.trials,
-                    agent_steps=args.max_steps or DEFAULT_AGENT_STEPS,
-                    native=args.native,
-                    max_steps=args.sim_steps,
-                    timeout=args.task_timeout,
-                    runtime=args.runtime,
-                    on_start=progress.starter(agent, domain),
-                    on_result=done,
-                )
-                rows += [r.record() for r in runs]
-                passes[f"{agent}/{domain}"] = {f"pass^{k}": pass_hat_k(runs, k) for k in range(1, args.trials + 1)}
+    by_domain = run_domains(
+        agents,
+        args.domains.split(","),
+        llm,
+        user_llm,
+        quiet=args.quiet,
+        on_result=lambda r: emit(r.record(), r.trajectory),
+        limit=args.limit,
+        trials=args.trials,
+        agent_steps=args.max_steps or DEFAULT_AGENT_STEPS,
+        native=args.native,
+        max_steps=args.sim_steps,
+        timeout=args.task_timeout,
+        runtime=args.runtime,
+    )
+    rows = [r.record() for runs in by_domain.values() for r in runs]
+    passes = {
+        key: {f"pass^{k}": pass_hat_k(runs, k) for k in range(1, args.trials + 1)} for key, runs in by_domain.items()
+    }
     summary = summarize(rows, "domain", "success", title="Tau²-bench by domain")
     for group in summary["groups"]:
         group.update(passes.get(f"{group['agent']}/{group['domain']}", {}))
@@ -308,19 +307,10 @@ def _bench_search(args: argparse.Namespace, agents: list[str], emit: Callable[..
 
     qs = questions(args.split, [int(h) for h in args.hops.split(",")], args.limit)
     llm = make_llm(args.model, args.model_option, args.base_url)
-    rows = []
-    for agent in agents:
-        results = asyncio.run(
-            aevaluate(
-                agent,
-                llm,
-                qs,
-                runtime=args.runtime,
-                native=args.native,
-                on_result=lambda r: emit(r.record(), r.trajectory),
-            )
-        )
-        rows += [r.record() for r in results]
+    on_result = lambda r: emit(r.record(), r.trajectory)  # noqa: E731
+    rows = _each_agent(
+        agents, lambda agent: aevaluate(agent, llm, qs, runtime=args.runtime, native=args.native, on_result=on_result)
+    )
     summary = summarize(rows, "hops", "success", title="Search team: exact match by hop count")
     by_group = scores(r for r in rows if r.get("status") != "error")
     for g in summary["groups"]:

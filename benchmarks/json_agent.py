@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from cave.agent import RunResult
 from cave.llm.base import LLM, Completion, Message, ToolsUnsupported
 from cave.trajectory import Step, Trajectory
 
@@ -84,15 +85,7 @@ class Decision:
     parse_error: str | None = None  # the reply looked like a tool call but was not valid JSON
 
 
-@dataclass
-class JsonRunResult:
-    answer: Any
-    status: str
-    trajectory: Trajectory
-
-    @property
-    def usage(self) -> Any:
-        return self.trajectory.usage
+JsonRunResult = RunResult  # the code agent's result record: answer, status, trajectory (and usage, run_id, ok)
 
 
 PROMPTED_FORMAT = """\

@@ -8,6 +8,7 @@ functions (``inject_function(fn, host=True)``): they run here, the kernel holds 
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 RUNTIME_CHOICES = ("sandbox", "process", "kernel", "inprocess")
@@ -35,3 +36,21 @@ def code_runtime(kind: str | None = None, *, timeout: float = 120, memory_limit_
     if kind == "inprocess":
         return create_runtime(kind, timeout=timeout)
     return create_runtime(kind, timeout=timeout, memory_limit_mb=memory_limit_mb)
+
+
+def bind_call(sig: inspect.Signature, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a call to the host function ``name``, by parameter, as ``sig`` binds them. A call that does
+    not fit raises a TypeError naming the function and its signature: what the model reads to fix its call.
+
+    >>> def f(city, days=1): ...
+    >>> bind_call(inspect.signature(f), "forecast", ("Lima",), {})
+    {'city': 'Lima'}
+    >>> bind_call(inspect.signature(f), "forecast", (), {"town": "Lima"})
+    Traceback (most recent call last):
+    ...
+    TypeError: forecast(city, days=1): missing a required argument: 'city'
+    """
+    try:
+        return dict(sig.bind(*args, **kwargs).arguments)
+    except TypeError as e:
+        raise TypeError(f"{name}{sig}: {e}") from None

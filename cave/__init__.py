@@ -13,6 +13,8 @@ unpickles ``final_answer`` imports ``cave.cells`` and nothing heavy).
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -67,10 +69,19 @@ if TYPE_CHECKING:
     from cave.trajectory import Step, Trajectory
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cave' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
+    """The module ``__getattr__`` of a package whose names are imported on first use: ``exports`` maps each name to
+    the module that defines it; once imported, a name is kept in the package."""
+
+    def __getattr__(name: str) -> Any:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    return __getattr__
+
+
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -37,6 +37,7 @@ from typing import Any
 
 from cave.benchmarks.bfcl.data import param_order
 from cave.benchmarks.json_agent import ToolSpec
+from cave.benchmarks.runtime import bind_call
 
 PY_TYPES: dict[str, Any] = {
     "integer": int,
@@ -116,13 +117,8 @@ def make_stub(
     sig = inspect.Signature(params)
 
     def stub(*args: Any, **kwargs: Any) -> Any:
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{stub.__name__}{sig}: {e}") from None
-        arguments = {
-            to_schema[k]: as_declared(normalize(v), props.get(to_schema[k]) or {}) for k, v in bound.arguments.items()
-        }
+        bound = bind_call(sig, stub.__name__, args, kwargs)
+        arguments = {to_schema[k]: as_declared(normalize(v), props.get(to_schema[k]) or {}) for k, v in bound.items()}
         recorder.record(fname, arguments)
         if impl is not None:
             return impl(**arguments)

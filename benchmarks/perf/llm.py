@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import platform
+import re
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -214,16 +215,27 @@ def bench_decode_ratio(model: str, repeat: int, max_tokens: int, threads: int | 
     return Ratio(model, threads, lo, hi, lo / hi, tokens, repeat, busy)
 
 
-def print_ratios(ratios: list[Ratio]) -> None:
-    head = f"{'model':<10} {'threads':>7} {'local tok/s':>12} {'raw generate tok/s':>19} {'ratio':>6} "
-    head += f"{'tokens':>7} {'runs':>5} {'busy':>5}"
+def _print_rows(columns: list[tuple[str, str, str]], rows: list[Any], note: str | None = None) -> None:
+    """A fixed-width table: ``(title, attribute, format spec)`` per column (``"<10"``, ``">7.2f"``), and a last
+    free-width column ``note`` when given."""
+    widths = [re.match(r"[<>]\d+", spec).group() for _, _, spec in columns]  # type: ignore[union-attr]
+    head = " ".join(f"{title:{w}}" for (title, _, _), w in zip(columns, widths, strict=True))
+    head += f"  {note}" if note else ""
     print(head)
     print("-" * len(head))
-    for r in ratios:
-        print(
-            f"{r.model:<10} {r.threads:>7} {r.local_tok_s:>12.1f} {r.raw_tok_s:>19.1f} {r.ratio:>6.2f} "
-            f"{r.decode_tokens:>7} {r.runs:>5} {r.busy:>5}"
-        )
+    for r in rows:
+        cells = [(str(v) if (v := getattr(r, attr)) is None else v) for _, attr, _ in columns]
+        line = " ".join(format(v, spec) for v, (_, _, spec) in zip(cells, columns, strict=True))
+        print(line + (f"  {getattr(r, note)}" if note else ""))
+
+
+def print_ratios(ratios: list[Ratio]) -> None:
+    _print_rows(
+        [("model", "model", "<10"), ("threads", "threads", ">7"), ("local tok/s", "local_tok_s", ">12.1f"),
+         ("raw generate tok/s", "raw_tok_s", ">19.1f"), ("ratio", "ratio", ">6.2f"), ("tokens", "decode_tokens", ">7"),
+         ("runs", "runs", ">5"), ("busy", "busy", ">5")],
+        ratios,
+    )  # fmt: skip
 
 
 def _torch_threads() -> int:
@@ -233,15 +245,14 @@ def _torch_threads() -> int:
 
 
 def print_table(rows: list[Row]) -> None:
-    head = f"{'backend':<16} {'model':<10} {'load s':>7} {'prefill tok/s':>14} {'decode tok/s':>13} {'ttft s':>7} "
-    head += f"{'prompt':>7} {'decoded':>8} {'threads':>8} {'busy':>5}  note"
-    print(head)
-    print("-" * len(head))
-    for r in rows:
-        print(
-            f"{r.backend:<16} {r.model:<10} {r.load_s:>7.2f} {r.prefill_tok_s:>14.1f} {r.decode_tok_s:>13.1f} "
-            f"{r.ttft_s:>7.2f} {r.prompt_tokens:>7} {r.decode_tokens:>8} {str(r.threads):>8} {r.busy:>5}  {r.note}"
-        )
+    _print_rows(
+        [("backend", "backend", "<16"), ("model", "model", "<10"), ("load s", "load_s", ">7.2f"),
+         ("prefill tok/s", "prefill_tok_s", ">14.1f"), ("decode tok/s", "decode_tok_s", ">13.1f"),
+         ("ttft s", "ttft_s", ">7.2f"), ("prompt", "prompt_tokens", ">7"), ("decoded", "decode_tokens", ">8"),
+         ("threads", "threads", ">8"), ("busy", "busy", ">5")],
+        rows,
+        note="note",
+    )  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> list[Row]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cave.benchmarks.json_agent import JsonAgent, ToolSpec
-from cave.benchmarks.runtime import code_runtime
+from cave.benchmarks.runtime import bind_call, code_runtime
 from cave.benchmarks.tau2.tools import plain_signature, render_tools, summary
 
 from cave.llm.base import LLM, Message, Usage
@@ -274,11 +274,7 @@ def _agent_classes() -> tuple[type, type, type]:
             sig = inspect.signature(tool)
 
             def call_tool(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    bound = sig.bind(*args, **kwargs)
-                except TypeError as e:
-                    raise TypeError(f"{tool.name}{sig}: {e}") from None
-                arguments = json.loads(json.dumps(dict(bound.arguments), default=str))
+                arguments = json.loads(json.dumps(bind_call(sig, tool.name, args, kwargs), default=str))
                 call = ToolCall(id=f"call_{next(self._ids)}", name=tool.name, arguments=arguments)
                 self._outbox.put(("call", call))
                 reply = self._wait_inbox()

@@ -88,3 +88,34 @@ class TaskProgress:
         if self._row is not None:
             self.progress.update(self._row, description=f"{self._label} done", started=None)
             self._row = None
+
+
+def run_domains(
+    agents: list[str],
+    domains: list[str],
+    llm: Any,
+    user_llm: Any,
+    *,
+    quiet: bool = False,
+    on_result: Callable[[Any], None] | None = None,
+    **kwargs: Any,
+) -> dict[str, list[Any]]:
+    """``run_domain`` for each agent and domain under one progress display: ``{"agent/domain": runs}``.
+    ``on_result(run)`` after each task; ``kwargs`` go to ``run_domain`` (limit, trials, timeout, ...)."""
+    from cave.benchmarks.tau2.run import run_domain
+
+    out: dict[str, list[Any]] = {}
+    with TaskProgress(quiet=quiet) as progress:
+
+        def done(run: Any) -> None:
+            progress.done(run)
+            if on_result is not None:
+                on_result(run)
+
+        for agent in agents:
+            for domain in domains:
+                on_start = progress.starter(agent, domain)
+                out[f"{agent}/{domain}"] = run_domain(
+                    domain, agent, llm, user_llm, on_start=on_start, on_result=done, **kwargs
+                )
+    return out

@@ -22,14 +22,8 @@ from statistics import mean
 from typing import Any
 
 from cave.benchmarks.tau2.agents import require_tau2
-from cave.benchmarks.tau2.progress import TaskProgress
-from cave.benchmarks.tau2.run import (
-    DEFAULT_AGENT_STEPS,
-    drain_generations,
-    log_to_file,
-    pass_hat_k,
-    run_domain,
-)
+from cave.benchmarks.tau2.progress import run_domains
+from cave.benchmarks.tau2.run import DEFAULT_AGENT_STEPS, drain_generations, log_to_file, pass_hat_k
 
 
 def summarize(runs: list[Any], trials: int) -> dict[str, Any]:
@@ -75,28 +69,23 @@ def main(argv: list[str] | None = None) -> int:
     llm = create_backend("local", model=a.model, n_ctx=a.n_ctx)
     user_llm = create_backend("local", model=a.model, n_ctx=a.user_n_ctx)
     task_ids = a.task_ids.split(",") if a.task_ids else None
-    records, summary = [], {}
     t0 = time.time()
-    with TaskProgress(quiet=a.quiet) as progress:
-        for agent in a.agents.split(","):
-            for domain in a.domains.split(","):
-                runs = run_domain(
-                    domain,
-                    agent,
-                    llm,
-                    user_llm,
-                    limit=None if task_ids else a.limit,
-                    task_ids=task_ids,
-                    trials=a.trials,
-                    agent_steps=a.max_steps,
-                    max_steps=a.sim_steps,
-                    timeout=a.task_timeout,
-                    runtime=a.runtime,
-                    on_start=progress.starter(agent, domain),
-                    on_result=progress.done,
-                )
-                records += [r.record() for r in runs]
-                summary[f"{agent}/{domain}"] = summarize(runs, a.trials)
+    by_domain = run_domains(
+        a.agents.split(","),
+        a.domains.split(","),
+        llm,
+        user_llm,
+        quiet=a.quiet,
+        limit=None if task_ids else a.limit,
+        task_ids=task_ids,
+        trials=a.trials,
+        agent_steps=a.max_steps,
+        max_steps=a.sim_steps,
+        timeout=a.task_timeout,
+        runtime=a.runtime,
+    )
+    records = [r.record() for runs in by_domain.values() for r in runs]
+    summary = {key: summarize(runs, a.trials) for key, runs in by_domain.items()}
     left = drain_generations(llm, user_llm)
     result = {
         "command": "python -m cave.benchmarks.tau2.sample " + " ".join(sys.argv[1:] if argv is None else argv),

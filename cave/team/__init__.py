@@ -38,8 +38,9 @@ Names are imported on first use (``from cave.team import Team``), so a kernel th
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cave import lazy_exports
 
 _EXPORTS = {
     "SamplingSpec": "cave.team.specs",
@@ -208,10 +209,4 @@ if TYPE_CHECKING:
     from cave.team.team import Team, load_team
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'cave.team' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)
