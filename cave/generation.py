@@ -1,8 +1,9 @@
 """One reply of the model, however many LLM calls it took to make it.
 
 A reply may be continued when a call stops at ``max_tokens`` inside a code block, or re-sampled when the model
-repeats a failing cell; the step records the text of the kept calls, their usage summed, and (when one call made
-the whole reply) the token ids and logprobs the trainer needs.
+repeats a failing cell; the step records the text of the kept calls, their usage summed, and the token ids and
+logprobs the trainer needs: one call's, or a continued reply's calls joined into one response whose tokens between
+the calls are masked (``meta["response_mask"]``; ``meta["untrainable"]`` says why when they cannot be joined).
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cave import prompts
-
-from cave.review import recovery
 from cave.events import Event, TextChunk
 from cave.llm.base import Completion, Message, TextDelta, Usage
+from cave.review import recovery
 from cave.trajectory import Step, Trajectory
 
-__all__ = ["Generation", "Replying", "strip_reopened_fence"]
+__all__ = ["Generation", "Replying", "continued_tokens", "strip_reopened_fence"]
 
 
 @dataclass
@@ -39,11 +39,58 @@ class Generation:
         step.llm_duration = llm_duration
         if self.calls > 1:
             step.meta["llm_calls"] = self.calls
-        if len(self.completions) > 1:
-            step.meta["continuations"] = len(self.completions) - 1
-        else:  # token ids are only meaningful for training when one call produced the whole reply
+        if len(self.completions) == 1:
             c = self.completions[0]
             step.token_ids, step.logprobs, step.prompt_token_ids = c.token_ids, c.logprobs, c.prompt_token_ids
+            return
+        step.meta["continuations"] = len(self.completions) - 1
+        joined = continued_tokens(self.completions)
+        if isinstance(joined, str):  # the trainer counts such steps as untrainable, with this reason
+            step.meta["untrainable"] = joined
+            return
+        step.prompt_token_ids, step.token_ids, step.logprobs, mask = joined
+        step.meta["response_mask"] = mask
+
+
+def continued_tokens(completions: list[Completion]) -> tuple[list[int], list[int], list[float], list[int]] | str:
+    """One trainable call out of a reply continued past ``max_tokens``: (prompt ids, response ids, logprobs, mask).
+
+    Each continuation's prompt is the conversation so far, the cut reply as an assistant turn and the request to go
+    on; when its tokens begin with the previous call's prompt and response tokens, the reply is one response to the
+    first prompt whose tokens between the calls (the end of the assistant turn, the request, a response prefix) are
+    masked out (mask 0, logprob 0.0): the policy is trained on what it sampled, in the context it sampled it in.
+    Otherwise (a backend without token ids or logprobs, a template that re-tokenizes the reply differently) the reason
+    it cannot be, as a string.
+
+    >>> from cave.llm.base import Completion
+    >>> a = Completion("x", prompt_token_ids=[1, 2], token_ids=[3, 4], logprobs=[-0.1, -0.2])
+    >>> b = Completion("y", prompt_token_ids=[1, 2, 3, 4, 9, 9], token_ids=[5], logprobs=[-0.3])
+    >>> continued_tokens([a, b])
+    ([1, 2], [3, 4, 9, 9, 5], [-0.1, -0.2, 0.0, 0.0, -0.3], [1, 1, 0, 0, 1])
+    >>> continued_tokens([a, Completion("y", prompt_token_ids=[1, 2, 8], token_ids=[5], logprobs=[-0.3])])
+    "continuation 1's prompt does not extend the tokens before it (the template re-tokenized the reply)"
+    """
+    first = completions[0]
+    if not first.prompt_token_ids:
+        return "the backend returned no prompt token ids"
+    context = list(first.prompt_token_ids)
+    response: list[int] = []
+    logprobs: list[float] = []
+    mask: list[int] = []
+    for i, c in enumerate(completions):
+        if c.token_ids is None or c.logprobs is None or not c.prompt_token_ids:
+            return f"call {i} of the reply has no token ids or logprobs"
+        prompt = list(c.prompt_token_ids)
+        if prompt[: len(context)] != context:
+            return (
+                f"continuation {i}'s prompt does not extend the tokens before it (the template re-tokenized the reply)"
+            )
+        between = prompt[len(context) :]
+        response += between + list(c.token_ids)
+        logprobs += [0.0] * len(between) + list(c.logprobs)
+        mask += [0] * len(between) + [1] * len(c.token_ids)
+        context = prompt + list(c.token_ids)
+    return list(first.prompt_token_ids), response, logprobs, mask
 
 
 class Replying:

@@ -59,11 +59,18 @@ class Rollout:
     episodes: list[Episode]
     seconds: float = 0.0
     dropped_steps: int = 0  # agent calls without token ids (e.g. a timed-out turn): not trainable
+    dropped_reasons: dict[str, int] = field(default_factory=dict)  # why, counted (``trainable_trajectories``)
     meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def generated_tokens(self) -> int:
-        return sum(len(s.token_ids or ()) for e in self.episodes for s in e.trajectory.steps)
+        """Sampled tokens (a continued reply's masked tokens between its calls are prompt, not counted)."""
+        return sum(_sampled(s) for e in self.episodes for s in e.trajectory.steps)
+
+
+def _sampled(step: Any) -> int:
+    mask = step.meta.get("response_mask")
+    return int(sum(mask)) if mask else len(step.token_ids or ())
 
 
 GenerationContext = Callable[[], contextlib.AbstractContextManager]
@@ -265,5 +272,9 @@ def trainable_trajectories(roll: Rollout) -> list[Trajectory]:
         traj = ep.trajectory
         keep = [s for s in traj.steps if s.token_ids is not None and s.prompt_token_ids]
         roll.dropped_steps += len(traj.steps) - len(keep)
+        for s in traj.steps:
+            if s.token_ids is None or not s.prompt_token_ids:
+                why = s.meta.get("untrainable") or "no token ids (the backend returned none, or the call failed)"
+                roll.dropped_reasons[why] = roll.dropped_reasons.get(why, 0) + 1
         out.append(dataclasses.replace(traj, steps=keep, reward=ep.reward))
     return out

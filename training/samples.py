@@ -114,6 +114,8 @@ def build_samples(
                 Sample(
                     prompt_ids=list(step.prompt_token_ids),
                     response_ids=list(step.token_ids),
+                    # a reply continued past max_tokens: the tokens between its calls are context, not trained
+                    response_mask=list(step.meta["response_mask"]) if step.meta.get("response_mask") else None,
                     old_logprobs=list(step.logprobs) if step.logprobs is not None else None,
                     agent_id=step.role,
                     group_id=group,

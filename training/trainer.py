@@ -155,7 +155,8 @@ class Trainer:
         if not samples:
             raise TrainingStopped(
                 f"step {step}: no trainable samples ({len(roll.episodes)} team runs, {len(failed)} rewards failed, "
-                f"{roll.dropped_steps} calls without token ids); check the reward and the backends"
+                f"{roll.dropped_steps} calls without token ids: {roll.dropped_reasons or 'none'}); check the reward "
+                "and the backends"
             )
         cols = sample_columns(samples)
         adv = compute_advantages(cfg.estimator, **cols, norm_by_std=cfg.norm_by_std)
@@ -235,6 +236,10 @@ def step_metrics(
     m["reward_mean"] = float(np.mean(rewards)) if rewards else float("nan")
     m["success_rate"] = float(np.mean([ep.result.status == "success" for ep in roll.episodes]))
     m["episodes"], m["samples"], m["dropped_steps"] = len(roll.episodes), len(samples), roll.dropped_steps
+    reasons = getattr(roll, "dropped_reasons", None)
+    if reasons:  # why calls were not trained on, counted per reason
+        m["dropped_reasons"] = dict(reasons)
+    m["continued_calls"] = sum(1 for s in samples if 0 in (s.response_mask or ()))
     m["generated_tokens"] = roll.generated_tokens
     for agent in dict.fromkeys(s.agent_id for s in samples):
         mine = [s for s in samples if s.agent_id == agent]

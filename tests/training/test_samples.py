@@ -116,3 +116,34 @@ def test_the_loops_own_summaries_are_not_trained_on_by_default():
     traj.steps += [summary, compaction]
     assert [s.step_index for s in build_samples([traj])] == [0, 1, 2]
     assert [s.step_index for s in build_samples([traj], include_summaries=True)] == [0, 1, 2, 3, 4]
+
+
+def test_a_reply_continued_past_max_tokens_trains_as_one_masked_response():
+    """Issue 39: the calls of a continued reply join into one sample; the tokens between them are masked."""
+    from cave.training.rollout import Episode, Rollout, trainable_trajectories
+
+    from cave.generation import Generation
+    from cave.llm.base import Completion, Usage
+
+    cut = Completion(
+        "```python\nx = [1,", Usage(3, 2, 5), "length", [11, 12], [-0.5, -0.25], prompt_token_ids=[1, 2, 3]
+    )
+    rest = Completion(" 2]\n```", Usage(8, 1, 9), "stop", [13], [-0.125], prompt_token_ids=[1, 2, 3, 11, 12, 7, 8, 9])
+    steps = []
+    for i, completions in enumerate(
+        [[cut, rest], [cut, Completion("y", Usage(), "stop", [5], [-1.0], prompt_token_ids=[1, 9])]]
+    ):
+        step = Step(index=i, role="solver")
+        Generation(completions=completions).fill(step, 0.0)
+        steps.append(step)
+    assert steps[0].meta["continuations"] == 1 and steps[0].prompt_token_ids == [1, 2, 3]
+    assert steps[0].token_ids == [11, 12, 7, 8, 9, 13] and steps[0].meta["response_mask"] == [1, 1, 0, 0, 0, 1]
+    assert steps[1].token_ids is None and "re-tokenized" in steps[1].meta["untrainable"]
+    traj = Trajectory(task="t", steps=steps, reward=1.0)
+    roll = Rollout([Episode(result=type("R", (), {"trajectory": traj})(), example={}, group_id="g", reward=1.0)])
+    [sample] = build_samples(trainable_trajectories(roll))
+    assert roll.dropped_steps == 1 and list(roll.dropped_reasons.values()) == [1]  # counted, with its reason
+    assert sample.response_mask == [1, 1, 0, 0, 0, 1] and sample.old_logprobs == [-0.5, -0.25, 0, 0, 0, -0.125]
+    assert roll.generated_tokens == 3  # sampled tokens only
+    batch = collate([sample])  # what the loss sees: the masked tokens are context only
+    assert batch.response_mask.tolist() == [[1.0, 1.0, 0.0, 0.0, 0.0, 1.0]]
