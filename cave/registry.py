@@ -70,11 +70,21 @@ class Registry(Generic[T]):
         self._loader = loader
         self._loaded = loader is None
 
-    def register(self, name: str, *, replace: bool = False) -> Callable[[T], T]:
-        """Decorator: ``@REGISTRY.register("name")``. ``replace=True`` overrides an entry on purpose (tests)."""
+    def register(self, name: str, *, replace: bool = False, name_attr: str | None = None) -> Callable[[T], T]:
+        """Decorator: ``@REGISTRY.register("name")``. ``replace=True`` overrides an entry on purpose (tests).
+        ``name_attr``: a class registered this way also carries its name in that attribute (``cls.name``).
+
+        >>> SHAPES: Registry[type] = Registry("shape")
+        >>> @SHAPES.register("circle", name_attr="name")
+        ... class Circle: ...
+        >>> Circle.name
+        'circle'
+        """
 
         def deco(entry: T) -> T:
             self.add(name, entry, replace=replace)
+            if name_attr and isinstance(entry, type):
+                setattr(entry, name_attr, name)
             return entry
 
         return deco

@@ -67,13 +67,7 @@ PATTERNS: Registry[type[Pattern]] = Registry("pattern")
 
 def register_pattern(name: str) -> Callable[[type[Pattern]], type[Pattern]]:
     """Class decorator: make a routing pattern available by name (``pattern: NAME`` in team files)."""
-
-    def deco(cls: type[Pattern]) -> type[Pattern]:
-        PATTERNS.add(name, cls)
-        cls.name = name
-        return cls
-
-    return deco
+    return PATTERNS.register(name, name_attr="name")
 
 
 class Pattern:
