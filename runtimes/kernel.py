@@ -372,7 +372,7 @@ class KernelRuntime(KernelLauncher, Runtime):
                 reply = await self._aexchange(kernel, request, b"", timeout, host_calls="serve")
                 if reply is not None:
                     return self._execution(reply[0], t0)
-                kernel.signal(signal.SIGCONT)  # a kernel that stopped itself mid-cell would sit on the interrupt
+                kernel.continue_if_stopped()  # a kernel that stopped itself mid-cell would sit on the interrupt
                 kernel.signal(signal.SIGINT)  # past the timeout: interrupt, then wait a grace period
                 reply = await self._areply(kernel, self._next_id, self.interrupt_grace_s, host_calls="refuse")
             finally:
@@ -456,7 +456,7 @@ class KernelRuntime(KernelLauncher, Runtime):
         try:
             reply = await self._aexchange(kernel, message, attachment, timeout)
             if reply is None:
-                kernel.signal(signal.SIGCONT)  # stopped mid-request (by a thread of its own): the interrupt needs it
+                kernel.continue_if_stopped()  # stopped mid-request (by a thread of its own): the interrupt needs it
                 kernel.signal(signal.SIGINT)
                 reply = await self._areply(kernel, self._next_id, self.interrupt_grace_s)
         except KernelDied as e:
@@ -496,20 +496,16 @@ class KernelRuntime(KernelLauncher, Runtime):
         without giving the kernel more time. ``host_calls``: "serve" runs the host functions a cell calls (within
         the same deadline), "refuse" answers them with an error (the cell is past its timeout), None skips them."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        watch = _StopWatch(kernel)
-        try:
-            while True:
-                reply = await recv_frame(kernel, deadline, self.max_frame_bytes)
-                if reply is None or reply[0].get("id") == request_id:
-                    return reply
-                if host_calls and reply[0].get("op") == "host_call":
-                    functions = {r.name: r.value for r in self._registered.values() if r.host}
-                    answer = await host_functions.answer(reply[0], functions, deadline, serve=host_calls == "serve")
-                    if answer is None:
-                        return None  # the deadline passed while the host function ran
-                    await _send(kernel, transfer.pack(answer))
-        finally:
-            watch.cancel()
+        while True:  # recv_frame continues a kernel found stopped while it waits (every 0.25 s)
+            reply = await recv_frame(kernel, deadline, self.max_frame_bytes)
+            if reply is None or reply[0].get("id") == request_id:
+                return reply
+            if host_calls and reply[0].get("op") == "host_call":
+                functions = {r.name: r.value for r in self._registered.values() if r.host}
+                answer = await host_functions.answer(reply[0], functions, deadline, serve=host_calls == "serve")
+                if answer is None:
+                    return None  # the deadline passed while the host function ran
+                await _send(kernel, transfer.pack(answer))
 
     # -- internals: kernel lifecycle --------------------------------------------------------------------
     async def _aensure_kernel(self) -> str | None:
@@ -568,10 +564,11 @@ class KernelRuntime(KernelLauncher, Runtime):
             self._lock.release()
 
     def _continue(self) -> None:
-        """SIGCONT before every call: the kernel was frozen by ``freeze_idle``, or stopped itself (SIGSTOP from a
-        thread a cell left behind), which made the next call wait for its whole timeout."""
+        """Before every call, SIGCONT to a kernel frozen by ``freeze_idle``. A kernel that stopped itself (SIGSTOP
+        from a thread a cell left behind) is continued by the wait for its reply, within 0.25 s (it used to cost
+        the call its whole timeout, and describe() a minute)."""
         kernel = self._kernel
-        if kernel is not None:
+        if self.freeze_idle and kernel is not None:
             kernel.signal(signal.SIGCONT)
 
     def _freeze(self) -> None:
@@ -604,35 +601,6 @@ class KernelRuntime(KernelLauncher, Runtime):
         if "error" in box:
             raise box["error"]
         return box["value"]
-
-
-class _StopWatch:
-    """While the host waits for a reply: every 0.1 s, continue the kernel if it is stopped (a thread of its own sent
-    SIGSTOP), instead of waiting out the whole timeout. Nothing is checked for replies faster than that."""
-
-    INTERVAL_S = 0.1
-
-    def __init__(self, kernel: KernelProcess) -> None:
-        self.kernel = kernel
-        self.loop = asyncio.get_running_loop()
-        self.handle = self.loop.call_later(self.INTERVAL_S, self._check)
-
-    def _check(self) -> None:
-        if _stopped(self.kernel.signal_pid or self.kernel.pid):
-            self.kernel.signal(signal.SIGCONT)
-        self.handle = self.loop.call_later(self.INTERVAL_S, self._check)
-
-    def cancel(self) -> None:
-        self.handle.cancel()
-
-
-def _stopped(pid: int) -> bool:
-    """Whether a process is stopped (state T in /proc/PID/stat)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"T"
-    except (OSError, IndexError):
-        return False
 
 
 def _as_timeout(error: ExecError | None, timeout: float) -> ExecError:

@@ -131,6 +131,18 @@ class KernelProcess:
         except ProcessLookupError:
             pass
 
+    def stopped(self) -> bool:
+        """Whether the kernel process is stopped (state T in /proc/PID/stat: SIGSTOP, from us or itself)."""
+        try:
+            with open(f"/proc/{self.signal_pid or self.pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()[0] == b"T"
+        except (OSError, IndexError):
+            return False
+
+    def continue_if_stopped(self) -> None:
+        if self.stopped():
+            self.signal(signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL the kernel and everything it started, reap, release resources. Safe to call twice."""
         with contextlib.suppress(OSError):
@@ -391,8 +403,10 @@ async def _recv_exactly(
                     return None
                 raise KernelDied("the kernel stopped in the middle of a reply") from None
             wait = _LIVENESS_CHECK_S if remaining is None else min(remaining, _LIVENESS_CHECK_S)
-            if not await readable(sock, wait) and not kernel.alive():
-                raise KernelDied("the kernel process exited") from None
+            if not await readable(sock, wait):
+                if not kernel.alive():
+                    raise KernelDied("the kernel process exited") from None
+                kernel.continue_if_stopped()  # a thread of its own sent SIGSTOP: never wait out the timeout for it
             continue
         except OSError as e:
             raise KernelDied(str(e)) from e

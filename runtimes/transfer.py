@@ -66,13 +66,29 @@ class Recipe:
 def _build_sqlalchemy_engine(url: str) -> Any:
     import sqlalchemy
 
-    return sqlalchemy.create_engine(url)
+    engine = sqlalchemy.create_engine(url)
+    u = engine.url
+    if u.get_backend_name() == "sqlite" and not _sqlite_in_memory(u) and not u.query.get("uri"):
+        _require_database_file(str(u.database))
+    return engine
 
 
 def _build_sqlite3_connection(path: str) -> Any:
     import sqlite3
 
+    if path not in ("", ":memory:") and not path.startswith("file:"):
+        _require_database_file(path)
     return sqlite3.connect(path, check_same_thread=False)  # cells and transfers run on different threads
+
+
+def _require_database_file(path: str) -> None:
+    """A SQLite file the other side shares must be visible here: SQLite would create an empty one in its place
+    (and the agent's first query would fail far from the cause)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"the SQLite database {path} is not visible in this process; a sandbox shows only its working directory "
+            "and ro_paths: put the file there, or create the runtime with ro_paths=[its folder]"
+        )
 
 
 # Builders a JSON recipe may name: nothing else can be called by a recipe from an untrusted side.
@@ -330,7 +346,10 @@ def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True, va
             builder = BUILDERS.get(meta.get("builder", ""))
             if builder is None:
                 raise TransferError(f"unknown recipe builder {meta.get('builder')!r}")
-            return builder(*meta.get("args", ()), **meta.get("kwargs", {}))
+            try:
+                return builder(*meta.get("args", ()), **meta.get("kwargs", {}))
+            except Exception as e:  # a bad URL, a file this side cannot see: the transfer failed, say why
+                raise TransferError(f"cannot rebuild the object here: {type(e).__name__}: {e}") from None
         if fmt == "arrow":
             frame = read_arrow(_checked_path(path, meta), validate=validate)
             if meta.get("series"):

@@ -347,3 +347,19 @@ def test_a_team_task_file_gets_the_same_checks(tmp_path):
         with pytest.raises(TeamError) as info:
             load_team_task(path)
         assert f"{path}{said}" in str(info.value)
+
+
+def test_a_database_the_sandbox_cannot_see_exits_2_at_its_line(tmp_path, capsys):
+    import sqlite3
+
+    from tests.security.attempts import require_sandbox
+
+    require_sandbox()
+    con = sqlite3.connect(tmp_path / "shop.db")
+    con.execute("create table t (x int)")
+    con.commit()
+    con.close()
+    path = write(tmp_path, SCRIPTED + "  replies: ['x']\nruntime: sandbox\ninputs:\n  db: {url: 'sqlite:///shop.db'}\n")
+    status, err = _cave_run(path, tmp_path, capsys)
+    assert status == 2, err
+    assert f"{path}:7: inputs.db: runtime 'sandbox' cannot take this input" in err and "ro_paths" in err, err

@@ -74,3 +74,16 @@ def test_numbers_of_types_the_host_may_not_have_come_back_as_int_or_float():
         assert type(rt.retrieve("n")) is int
     finally:
         rt.close()
+
+
+def test_a_recipe_that_cannot_be_rebuilt_is_a_transfer_error(tmp_path):
+    from cave.runtimes.transfer import TransferError, decode
+
+    for meta in (
+        {"format": "recipe", "builder": "sqlalchemy.create_engine", "args": [f"sqlite:///{tmp_path}/gone.db"]},
+        {"format": "recipe", "builder": "sqlite3.connect", "args": [str(tmp_path / "gone.db")]},
+        {"format": "recipe", "builder": "sqlalchemy.create_engine", "args": ["not a url"]},
+    ):
+        with pytest.raises(TransferError, match="cannot rebuild"):
+            decode(meta, trust=False)
+    assert not (tmp_path / "gone.db").exists()  # no empty database made in its place

@@ -474,6 +474,9 @@ ATTEMPTS: list[Attempt] = [
             "            f.write('x' * 4096)\n            f.flush()\n            time.sleep(0.01)\n"
             "threading.Thread(target=write, daemon=True).start()",
             lambda obs: obs.recovered and obs.idle_writes == 0, False, wait_before_after=1.0),
+    Attempt("loop-callback-between-cells", "idle",  # no thread of its own: the kernel's main event loop runs it
+            "import asyncio\nasyncio.get_event_loop().call_later(0.3, lambda: open('late-loop.txt', 'w').write('x'))",
+            lambda obs: obs.recovered and obs.idle_writes == 0, False, wait_before_after=1.0),
     Attempt("timer-fires-between-cells", "idle",
             "import threading\nthreading.Timer(0.3, lambda: open('late.txt', 'w').write('fired')).start()",
             lambda obs: obs.recovered and obs.idle_writes == 0, False, wait_before_after=1.0),

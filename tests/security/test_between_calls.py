@@ -4,8 +4,8 @@
   continues it (SIGCONT) at the next one; threads a cell started work only while a call is in flight.
 - process: threads a cell left behind run on between cells (bounded by ``idle_cpu_limit_s``, CPU only);
   ``freeze_idle=True`` gives process mode the sandbox's rule for the kernel's process group.
-- every kernel mode: a kernel stopped by a thread of its own (SIGSTOP) is continued at the next call, or within
-  0.1 s while the host waits for a reply; describe() never waits longer than a cell may.
+- every kernel mode: a kernel stopped by a thread of its own (SIGSTOP) is continued within 0.25 s while the host
+  waits for a reply (a frozen sandbox at the start of every call); describe() never waits longer than a cell may.
 """
 
 from __future__ import annotations

@@ -205,3 +205,13 @@ def test_an_object_from_a_module_the_jail_cannot_see_says_how_to_show_it(jail, t
     finally:
         sys.path.remove(str(tmp_path))
     assert "f" not in jail.registered
+
+
+def test_an_engine_whose_file_the_jail_cannot_see_is_refused_at_inject(jail, tmp_path):
+    db = tmp_path / "outside.db"  # not in the jail: SQLite would have made an empty database in its place
+    engine = sa.create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("create table t (x integer)"))
+    with pytest.raises(TransferError, match="ro_paths"):
+        jail.inject("outside_db", engine)
+    assert jail.execute("'outside_db' in dir()").result == "False"

@@ -102,6 +102,7 @@ CHECKED_BY: dict[str, list[str]] = {
     "What `process` mode does **not** stop": [
         "attempt:thread-writes-between-cells",
         "attempt:timer-fires-between-cells",
+        "attempt:loop-callback-between-cells",
         BETWEEN + "test_process_mode_lets_threads_run_between_cells_unless_frozen",
         "attempt:userns-child-mounts-tmpfs",
         "harm:setsid-daemon",
@@ -206,6 +207,7 @@ CHECKED_BY: dict[str, list[str]] = {
         "attempt:thread-outlives-cell",
         "attempt:thread-writes-between-cells",
         "attempt:timer-fires-between-cells",
+        "attempt:loop-callback-between-cells",
         BETWEEN + "test_nothing_of_a_sandbox_runs_between_calls",
         BETWEEN + "test_a_frozen_sandbox_dies_with_its_host",
         BETWEEN + "test_a_sandbox_used_from_several_event_loops_keeps_its_kernel",
