@@ -30,7 +30,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from cave.agent import RunResult
@@ -65,13 +65,7 @@ class ToolCall:
     error: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "name": self.name,
-            "arguments": self.arguments,
-            "output": self.output,
-            "error": self.error,
-        }
+        return asdict(self)
 
 
 @dataclass
