@@ -341,6 +341,12 @@ class TrainConfig(ConfigModel):
         None, ge=1, description="keep only the newest K checkpoints, deleting older ones as new ones land (None: all)"
     )
     max_grad_norm_stop: float = Field(1e4, gt=0, description="a gradient norm above this stops the run")
+    skip_nonfinite_steps: int = Field(
+        1,
+        ge=0,
+        description="steps in a row that a non-finite loss or gradient may skip (weights unchanged, logged) before "
+        "the run stops (0: the first one stops it)",
+    )
     per_role_grad_norm: bool = Field(True, description="measure each role's own gradient norm on a shared model")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: int | None = Field(None, ge=1, description="torch CPU threads (default: torch's choice)")

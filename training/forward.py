@@ -11,7 +11,7 @@ import torch
 from cave.training.loss import entropy_from_logits, token_logprobs
 from cave.training.samples import Batch
 
-__all__ = ["forward_logprobs", "prompt_groups", "shared_prompt_logits"]
+__all__ = ["forward_logprobs", "no_unattended_rows", "prompt_groups", "shared_prompt_logits"]
 
 
 def forward_logprobs(
@@ -33,7 +33,8 @@ def forward_logprobs(
     if logits is None:
         T = batch.response_mask.shape[1]
         P = batch.prompt_len
-        kwargs = dict(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+        mask = no_unattended_rows(model, batch.attention_mask)
+        kwargs = dict(input_ids=batch.input_ids, attention_mask=mask, position_ids=batch.position_ids)
         try:  # transformers: compute logits only at the positions that predict the response (saves memory)
             logits = model(**kwargs, use_cache=False, logits_to_keep=T + 1).logits[:, :T]
         except TypeError:
@@ -43,6 +44,32 @@ def forward_logprobs(
     if with_entropy:
         entropy = entropy_from_logits(logits if entropy_grad else logits.detach())
     return logprobs, entropy
+
+
+def no_unattended_rows(model: torch.nn.Module, attention_mask: torch.Tensor) -> torch.Tensor:
+    """The batch's mask as a 4D causal mask in which a padding position attends to itself, where that is safe.
+
+    Left padding gives the padding positions' queries no key at all (every key before them is padding). The loss
+    never reads those rows, but attention kernels differ on them: transformers (5.x) no longer rewrites such rows
+    for SDPA, and a fully masked row can give NaN in a kernel's backward (seen as a NaN gradient norm in a bf16 run
+    on a GPU, with every loss term finite); 0 x NaN is NaN, so it reaches every weight's gradient. The real tokens'
+    attention is unchanged (tested). Models on other attention implementations (eager reads a 4D mask as additive,
+    flash attention takes none) and batches without padding keep the 2D mask.
+
+    >>> class M(torch.nn.Module):
+    ...     config = type("C", (), {"_attn_implementation": "sdpa"})()
+    >>> no_unattended_rows(M(), torch.tensor([[0, 1, 1]]))[0, 0].int().tolist()
+    [[1, 0, 0], [0, 1, 0], [0, 1, 1]]
+    """
+    impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
+    if impl != "sdpa" or bool(attention_mask.all()):
+        return attention_mask
+    real = attention_mask.bool()
+    L = real.shape[1]
+    causal = torch.ones(L, L, dtype=torch.bool, device=real.device).tril()
+    mask = causal[None] & real[:, None, :]
+    mask |= torch.eye(L, dtype=torch.bool, device=real.device)[None] & ~real[:, :, None]
+    return mask[:, None]
 
 
 def prompt_groups(batch: Batch) -> list[list[int]]:

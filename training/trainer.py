@@ -16,6 +16,7 @@ message; the last checkpoint written is the last good one.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import re
@@ -53,7 +54,10 @@ __all__ = [
     "trim_metrics",
 ]
 
+log = logging.getLogger(__name__)
+
 METRICS = "metrics.jsonl"
+NONFINITE = ("nonfinite_loss", "nonfinite_grad")  # StepError kinds of an optimizer step skipped for NaN/inf
 CHECKPOINTS = "checkpoints"
 FINAL = "final"  # save_pretrained folders of the trained models, one per model name
 
@@ -68,6 +72,7 @@ class Trainer:
         self.run_dir = Path(resume or cfg.output_dir).resolve()
         self.resume = resume is not None
         self.quiet = quiet
+        self.skipped_in_row = 0  # steps skipped for a non-finite loss or gradient, in a row (see check)
         self.examples = cfg.data.examples()
         if not self.examples:
             raise ValueError("data: the data file has no examples; add at least one")
@@ -163,7 +168,7 @@ class Trainer:
         t1 = time.perf_counter()
         results = self.workers.update(samples, adv)
         t2 = time.perf_counter()
-        self.check(step, results)
+        skipped = self.check(step, results)
         self.workers.sync()  # after the check: a bad step never reaches the rollout engines
         t3 = time.perf_counter()
         metrics = step_metrics(step, roll, samples, adv, advantage_stats(adv, cols["agent_ids"]), results)
@@ -174,6 +179,8 @@ class Trainer:
         metrics.update({f"grad_norms/{role}": list(n) for role, n in norms.items()})
         self.grad_history.add(norms)
         metrics.update(self.grad_history.metrics())
+        if skipped:  # a non-finite step that did not stop the run (its weights are unchanged)
+            metrics["skipped"] = skipped
         metrics.update(
             rewards_failed=len(failed),
             reward_errors=failed[:3],
@@ -207,9 +214,20 @@ class Trainer:
         self.trackers.log({"step": step, **{f"eval/{k}": v for k, v in row.items() if k != "step"}})
         return report
 
-    def check(self, step: int, results: Mapping[str, Any]) -> None:
-        """Stop on a skipped (non-finite) step or exploding gradients; no checkpoint is written for this step."""
-        problems = [str(e) for r in results.values() for e in r.errors if e.kind != "no_tokens"]
+    def check(self, step: int, results: Mapping[str, Any]) -> list[str]:
+        """Stop on exploding gradients, or on steps skipped for a non-finite loss or gradient when more than
+        ``skip_nonfinite_steps`` come in a row; no checkpoint is written for a step that stops the run.
+
+        Returns the messages of a skipped step the run goes on after (its weights unchanged; [] when none): one
+        non-finite micro-batch (a bf16 overflow, one odd batch) is not a diverging run, but a repeated one is.
+        """
+        nonfinite = [str(e) for r in results.values() for e in r.errors if e.kind in NONFINITE]
+        problems = [str(e) for r in results.values() for e in r.errors if e.kind not in ("no_tokens", *NONFINITE)]
+        self.skipped_in_row = self.skipped_in_row + 1 if nonfinite else 0
+        if nonfinite and self.skipped_in_row > self.cfg.skip_nonfinite_steps:
+            problems += nonfinite
+            if self.skipped_in_row > 1:
+                problems.append(f"{self.skipped_in_row} steps in a row were skipped")
         for r in results.values():
             big = [g for g in r.grad_norms if math.isfinite(g) and g > self.cfg.max_grad_norm_stop]
             if big:
@@ -224,6 +242,9 @@ class Trainer:
                 f"step {step} stopped: " + "; ".join(problems) + f". {keep}; resume from it with a lower lr "
                 f"(`cave train CONFIG --resume {self.run_dir}`)."
             )
+        if nonfinite:
+            log.warning("step %d skipped (weights unchanged), the run goes on: %s", step, "; ".join(nonfinite))
+        return nonfinite
 
 
 # -- metrics -----------------------------------------------------------------------------------------

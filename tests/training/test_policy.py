@@ -331,3 +331,30 @@ def test_fp32_weights_have_no_master_copy():
     pol = AgentPolicies({"solver": tiny_llama(0)}, OptimizerConfig(lr=1e-3))
     stepper = pol.slot("solver").stepper
     assert all(m is p for m, p in zip(stepper.masters, stepper.params, strict=True))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_left_padded_forward_equals_each_row_alone_and_its_gradient_is_finite(dtype):
+    """Padding queries attend to themselves (no fully masked rows: a NaN source in SDPA backward); real tokens as alone."""
+    from cave.training.forward import no_unattended_rows
+
+    from tests.conftest import tiny_llama as build
+
+    model = build(300, attn_implementation="sdpa").to(dtype)
+    samples = [
+        Sample(list(range(5, 25)), [7, 8, 9], old_logprobs=[-5.0] * 3),
+        Sample([8, 9], [9, 10], old_logprobs=[-5.0] * 2),
+    ]
+    batch = collate(samples)
+    assert no_unattended_rows(model, batch.attention_mask).dim() == 4  # the padded batch gets the 4D mask
+    logprobs, entropy = forward_logprobs(model, batch, with_entropy=True, entropy_grad=True, share_prompts=False)
+    for i, s in enumerate(samples):
+        alone, _ = forward_logprobs(model, collate([s]), share_prompts=False)
+        tol = 1e-5 if dtype == torch.float32 else 0.1
+        assert torch.allclose(logprobs[i, : len(s.response_ids)], alone[0], atol=tol)
+    out = ppo_loss(
+        logprobs, batch.old_logprobs, torch.zeros(2), batch.response_mask, entropy=entropy, entropy_coef=1e-3
+    )
+    out.loss.backward()  # zero advantages: only the entropy term has a gradient (the bf16 GPU run's case)
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)
+    assert math.isfinite(float(norm)) and float(norm) > 0

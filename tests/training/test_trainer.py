@@ -285,3 +285,27 @@ def test_plots_are_readable(tmp_path, monkeypatch):
     files = plot_run(tmp_path)
     assert {f.stem for f in files} == {"reward", "advantage"} and len(seen) == 2
     assert set(PLOT_YLABELS) == set(PLOT_GROUPS)
+
+
+def test_one_skipped_nonfinite_step_does_not_end_the_run_but_a_repeat_does(tmp_path):
+    """Issue 37: a single non-finite step is skipped (weights unchanged) and logged; two in a row stop the run."""
+    from types import SimpleNamespace
+
+    from cave.training.policy import StepError
+
+    trainer = Trainer.__new__(Trainer)
+    trainer.cfg = SimpleNamespace(skip_nonfinite_steps=1, max_grad_norm_stop=1e4)
+    trainer.run_dir, trainer.skipped_in_row = tmp_path, 0
+
+    def results(ok: bool) -> dict:
+        errors = [] if ok else [StepError("m", 1, "nonfinite_grad", "m: gradient norm is nan; the step was skipped")]
+        return {"m": SimpleNamespace(errors=errors, grad_norms=[0.1 if ok else float("nan")], model="m")}
+
+    assert trainer.check(1, results(False)) == ["m: gradient norm is nan; the step was skipped"]
+    assert trainer.check(2, results(True)) == [] and trainer.skipped_in_row == 0
+    trainer.check(3, results(False))
+    with pytest.raises(TrainingStopped, match="gradient norm is nan.*2 steps in a row were skipped"):
+        trainer.check(4, results(False))
+    trainer.cfg.skip_nonfinite_steps, trainer.skipped_in_row = 0, 0  # 0: the first one stops the run
+    with pytest.raises(TrainingStopped, match="step 5 stopped"):
+        trainer.check(5, results(False))
