@@ -11,6 +11,8 @@ import torch
 from cave.training.loss import entropy_from_logits, token_logprobs
 from cave.training.samples import Batch
 
+from cave.llm.hf import cache_kwarg
+
 __all__ = ["forward_logprobs", "no_unattended_rows", "prompt_groups", "shared_prompt_logits"]
 
 
@@ -106,7 +108,7 @@ def shared_prompt_logits(model: torch.nn.Module, batch: Batch) -> torch.Tensor |
             out = model(input_ids=prompt, use_cache=True, logits_to_keep=1)
         except TypeError:
             return None
-        cache = getattr(out, "past_key_values", None)
+        cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
         if cache is None or not hasattr(cache, "batch_repeat_interleave"):
             return None
         R, L = len(rows), prompt.shape[1]
@@ -115,7 +117,10 @@ def shared_prompt_logits(model: torch.nn.Module, batch: Batch) -> torch.Tensor |
             cache.batch_repeat_interleave(R)
             pos = torch.arange(L, L + T - 1, device=prompt.device).expand(R, -1)
             rest = model(
-                input_ids=batch.response_ids[rows, : T - 1], past_key_values=cache, position_ids=pos, use_cache=True
+                input_ids=batch.response_ids[rows, : T - 1],
+                position_ids=pos,
+                use_cache=True,
+                **{cache_kwarg(model): cache},
             ).logits
             first = torch.cat([first, rest], dim=1)
         parts.append(first)

@@ -103,6 +103,9 @@ def run_cave(args: argparse.Namespace, out: str) -> tuple[dict[str, Any], list[l
         "seconds": seconds,
         "rollout_s": m["rollout_s"],
         "update_s": m["update_s"],
+        # scoring, samples and advantages (+ the weight sync): the iteration's rest
+        "score_s": m["step_s"] - m["rollout_s"] - m["update_s"],
+        "rollout_batch_mean": m.get("rollout_batch_mean"),  # rows per decode step of the generation engine
         "generated_tokens": m["generated_tokens"],
         "prompt_tokens": prompt_tokens,
         "reward_mean": m["reward_mean"],
@@ -265,7 +268,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n", type=int, default=4, help="group size: generations per prompt")
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--micro-batch", type=int, default=2, help="cave: samples per forward/backward (0: all at once)")
+    p.add_argument(
+        "--micro-batch",
+        type=int,
+        default=0,
+        help="cave: samples per forward/backward (0: all at once, as TRL's GRPOTrainer takes the step's batch here)",
+    )
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     p.add_argument("--source", default="smollm2", help="an embedded model name or an HF directory")
