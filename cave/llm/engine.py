@@ -85,7 +85,8 @@ class GenerationEngine:
 
     ``max_batch``: the most rows decoded at once (later calls wait in the queue). ``window_s`` / ``max_wait_s``: when
     the engine is idle and a call arrives, it waits while more calls keep arriving (``window_s`` between looks, at most
-    ``max_wait_s``), so the first calls of concurrent runs are prefilled together. ``generation_context``: a callable
+    ``max_wait_s``), so the first calls of concurrent runs are prefilled together. ``prompt_cache_tokens``: how many
+    prompt tokens' KV states are kept for reuse while busy (the newest prompts). ``generation_context``: a callable
     giving the context manager the worker decodes in (the trainer's ``for_generation``: under DeepSpeed ZeRO-3 the
     weights are gathered once for the busy period).
     """
@@ -100,7 +101,7 @@ class GenerationEngine:
         max_wait_s: float = 0.25,
         generation_context: Callable[[], contextlib.AbstractContextManager] | None = None,
         stop_ids: set[int] | None = None,
-        prompt_cache: int = 256,
+        prompt_cache_tokens: int = 16384,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.stop_ids = set(stop_ids) if stop_ids is not None else stop_token_ids(tokenizer, model)
@@ -108,7 +109,7 @@ class GenerationEngine:
         self.pad = pad if pad is not None else (min(self.stop_ids) if self.stop_ids else 0)
         self.max_batch, self.window_s, self.max_wait_s = max_batch, window_s, max_wait_s
         self.generation_context = generation_context or contextlib.nullcontext
-        self.prompt_cache = prompt_cache
+        self.prompt_cache_tokens = prompt_cache_tokens
         self.stats = EngineStats()
         self._lock = threading.Lock()
         self._pending: list[_Call] = []
@@ -306,9 +307,14 @@ class _Batch:
             self.pos = torch.cat([self.pos, pos])
             self.logits = torch.cat([self.logits, logits])
         self.rows.extend(calls)
-        if len(self.prompts) > self.engine.prompt_cache:  # keep the newest prompts
-            for key in list(self.prompts)[: len(self.prompts) - self.engine.prompt_cache]:
-                del self.prompts[key]
+        # keep the newest prompts' states, at most prompt_cache_tokens tokens of them (the KV of a 135M model takes
+        # ~46 kB a token in fp32): a group's samples arrive within a few decode steps of each other
+        cached = sum(len(key) for key in self.prompts)
+        for key in list(self.prompts):
+            if cached <= self.engine.prompt_cache_tokens:
+                break
+            cached -= len(key)
+            del self.prompts[key]
 
     def _prefill(self, prompts: list[list[int]]) -> None:
         """Run the prompts not seen in this busy period (each distinct one once) and remember their KV and logits."""
@@ -335,7 +341,11 @@ class _Batch:
         logits = out.logits[:, -1, :].float()
         layers = list(_layer_kv(cache))
         for b, p in enumerate(todo):
-            kv = [(k[b : b + 1, :, width - len(p) :], v[b : b + 1, :, width - len(p) :]) for k, v in layers]
+            # copies, so that the padded prefill batch is freed with the prompts it does not keep
+            kv = [
+                (k[b : b + 1, :, width - len(p) :].clone(), v[b : b + 1, :, width - len(p) :].clone())
+                for k, v in layers
+            ]
             self.prompts[p] = (kv, logits[b])
 
     # -- one decode step ------------------------------------------------------------------------------------------------
