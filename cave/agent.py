@@ -502,12 +502,15 @@ class Agent(Compaction, Given, Replying, Feedback):
                     text += f"\nNote: {rows}"
                 record["checks"] = traj.meta["failed_checks"] = failures
             held, notes = None, ""
+            marks = set(traj.meta)
             if cell.final and not failures:
                 # the whole reply: its blocks were written together, before any of them ran
                 notes = answer_notes(traj, cells.executions, code)
                 held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), notes)
-            if cell.final and not failures and not held and not self.checks:
+            if cell.final and not failures and not held and not self.checks and not self.expect_calls:
                 held = self._contract_hold(traj, cell.value)  # the task's contract, after the specific holds
+            if held:  # which hold spoke: the marks it left in meta (how often each fires is measured on held-out)
+                record["held_by"] = sorted(set(traj.meta) - marks - {"contract_problems"}) or ["unmarked"]
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
                 text += "\n" + held
                 record["held"] = "contract" if held.startswith(task_contract.NOTE_HEAD) else held.split(":", 1)[0]
@@ -561,6 +564,7 @@ class Agent(Compaction, Given, Replying, Feedback):
         ``verify`` independent attempts agree with; otherwise ``unverified``, with the reason."""
         before, t0 = traj.status, time.time()
         if traj.meta.get("contract_problems"):
+            traj.meta["verify"] = {"n": 0, "status_before": before, "attempts": [], "agreed": 0, "seconds": 0.0}
             return _unverified(
                 traj, "it still breaks the task's contract: " + "; ".join(traj.meta["contract_problems"])
             )

@@ -281,8 +281,8 @@ def scripted_policy(task: AnalystTask | str, agent: str, *, seed: int = 0) -> Sc
     """A Scripted backend playing a correct policy: the task's solution (code), or fetch the data, then
     state the oracle's answer as JSON (json)."""
     task = TASKS[task] if isinstance(task, str) else task
-    if agent == "code":
-        return Scripted([f"```python\n{task.solution}\n```"])
+    if agent == "code":  # repeated: the independent attempts that verify the answer solve it the same way
+        return Scripted([f"```python\n{task.solution}\n```"], repeat_last=True)
     if "db" in task.inputs:
         call = {"name": "run_sql", "arguments": {"query": "SELECT * FROM orders"}}
     else:

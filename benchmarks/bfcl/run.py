@@ -162,6 +162,7 @@ async def run_code(
             instructions=instructions,
             stream=False,
             prompt_budget=budget,
+            verify=None,  # the calls are the answer and the benchmark scores them: re-solving would call tools again
             # single-turn: a call is the whole answer; the data-analysis base prompt is tokens it does not need
             **{"base_prompt": None if entry.multi_turn else CODE_SINGLE_BASE, **(agent_options or {})},
         )

@@ -120,7 +120,7 @@ def run_question(q: Question, data: str | Path, agent: str, llm: LLM, **kwargs: 
 def answer_policy(answers: dict[str, Any], agent: str = "code") -> Scripted:
     """A Scripted backend that answers with ``answers`` (tests, and the wiring check)."""
     if agent == "code":
-        return Scripted([f"```python\nfinal_answer({answers!r})\n```"])
+        return Scripted([f"```python\nfinal_answer({answers!r})\n```"], repeat_last=True)  # again for each attempt
     return Scripted([" ".join(f"@{k}[{v}]" for k, v in answers.items())])
 
 

@@ -26,7 +26,7 @@ from cave.benchmarks.json_agent import JsonAgent, ToolSpec, sql_tool
 from cave.benchmarks.runtime import code_runtime
 
 from cave.llm.base import LLM, Scripted
-from cave.trajectory import Trajectory
+from cave.trajectory import ANSWERED, Trajectory
 
 CODE_INSTRUCTIONS = "Answer the question from the data given to you. Pass the answer itself to final_answer."
 JSON_INSTRUCTIONS = "Answer the question from the data, which you get through the tools. Give the answer itself."
@@ -194,7 +194,7 @@ def failure_reason(traj: Trajectory, answer: Any, reference: Any, overflow: bool
     if overflow:
         biggest = max([s.usage.prompt_tokens for s in traj.steps] + [0])
         return f"context overflow: a prompt of {biggest} tokens in a window of {window}"
-    if traj.status not in ("success", "no_code"):
+    if traj.status not in ANSWERED:
         return f"no answer: the run ended with status {traj.status}" + (f" ({traj.error})" if traj.error else "")
 
     def short(x: Any) -> str:
@@ -219,7 +219,8 @@ def scripted_policy(
     """
     task = TASKS[task] if isinstance(task, str) else task
     if agent == "code":
-        return Scripted([f"```python\n{task.code}\nfinal_answer(result)\n```"], context_window=context_window)
+        reply = f"```python\n{task.code}\nfinal_answer(result)\n```"
+        return Scripted([reply], context_window=context_window, repeat_last=True)  # and again for each attempt
     if task.dataset == "shop":
         call = {"name": "run_sql", "arguments": {"query": task.json_query}}
     else:

@@ -105,8 +105,26 @@ async def arun(
         verify=None
         if verify is None
         else {"status_before": verify["status_before"], "seconds": float(verify["seconds"])},
+        holds=sorted({m for s in traj.steps for b in s.meta.get("blocks", ()) for m in b.get("held_by", ())}),
     )
     return row
+
+
+def hold_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per hold (the marks it leaves in a run's meta): the runs it fired in, and how many of those ended correct
+    and how many ``success`` (is the hold right where it speaks?); totals only."""
+    fired: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        for mark in r.get("holds") or ():
+            fired.setdefault(mark, []).append(r)
+    return {
+        mark: {
+            "runs": len(rs),
+            "correct": sum(r["correct"] for r in rs),
+            "success": sum(r["status"] == "success" for r in rs),
+        }
+        for mark, rs in sorted(fired.items())
+    }
 
 
 # -- totals --------------------------------------------------------------------------------------------------------
@@ -159,7 +177,7 @@ def verify_off(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def full_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """``report``, and the "verify off" view where any run was verified."""
-    out = {"verify_on": report(rows)}
+    out = {"verify_on": report(rows), "holds": hold_totals(rows)}
     if any(r.get("verify") for r in rows):
         out["verify_off"] = report(verify_off(rows))
         out["verified_runs"] = sum(bool(r.get("verify")) for r in rows)

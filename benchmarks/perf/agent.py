@@ -67,7 +67,7 @@ def sales_frame() -> pd.DataFrame:
 def new_agent(n: int, store: Store | None = None) -> Agent:
     runtime = InProcessRuntime()
     runtime.inject("sales", sales_frame(), "one row per order")
-    return Agent(model=Scripted(replies(n)), runtime=runtime, max_steps=n + 1)
+    return Agent(model=Scripted(replies(n)), runtime=runtime, max_steps=n + 1, verify=None)  # the loop's own cost
 
 
 async def one_run(n: int, store: Store | None = None) -> int:
@@ -292,7 +292,7 @@ async def run_session(llm: Any, max_steps: int | None, data_size: int) -> Any:
 
     runtime = InProcessRuntime()
     runtime.inject("sales", sales(data_size, seed=0), "one row per order")
-    agent = Agent(model=llm, runtime=runtime, max_steps=max_steps or 6, stream=False)
+    agent = Agent(model=llm, runtime=runtime, max_steps=max_steps or 6, stream=False, verify=None)  # the loop alone
     try:
         turns = [(await agent.arun(text)).trajectory for text in SESSION_TURNS]
     finally:

@@ -268,6 +268,7 @@ def _agent_classes() -> tuple[type, type, type]:
                 max_steps=self.ctx.max_steps,
                 instructions=instructions,
                 stream=False,
+                verify=None,  # the tool calls change the environment, and tau2 scores them: no re-solving
             )
 
         def _tool_function(self, tool: Any) -> Any:

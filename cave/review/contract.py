@@ -122,6 +122,8 @@ def read(text: str) -> Contract:
 def _clean(text: str) -> str:
     """The task's words: code blocks dropped (they are not the question), whitespace collapsed."""
     text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    # quoted passages of several words are content to write or look for, not the question's own words
+    text = re.sub(r"(?<![\w`])(['\"])(?:(?!\1).){0,400}?\s\S+\s(?:(?!\1).){0,400}?\1(?!\w)", " QUOTE ", text)
     return re.sub(r"\s+", " ", text).strip()
 
 
@@ -142,7 +144,8 @@ def _phrase(words: list[str], most: int = 3) -> str | None:
 
 
 def _tail_words(low: str, start: int) -> list[str]:
-    return re.findall(r"[a-z0-9_\-`'\"]+|[,.;:?!()]", low[start:])[:6]
+    words = re.findall(r"[a-z0-9_\-`'\"]+|[,.;:?!()]", low[start:])[:6]
+    return [re.sub(r"'s$", "", w) for w in words]  # "each region's share": the region
 
 
 def _which(low: str) -> str | None:
@@ -472,8 +475,26 @@ def _kind(
         r"range|slope|coefficient|p-value|p value|statistic|skewness|kurtosis|mode|growth)\b",
         low,
     ):
-        return None if _enumerates(low) else "number"
+        return "number" if _asks_value(low) and not (_enumerates(low) or re.match(_CHANGES, low)) else None
     return None
+
+
+def _asks_value(low: str) -> bool:
+    """A question or a request for a value ("What is ...?", "Compute the mean ...", "Median price"), not a
+    request to do something that mentions a measure ("could you jot down ...")."""
+    return bool(
+        "?" in low
+        or re.match(r"(?:what|how|compute|calculate|find|give|return|report|determine|tell|get|show|estimate)\b", low)
+        or len(low.split()) <= 8
+    )
+
+
+# a task that changes or builds objects ("Add a column `share` ..."): its answer is what it built, not a number
+_CHANGES = (
+    r"(?:please\s+)?(?:add|create|make|build|clean|merge|join|fill|drop|rename|convert|sort|filter|append|update|"
+    r"replace|remove|keep|set|load|read|save|store|write|pivot|reshape|standardi[sz]e|normali[sz]e|impute|"
+    r"combine|split|parse|fix|deduplicate|tidy|prepare|transform|aggregate|flag|mark|label|tag|assign)\b"
+)
 
 
 def _enumerates(low: str) -> bool:

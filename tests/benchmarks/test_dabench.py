@@ -99,16 +99,22 @@ def test_scripted_runs_are_scored(agent) -> None:
 def test_the_code_agent_computes_from_df() -> None:
     q = load_questions(FIXTURE)[0]
     unrounded = "```python\nfinal_answer({'mean_price': df['price'].mean()})\n```"
-    llm = Scripted([unrounded, "```python\nfinal_answer(_final_answer)\n```"])  # confirms it as it is
+    # confirms it as it is; the independent attempt (verify: 1) then sends the rounded value
+    llm = Scripted(
+        [
+            unrounded,
+            "```python\nfinal_answer(_final_answer)\n```",
+            "```python\nfinal_answer({'mean_price': 41.01})\n```",
+        ]
+    )
     r = run_question(q, FIXTURE, "code", llm, runtime="inprocess")
     # the agent's form check named the rounding the question asks for, with the call that fixes it; confirmed as
     # it was, the right number ends in the form the task asks (41.00666... is right only after rounding)
     note = r.trajectory.steps[0].observation
     assert "'mean_price' is 41.00666666666667; the task asks for 2 decimal places: 41.01" in note
     assert r.score.strict and r.answer == {"mean_price": 41.01} and r.trajectory.status == "success"
-    fixed = run_question(
-        q, FIXTURE, "code", Scripted([unrounded, "```python\n" + note.split("```python\n")[1]]), runtime="inprocess"
-    )
+    fix = "```python\n" + note.split("```python\n")[1]
+    fixed = run_question(q, FIXTURE, "code", Scripted([unrounded, fix, fix]), runtime="inprocess")
     assert fixed.score.strict and fixed.trajectory.status == "success"
 
 
@@ -146,12 +152,12 @@ def test_cli_resume_runs_only_what_is_missing(tmp_path, monkeypatch) -> None:
         f.write('{"suite": "dabench", "id": 1, "mod')  # the kill came mid-line
     calls = len(llm.calls)
     assert bench_main([*argv, "--level", "easy,medium", "--resume"]) == 0
-    assert len(llm.calls) - calls == 1  # question 1 only
+    assert len(llm.calls) - calls == 2  # question 1 only: its answer and the independent attempt that verifies it
     rows = cli.previous_rows(out / "entries.jsonl")
     assert sorted(r["id"] for r in rows) == [0, 1]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["dabench"][0]["n"] == 2 and summary["dabench"][0]["strict"] == 1.0
-    assert bench_main([*argv, "--level", "easy,medium", "--resume"]) == 0 and len(llm.calls) - calls == 1
+    assert bench_main([*argv, "--level", "easy,medium", "--resume"]) == 0 and len(llm.calls) - calls == 2
     assert bench_main(["dabench", "--data", str(FIXTURE), "--resume"]) == 2  # nothing to resume without --out
 
 

@@ -48,7 +48,8 @@ def test_token_table_with_fixed_scripted_policies() -> None:
         code = [table[(task, n, "code")] for n in SIZES]
         js = [table[(task, n, "json")] for n in SIZES]
         assert all(r.success and not r.overflow for r in code)
-        assert max(r.prompt_tokens for r in code) - min(r.prompt_tokens for r in code) <= 5  # flat
+        # flat: the data profile's counts and ranges gain digits with the rows (100 -> 100000), nothing else grows
+        assert max(r.prompt_tokens for r in code) - min(r.prompt_tokens for r in code) <= 25
         assert all(a.prompt_tokens < b.prompt_tokens for a, b in zip(js, js[1:], strict=False))  # grows with rows
         assert js[0].success and not js[0].overflow  # 100 rows fit a 32k window
         assert js[-1].overflow and not js[-1].success  # 100k rows do not
@@ -99,7 +100,9 @@ def test_a_failed_entry_says_why():
     from cave.llm.base import Scripted
 
     task = next(iter(TASKS))
-    r = run_task(task, 100, "code", Scripted(["```python\nfinal_answer('surely not the answer')\n```"]))
+    r = run_task(
+        task, 100, "code", Scripted(["```python\nfinal_answer('surely not the answer')\n```"], repeat_last=True)
+    )
     assert not r.success and r.record()["error"].startswith("wrong answer: got 'surely not the answer', expected")
     r = run_task(task, 100, "code", Scripted(["```python\nx = 1\n```"], repeat_last=True), max_steps=2)
     assert r.record()["error"].startswith("no answer: the run ended with status max_steps")

@@ -10,13 +10,20 @@ from cave.benchmarks.perf.agent import SESSION_TURNS, run_real_task
 
 from cave.llm.base import Scripted
 
+SOLUTIONS = {  # one step per turn: each answer in the form its turn asks (the task's contract is checked)
+    "Which region": "final_answer(str(sales.region.iloc[0]))",
+    "Make a DataFrame `by_region`": "by_region = sales.groupby('region', as_index=False)['revenue'].sum()"
+    ".sort_values('revenue', ascending=False)\nfinal_answer(by_region)",
+    "Add a column `share`": "by_region['share'] = by_region.revenue / by_region.revenue.sum()\nfinal_answer(by_region)",
+    "Make `monthly`": "monthly = sales.groupby(sales.date.str[:7])['revenue'].sum()\nfinal_answer(monthly)",
+    "Which month": "final_answer(str(monthly.idxmin()))",
+}
+
 
 def _answers(messages: list[dict]) -> str:
-    # one step per turn: answer from the live objects, so every turn succeeds (a name where a name is asked)
     asked = [m["content"] for m in messages if m["role"] == "user"][-1]
-    if "Which region" in asked:
-        return "```python\nfinal_answer(str(sales.region.iloc[0]))\n```"
-    return "```python\nfinal_answer(int(len(sales)))\n```"
+    code = next((c for k, c in SOLUTIONS.items() if k in asked), "final_answer(int(len(sales)))")
+    return f"```python\n{code}\n```"
 
 
 def test_session_task_runs_every_turn_in_one_session() -> None:
