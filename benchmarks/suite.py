@@ -108,6 +108,18 @@ def agent_option(p: argparse.ArgumentParser) -> None:
     )
 
 
+def verify_option(p: argparse.ArgumentParser) -> None:
+    """``--verify N``: the code agent's independent attempts (``Agent(verify=N)``) for answers without checks."""
+    p.add_argument(
+        "--verify",
+        type=int,
+        default=None,
+        metavar="N",
+        help="independent attempts that must agree before an answer without checks ends `success` "
+        "(default: the agent's, 1; 0: off, every such answer ends `unverified`)",
+    )
+
+
 def agent_options(args: Any) -> dict[str, Any]:
     """``--agent-option KEY=VALUE`` -> keyword arguments of ``Agent`` (values read as YAML scalars)."""
     import yaml
@@ -124,6 +136,10 @@ def agent_options(args: Any) -> dict[str, Any]:
             out[key] = yaml.safe_load(value) if value.strip() else value
         except yaml.YAMLError:
             out[key] = value
+    if getattr(args, "verify", None) is not None:
+        if args.verify < 0:
+            raise SystemExit(f"--verify {args.verify}: give a whole number of attempts >= 0 (0: off)")
+        out["verify"] = args.verify
     return out
 
 

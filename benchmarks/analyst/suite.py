@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cave.benchmarks.suite import agent_option, agent_options, models, runtime_option, summarize, tool_call_format
+from cave.benchmarks.suite import (
+    agent_option,
+    agent_options,
+    models,
+    runtime_option,
+    summarize,
+    tool_call_format,
+    verify_option,
+)
 
 __all__ = ["agent_option", "agent_options", "analyst_options", "bench_analyst", "models"]
 
@@ -15,6 +23,7 @@ def analyst_options(p: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="the data's seed (default: 0)")
     p.add_argument("--scripted", action="store_true", help="run the correct scripted policies, no model")
     agent_option(p)
+    verify_option(p)
     p.set_defaults(max_steps=6)
     p._option_string_actions["--model"].help += "; several: comma-separated"
     runtime_option(p)

@@ -13,6 +13,7 @@ from cave.benchmarks.suite import (
     runtime_option,
     summarize,
     tool_call_format,
+    verify_option,
 )
 
 
@@ -29,6 +30,7 @@ def dabench_options(p: Any) -> None:
     p.add_argument("--level", help="comma-separated of easy,medium,hard (default: all)")
     p.add_argument("--ids", type=_ids, help="comma-separated question ids, e.g. 19,56,57 (default: all)")
     agent_option(p)
+    verify_option(p)
     p.set_defaults(max_steps=6)
     p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
     runtime_option(p)

@@ -100,7 +100,8 @@ def crash_episode(mode: str = "process") -> dict[str, Any]:
     runtime = create_runtime(mode, timeout=30, memory_limit_mb=1024, interrupt_grace_s=0.5)
     try:
         runtime.inject("sales", sales, description="one row per order")
-        agent = Agent(model=Scripted(replies), runtime=runtime, max_steps=len(replies) + 1)
+        # faults are the point here, not verification: the caller verifies (verify=None)
+        agent = Agent(model=Scripted(replies), runtime=runtime, max_steps=len(replies) + 1, verify=None)
         result = agent.run("Total sales amount?")
         observations = [s.observation for s in result.trajectory.steps]
         seen = [
@@ -235,7 +236,7 @@ def llm_fault(fault: str, db_dir: str | None = None) -> dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="cave-llmfault-", dir=db_dir)
     store = Store(os.path.join(tmp, "cave.db"))
     try:
-        agent = Agent(model=llm, runtime="inprocess", max_steps=5)
+        agent = Agent(model=llm, runtime="inprocess", max_steps=5, verify=None)
         t0 = time.perf_counter()
         result = agent.run("Count to three.", on_event=store.on_event)
         elapsed = time.perf_counter() - t0
@@ -273,6 +274,7 @@ def _task_yaml(path: Path, runtime: str) -> None:
         "model": {"backend": "scripted", "replies": KILL_REPLIES},
         "runtime": {"kind": runtime, "timeout": 30},
         "max_steps": 10,
+        "checks": {"answer": {"assert": ["value == 10"]}},  # the task's own check verifies the answer
     }
     path.write_text(json.dumps(spec))  # JSON is YAML
 
@@ -367,7 +369,7 @@ async def _session(i: int, store: Store) -> tuple[Any, Any]:
         code("sq = [n * n for n in numbers]", "len(sq)"),
         code("final_answer(s + len(sq))"),
     ]
-    agent = Agent(model=Scripted(replies), runtime=runtime, max_steps=5)
+    agent = Agent(model=Scripted(replies), runtime=runtime, max_steps=5, verify=None)
     result = await agent.arun("Sum the numbers, then add how many there are.", on_event=store.on_event)
     return runtime, result
 
