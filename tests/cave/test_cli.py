@@ -134,7 +134,7 @@ def test_bad_task_exits_2_before_any_model_loads(tmp_path):
 def test_input_that_cannot_be_read_exits_2(tmp_path, capsys):
     (tmp_path / "bad.parquet").write_text("nope")
     path = tmp_path / "t.yaml"
-    path.write_text("task: t\nmodel: {backend: scripted, replies: []}\ninputs:\n  x: {file: bad.parquet}\n")
+    path.write_text("task: t\nmodel: {backend: scripted, replies: [x]}\ninputs:\n  x: {file: bad.parquet}\n")
     assert main(["run", str(path), "--db", str(tmp_path / "c.db")]) == 2
     assert f"{path}:4: inputs.x:" in capsys.readouterr().err
 

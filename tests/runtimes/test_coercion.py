@@ -103,7 +103,9 @@ def test_an_answer_from_unix_times_read_as_nanoseconds_is_held_and_the_given_tab
         "weather['dt'] = pd.to_datetime(weather['dt'], unit='s')\nfinal_answer(int((weather['dt'].dt.hour < 6).sum()))"
     )
     agent = Agent(
-        model=Scripted([f"```python\nimport pandas as pd\n{c}\n```" for c in (misread, fixed)]), runtime="kernel"
+        # the third reply is the independent attempt (verify: 1), in a fresh kernel holding the readings as given
+        model=Scripted([f"```python\nimport pandas as pd\n{c}\n```" for c in (misread, fixed, fixed)]),
+        runtime="kernel",
     )
     agent.runtime.inject("weather", weather)
     try:
