@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import time
 from typing import Any
@@ -271,8 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--micro-batch",
         type=int,
-        default=0,
-        help="cave: samples per forward/backward (0: all at once, as TRL's GRPOTrainer takes the step's batch here)",
+        default=None,
+        help="cave: samples per forward/backward (default: the group size, so a group's prompt is run once; 0: the "
+        "whole step at once, which needs ~20 GiB at 8x8 on a CPU)",
     )
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
@@ -285,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--out", help="write the rows as JSON here")
     args = p.parse_args(argv)
+    if args.micro_batch is None:
+        args.micro_batch = args.n
     with tempfile.TemporaryDirectory() as tmp:
         cave_row, prompts = run_cave(args, f"{tmp}/cave")
         trl_row = run_trl(args, prompts, f"{tmp}/trl")
@@ -292,7 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         r["tokens_per_s"] = r["generated_tokens"] / r["seconds"]
         r["all_tokens_per_s"] = (r["generated_tokens"] + r["prompt_tokens"]) / r["seconds"]
-    setting = {**vars(args), "trl": trl.__version__}
+    # OMP_WAIT_POLICY=PASSIVE: on a CPU shared with other jobs, libgomp's spinning barriers made both systems 4-7x slower
+    setting = {**vars(args), "trl": trl.__version__, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}
     where = f"{args.source} {args.dtype} {args.device}"
     print(f"one RL iteration, {where}, {args.prompts} prompts x {args.n}, max {args.max_tokens} tokens")
     print(f"{'system':8} {'seconds':>8} {'gen tok':>8} {'tok/s':>8} {'all tok/s':>10} {'reward':>7} {'peak GiB':>9}")
