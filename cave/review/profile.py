@@ -11,7 +11,7 @@ system prompt, so it costs nothing after the first call.
 >>> df = pd.DataFrame({"borough": ["Brooklyn", " brooklyn", "Queens", "BROOKLYN"], "fare": ["$1,200", "30", "7", "8"]})
 >>> print(profile(df))
 4 rows x 2 columns
-- borough: text, 4 distinct: 'Brooklyn' 1, ' brooklyn' 1, 'Queens' 1, 'BROOKLYN' 1; written several ways: 'Brooklyn'/' brooklyn'/'BROOKLYN' (3 rows)
+- borough: text, 4 distinct: 'Brooklyn' (1 rows), ' brooklyn' (1 rows), 'Queens' (1 rows), 'BROOKLYN' (1 rows); written several ways: 'Brooklyn'/' brooklyn'/'BROOKLYN' (3 rows)
 - fare: text, 4 distinct; numbers stored as text (4 of 4, e.g. '$1,200'): convert before arithmetic
 """
 
@@ -118,7 +118,8 @@ def _text(s: Any) -> str:
     if stored:
         return out + "; " + stored
     if len(counts) <= max(TOP * 4, len(text) // 2):  # a category, not free text or ids: show its values
-        shown = ", ".join(f"{_quote(v)} {n}" for v, n in counts.head(TOP).items())
+        # "(64 rows)", not "64": a bare count next to a product's name reads like its price to a small model
+        shown = ", ".join(f"{_quote(v)} ({n} rows)" for v, n in counts.head(TOP).items())
         out += ": " + shown + (", ..." if len(counts) > TOP else "")
     groups = spelling_groups(text) if len(counts) < 5000 else []
     if groups:
@@ -162,8 +163,9 @@ def _bounded(lines: list[str], limit: int) -> str:
     share = max(80, limit // max(1, len(lines)))
     out, used = [], 0
     for i, line in enumerate(lines):
-        line = line if len(line) <= max(share, 160) else line[: max(share, 160) - 3] + "..."
-        if used + len(line) + 1 > limit:
+        cap = max(share, 80)  # every column keeps a line; long ones are cut to their fair share
+        line = line if len(line) <= cap else line[: cap - 3] + "..."
+        if used + len(line) + 1 > limit - (30 if i < len(lines) - 1 else 0):  # room for the "more columns" line
             out.append(f"- ... {len(lines) - i} more columns")
             break
         out.append(line)
