@@ -12,7 +12,7 @@ system prompt, so it costs nothing after the first call.
 >>> print(profile(df))
 4 rows x 2 columns
 - borough: text, 4 distinct: 'Brooklyn' (1 rows), ' brooklyn' (1 rows), 'Queens' (1 rows), 'BROOKLYN' (1 rows); written several ways: 'Brooklyn'/' brooklyn'/'BROOKLYN' (3 rows)
-- fare: text, 4 distinct; numbers stored as text (4 of 4, e.g. '$1,200'): convert before arithmetic
+- fare: text, 4 distinct; numbers stored as text (4 of 4, e.g. '$1,200')
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def profile(df: Any, limit: int = LIMIT) -> str:
     dups = _duplicate_rows(df)
     if dups:
         head += (
-            f"; {dups} exact duplicate rows (drop_duplicates() before counting or averaging, if each row is one record)"
+            f"; {dups} exact duplicate rows"
         )
     lines = [head]
     for name in df.columns:
@@ -138,13 +138,13 @@ def _stored_as_text(text: Any) -> str:
     numeric = sample[sample.str.match(_NUMBER_TEXT)]
     if len(numeric) >= 0.8 * n:
         example = next((v for v in numeric if re.search(r"[$€£¥,%()]", v)), numeric.iloc[0])
-        return f"numbers stored as text ({len(numeric)} of {n}, e.g. {_quote(example)}): convert before arithmetic"
+        return f"numbers stored as text ({len(numeric)} of {n}, e.g. {_quote(example)})"
     dated = sample[sample.str.contains(_DATE_HINT)]
     if len(dated) >= 0.8 * n:
         shapes = dated.map(_shape).value_counts()
         formats = ", ".join(f"{_quote(v)}" for v in dated.groupby(dated.map(_shape)).first()[shapes.index[:3]])
         several = f"; {len(shapes)} formats" if len(shapes) > 1 else ""
-        return f"dates stored as text (e.g. {formats}{several}): parse with pd.to_datetime before comparing"
+        return f"dates stored as text (e.g. {formats}{several})"
     return ""
 
 
