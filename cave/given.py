@@ -43,7 +43,7 @@ class Given:
             given = preview(reg.value)
             if live.get(name) == given:
                 # same shape, columns and dtypes: values changed in place (a log applied, a column filled) show only
-                # in the data, and a cell that reads the file again means the data as given (DABench 271: a log
+                # in the data, and a cell that reads the file again means the data as given (a development task: a log
                 # re-run on the logged column sent NaN)
                 if await self._same_data(name, reg.value):
                     continue
@@ -59,7 +59,7 @@ class Given:
     async def _kept_changes(self, code: str, names: list[str]) -> list[str]:
         """Of the given tables ``code`` reads again from their files, those it also reads a column of that only the
         earlier code made (not in the given table, not written by this cell before it reads it, but in the live one): the cell relies on
-        that earlier work, and putting the table back would drop it (DABench 431: ``df['high_damage']`` made in one
+        that earlier work, and putting the table back would drop it (a development task: ``df['high_damage']`` made in one
         cell, and the next, with its habitual ``df = pd.read_csv(...)``, failed on it three times)."""
         kept = []
         for name in names:

@@ -4,7 +4,7 @@ runs on what is left. A column of estimates written ``"298[110-510]"`` becomes 6
 correlation come out wrong, and the run looks done.
 
 ``pd.cut`` does the same to every value outside its bins: bins are closed on the right, so with
-``bins=[0, 12, 19, ...]`` an age of 0 falls in none and the "Child" mean leaves it out (DABench 6).
+``bins=[0, 12, 19, ...]`` an age of 0 falls in none and the "Child" mean leaves it out (a development task).
 
 The cell engine rewrites each such call to go through ``audited`` (found by name in the cell's builtins), which
 makes the call unchanged and, when non-empty values were lost, writes one note to the cell's stderr (the model
@@ -150,7 +150,7 @@ def loss_note(name: str, line: int, source: Any, result: Any, text: str = "") ->
 
 def epoch_note(line: int, source: Any, result: Any, text: str = "") -> str | None:
     """The note for ``pd.to_datetime`` of integers that are Unix times (seconds, milliseconds or microseconds since
-    1970) read without a ``unit``, as nanoseconds: every moment lands in the first second of 1970 (DABench 688: all
+    1970) read without a ``unit``, as nanoseconds: every moment lands in the first second of 1970 (a development task: all
     24 hourly readings counted as night, `success`). None when the integers are not such times.
 
     >>> import pandas as pd
@@ -193,7 +193,7 @@ _EXTRACT = ".astype(str).str.replace(',', '').str.extract(r'(-?\\d+(?:\\.\\d+)?)
 def numbers_kept(code: str, notes: str) -> str | None:
     """``code`` with each ``to_numeric(x, errors='coerce')`` whose note (in ``notes``) said it lost numbers written
     with more around them ('298[110-510]') converting the number in each instead; None when there is none. The
-    1.5B, told how to keep them, ran the same lossy line again (DABench 55-59): the code to run is what it uses.
+    1.5B, told how to keep them, ran the same lossy line again (a development task-59): the code to run is what it uses.
 
     >>> code = "df['n'] = pd.to_numeric(df['n'], errors='coerce')\\nfinal_answer(df['n'].mean())"
     >>> note = "keep the number in each: pd.to_numeric(df['n'].astype(str).str.replace"

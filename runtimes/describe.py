@@ -382,7 +382,9 @@ def _entries_summary(obj: dict | list | tuple, tables: Collection[str] = (), emp
         line = f"  {key!r}: {type_name(value)} {shown[:160]}"
         if value is None or (isinstance(plain, float) and plain != plain) or repr(value) == "NaT":
             line += f" (WARNING: {key!r} is {'None' if value is None else 'NaN'})"
-        elif isinstance(obj, dict) and not empty_ok and _empty(value):  # DABench 450: an empty Series for 12 means
+        elif (
+            isinstance(obj, dict) and not empty_ok and _empty(value)
+        ):  # a development task: an empty Series for 12 means
             line += f" (WARNING: {key!r} is empty)"
         elif (
             isinstance(obj, dict) and key not in tables and (rows := _table_rows(value)) > 1
@@ -413,7 +415,7 @@ def _statistic(key: str) -> str | None:
 
 
 def shared_statistic(obj: dict) -> str | None:
-    """When values named for different statistics are one and the same fraction, which ones (DABench 375: the
+    """When values named for different statistics are one and the same fraction, which ones (a development task: the
     Shapiro W, 0.9543, sent as the skewness and the kurtosis too).
 
     >>> shared_statistic({"shapiro_w": 0.9543, "p_value": 0.0027, "skewness": 0.9543, "kurtosis": 0.9543})
@@ -437,7 +439,7 @@ def shared_statistic(obj: dict) -> str | None:
 
 
 # What a named statistic can be (no parentheses in the reasons: recovery.summary_warnings reads them back): a value
-# outside is a wrong answer, whatever the task (DABench 34 sent a p-value
+# outside is a wrong answer, whatever the task (a development task sent a p-value
 # of -0.13; 30 sent an RMSE that was the mean squared error). Matched on the words of the answer's name.
 _RANGES: list[tuple[re.Pattern[str], float, float, str]] = [
     (re.compile(r"(^|_)(p_?val(ue)?s?|pvalue)($|_)"), 0.0, 1.0, "a p-value is between 0 and 1"),
@@ -451,8 +453,8 @@ _RANGES: list[tuple[re.Pattern[str], float, float, str]] = [
 ]  # fmt: skip
 
 # Values inside the range that a real computation on real data almost never gives exactly: each was a wrong answer
-# that said `success` (DABench 177: a p-value of 1.0 from a test on the wrong input; 137: a model score of 1.0, the
-# target among the features; 222: skewness and kurtosis of 0.0 from a constant).
+# that said `success` (a development task: a p-value of 1.0 from a test on the wrong input; another: a model score of 1.0, the
+# target among the features; another: skewness and kurtosis of 0.0 from a constant).
 _EXACT: list[tuple[re.Pattern[str], tuple[float, ...], str]] = [
     (re.compile(r"(^|_)(p_?val(ue)?s?|pvalue)($|_)"), (1.0,),
      "a p-value of exactly 1 means the test saw no difference at all: check its inputs"),

@@ -2,7 +2,7 @@
 
 A filter that matched nothing: ``signups['signup_date'].str.contains('Mar 2025')`` over dates
 written ``2025-03-04`` selects no row, and "how many users signed up in March?" comes back 0 with a ``success``
-(the analyst suite's march_signups). The same happens to ``df['region'] == 'north'`` on ``'North'``, to
+(a development task). The same happens to ``df['region'] == 'north'`` on ``'North'``, to
 ``df['year'] == '2024'`` on numbers, and to ``isin([...])`` with values spelled another way.
 
 The cell engine rewrites such comparisons (``==`` with a constant on one side, ``.str.contains/startswith/
@@ -12,7 +12,7 @@ note to the cell's stderr with a few of the values it was compared against. Noth
 
 An idxmax over a wide tie: ``requests.groupby('timestamp').size()`` makes one group per timestamp, all of size
 1, and ``.idxmax()`` picks the first; "what hour gets the most requests?" came back 2 for 9 (analyst
-busiest_hour). ``.idxmax()`` / ``.idxmin()`` of a Series go through the same helper, which notes a tie of at least
+a development task). ``.idxmax()`` / ``.idxmin()`` of a Series go through the same helper, which notes a tie of at least
 3 entries that is at least a fifth of them: the grouping is finer than the question.
 
 >>> import ast
@@ -29,20 +29,20 @@ False
 (True, "    part = df[__cave_match__(2, '==', df['continent'], c)]")
 
 A group picked by its position: ``df.groupby('eligible')['runs'].mean().iloc[0]`` is the group whose label sorts
-first (eligible = 0), and DABench 247 sent it as the mean of the eligible players, `success`. ``.iloc[k]`` with a
+first (eligible = 0), and a development task sent it as the mean of the eligible players, `success`. ``.iloc[k]`` with a
 constant ``k`` goes through the helper too, which notes which label the position holds when the index is one of
 named labels (a groupby's, value_counts'), not a plain row number.
 
 The largest of a text column: ``df['site'].max()`` is the alphabetically last site ('99'), not the site of the
-largest ``positive_diffsel`` (DABench 217). ``.max()`` / ``.min()`` go through the helper, which says so when the
+largest ``positive_diffsel`` (a development task). ``.max()`` / ``.min()`` go through the helper, which says so when the
 Series holds text.
 
 A variable's strongest correlate, itself: ``corr['Happiness Score'].abs().idxmax()`` is 'Happiness Score' (its
-correlation with itself is 1), and DABench 117 sent it as the variable most correlated with the happiness score.
+correlation with itself is 1), and a development task sent it as the variable most correlated with the happiness score.
 The idxmax note says so when the pick is the Series' own name at a value of 1.
 
 A test over missing values: ``shapiro(df['nsamplecov'])`` on a column with NaN returns a p-value of nan, and
-``"yes" if p > 0.05 else "no"`` then says "no" for any data (DABench 298). Calls of scipy.stats' tests by name
+``"yes" if p > 0.05 else "no"`` then says "no" for any data (a development task). Calls of scipy.stats' tests by name
 (``shapiro(x)``, ``stats.pearsonr(a, b)``) go through the helper, which notes a nan result that came from NaN
 in the input, with the call that drops them.
 """
@@ -170,7 +170,7 @@ class _Rewriter(ast.NodeTransformer):
         else:
             op = "=="
         if _text_column(left) and isinstance(right, ast.Name):
-            # a column against a loop's value (for c in ['asia', ...]: df[df['continent'] == c]; DABench 734 typed
+            # a column against a loop's value (for c in ['asia', ...]: df[df['continent'] == c]; a development task typed
             # continents the table spells 'Asia' and 'Americas', and pearsonr failed on the empty rows to max_steps)
             return self._helper(node, op, left, [right], [])
         if not _constant(right) or _constant(left):
@@ -289,7 +289,7 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         return None
     if op in ("==", "==r") and (isinstance(value, list | tuple | set | dict) or getattr(value, "shape", ()) != ()):
         return None  # a name that held a Series or an array: an elementwise comparison, not a sought value
-    if op == "extract":  # a pattern that fits no value: every row's part is NaN (DABench 450: r'(\d{4}-\d{2})'
+    if op == "extract":  # a pattern that fits no value: every row's part is NaN (a development task: r'(\d{4}-\d{2})'
         # over '01/01/2015 00:00' made an empty per-month mean, confirmed as the answer)
         if not isinstance(result, pd.Series | pd.DataFrame) or bool(result.notna().to_numpy().any()):
             return None
@@ -368,7 +368,7 @@ def tie_note(op: str, line: int, source: Any, kwargs: dict[str, Any] | None = No
 def label_note(line: int, source: Any, position: int, target: str | None = None) -> str | None:
     """Which label ``.iloc[position]`` picked, when the index holds named labels (a groupby's) and not row numbers;
     stronger when ``target``, the name it is assigned to, names the 'not' group and the label picked is the yes of
-    a 0/1 (False/True, no/yes) grouping (DABench 247: ``not_eligible = means.iloc[1]``, the eligible players).
+    a 0/1 (False/True, no/yes) grouping (a development task: ``not_eligible = means.iloc[1]``, the eligible players).
 
     >>> import pandas as pd
     >>> means = pd.DataFrame({"eligible": [1, 0, 1], "runs": [50, 40, 60]}).groupby("eligible")["runs"].mean()

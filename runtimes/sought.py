@@ -38,7 +38,7 @@ _COMPACT_STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})(?:[_T ]?(\d{2})(\d{2})(\d{2}
 
 def as_timestamp(value: Any, values: Any) -> str | None:
     """The moment a sought text names, when it and the column's values both read as dates written differently
-    (DABench 589: '20170413_080000' against 'Apr 13  2017 08:00:00 AM'); None otherwise.
+    (a development task: '20170413_080000' against 'Apr 13  2017 08:00:00 AM'); None otherwise.
 
     >>> import pandas as pd
     >>> as_timestamp("20170413_080000", pd.Series(["Apr 13  2017 12:00:00 AM", "Apr 13  2017 08:00:00 AM"]))

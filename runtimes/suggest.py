@@ -1,6 +1,6 @@
 """What a missing column or attribute probably meant: "Did you mean 'avg. wait time'?" beside a KeyError; and
 which column a text value came from when a model (or ``float()``) was fed text: "could not convert string to
-float: 'S.O.C. 14879'" happens when a whole frame goes into ``model.fit`` (DABench 7 dropped one text column per
+float: 'S.O.C. 14879'" happens when a whole frame goes into ``model.fit`` (a development task dropped one text column per
 step, Name, then Ticket, then ran out of steps), so the error names the frame's text columns.
 
 Small models misspell the columns of wide, messily named tables (``df['avg.wait time']`` for
@@ -58,7 +58,7 @@ def _missing_keys(e: BaseException) -> list[str]:
 
 
 def _statistics_line(keys: list[str], frames: list[tuple[str, Any]]) -> str | None:
-    """'min', 'max', 'mean' selected as columns: they are what .agg computes (DABench 178: seven steps of
+    """'min', 'max', 'mean' selected as columns: they are what .agg computes (a development task: seven steps of
     df[['Fare', 'min', 'max', 'mean']])."""
     stats = [k for k in keys if k.lower() in _STATISTICS]
     if not stats or len(stats) < len(keys) or any(k in f.columns for _, f in frames for k in stats):
@@ -74,8 +74,8 @@ _TEST_RESULTS = frozenset({"pvalue", "p_value", "statistic", "correlation"})
 
 
 def _name_hint(name: str, namespace: dict[str, Any]) -> str | None:
-    """For an undefined name, the variables of earlier cells written alike (``pvalue`` for ``p_value``: DABench
-    297 sent ``pvalue`` three times; Python's own suggestion is not in a cell's traceback).
+    """For an undefined name, the variables of earlier cells written alike (``pvalue`` for ``p_value``: a development task
+     sent ``pvalue`` three times; Python's own suggestion is not in a cell's traceback).
 
     >>> _name_hint("pvalue", {"p_value": 0.01, "df": None}), _name_hint("zz", {"p_value": 1})
     ("Did you mean 'p_value' (a variable of an earlier cell)?", None)
@@ -93,7 +93,7 @@ def _attributes_hint(e: BaseException) -> str | None:
     if not isinstance(e, AttributeError) or not isinstance(getattr(e, "name", None), str):
         return None
     obj = getattr(e, "obj", None)
-    if e.name in _TEST_RESULTS and isinstance(obj, numbers.Real):  # DABench 140, 269: df.a.corr(df.b).pvalue
+    if e.name in _TEST_RESULTS and isinstance(obj, numbers.Real):  # development tasks: df.a.corr(df.b).pvalue
         return (
             f"A number has no {e.name}: pandas' .corr() gives only the coefficient. For the coefficient and its "
             "p-value: from scipy.stats import pearsonr; r, p = pearsonr(df['a'], df['b']) (spearmanr, kendalltau "
@@ -202,7 +202,7 @@ def _key_hint(key: str, e: BaseException, frames: list[tuple[str, Any]], namespa
     if owners:  # asked of a frame made from it: by_region['date'] where sales has date
         lines.append(f"{key!r} is a column of {', '.join(owners[:3])}.")
         join = _join_line(key, owners[0], frames[:_MAX_FRAMES])
-        if join:  # orders has no city, customers has: the 1.5B checked and re-raised for 7 steps (analyst city_revenue)
+        if join:  # orders has no city, customers has: the 1.5B checked and re-raised for 7 steps (a development task)
             lines.append(join)
     if not hits:
         unselected = _unselected_line(key, frames[:_MAX_FRAMES], namespace)
@@ -214,14 +214,14 @@ def _key_hint(key: str, e: BaseException, frames: list[tuple[str, Any]], namespa
 
 
 def _wide_line(key: str, frames: list[tuple[str, Any]]) -> str | None:
-    """For a value column asked of a wide table (one column per field, DABench 492: df_2010['Percent'] where
+    """For a value column asked of a wide table (one column per field, a development task: df_2010['Percent'] where
     each field of study is a column), how to read it: the largest column of a row, or the table made long.
 
     >>> import pandas as pd
     >>> df = pd.DataFrame({"Year": [2009, 2010], **{f"f{i}": [1.0 * i, 2.0 * i] for i in range(8)}})
     >>> print(_wide_line("Percent", [("df", df)]))  # doctest: +ELLIPSIS
     df is wide: its 8 number columns ('f0', 'f1', 'f2', ...) are the values, one column each, keyed by 'Year'. ...
-    >>> people = df.assign(name="a", sex="m", ticket="t")  # DABench 308: titanic's KeyError 'Mr.' was no wide read
+    >>> people = df.assign(name="a", sex="m", ticket="t")  # a development task: titanic's KeyError 'Mr.' was no wide read
     >>> _wide_line("Mr.", [("df", people)]) is None
     True
     """
@@ -296,7 +296,7 @@ _NO_KEYWORD = re.compile(r"(\w+)\(\) got an unexpected keyword argument '(\w+)'"
 
 
 def _signature_hint(func: str, keyword: str, namespace: dict[str, Any]) -> str | None:
-    """What a function the namespace holds does take, when a call passed it a keyword it lacks (DABench 222:
+    """What a function the namespace holds does take, when a call passed it a keyword it lacks (a development task:
     ``skew(x, fisher=True)`` twice; scipy's skew has no ``fisher``, its kurtosis has).
 
     >>> from scipy.stats import skew
@@ -360,7 +360,7 @@ def _text_columns_hint(value: str, namespace: dict[str, Any], pd: Any) -> str | 
     >>> print(_text_columns_hint("S.O.C. 14879", ns, pd))
     'S.O.C. 14879' is in df['Ticket'], a text column. df's text columns are 'Name', 'Ticket': use the features the task names (e.g. X = df[[...]]) and turn the text ones into numbers first (pd.get_dummies(X, columns=[...])), rather than dropping one column per error.
 
-    A number written for people (DABench 423: ``.corr`` of a Volume column holding '5,350,380') is converted:
+    A number written for people (a development task: ``.corr`` of a Volume column holding '5,350,380') is converted:
 
     >>> ns["df"]["Volume"] = ["5,350,380", "1,200"]
     >>> print(_text_columns_hint("5,350,380", ns, pd))  # doctest: +ELLIPSIS
@@ -400,7 +400,7 @@ def suggested_column(message: str) -> tuple[str, str] | None:
     >>> suggested_column("'zzz'") is None
     True
 
-    A list of names selected at once, as pandas reports it (DABench 275: ``df[['MEANGJZH', 'TOTUSJZ']]`` for
+    A list of names selected at once, as pandas reports it (a development task: ``df[['MEANGJZH', 'TOTUSJZ']]`` for
     seven steps), gives the one name missing from it:
 
     >>> suggested_column('''"['MEANGJZH'] not in index". Did you mean 'MEANJZH' (a column of df) or 'MEANJZD'?''')

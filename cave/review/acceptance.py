@@ -27,8 +27,19 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from cave import prompts
-
-from cave.review import answers, bounds, copied, entities, estimators, grouping, held_notes, imputing, misreadings, recovery, typed
+from cave.review import (
+    answers,
+    bounds,
+    copied,
+    entities,
+    estimators,
+    grouping,
+    held_notes,
+    imputing,
+    misreadings,
+    recovery,
+    typed,
+)
 from cave.runtimes import coercion, matches
 from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary
@@ -40,7 +51,7 @@ __all__ = ["Acceptance", "answer_notes"]
 def answer_notes(traj: Trajectory, executions: list[Execution], code: str) -> str:
     """What the cells behind an answer wrote to stderr (their notes: a lossy conversion, a test over NaN): every
     block of this reply, and the previous step's cells too when the answer cell only copies values from it
-    (DABench 109: a t-test returned nan in one block, the answer was typed in the next and sent again alone)."""
+    (a development task: a t-test returned nan in one block, the answer was typed in the next and sent again alone)."""
     notes = [e.stderr for e in executions]
     previous = traj.steps[-1].execution if traj.steps and typed.answer_alone(code) else None
     return "\n".join([previous.stderr if previous is not None else "", *notes])
@@ -79,7 +90,7 @@ class Acceptance:
                 await _held_for(traj, "warning", value)
                 return gave_up
         # what the data the answer came from lost or lacked comes first: a fix of the typed values sent from the
-        # same lossy variables would only be sent back (DABench 421: 240 of 241 volumes coerced to NaN)
+        # same lossy variables would only be sent back (a development task: 240 of 241 volumes coerced to NaN)
         for kind, mark, note in _NOTED:
             if mark in stderr and not traj.meta.get(f"held_for_{kind}"):
                 traj.meta[f"held_for_{kind}"] = True  # once: the answer came from what the cell's note says
@@ -104,7 +115,7 @@ class Acceptance:
                 return held_notes.TYPED_NOTE.format(numbers=", ".join(numbers[:6]), fix=fix)
         if self.review and not traj.meta.get("copied_asked") and not _computes(code):
             copies = copied.wrong_columns(traj.task, value, typed.seen_text(traj))
-            if copies:  # once: the mean of Z in a printed describe() sent as that of X (DABench 656)
+            if copies:  # once: the mean of Z in a printed describe() sent as that of X (a development task)
                 traj.meta["copied_asked"] = True
                 traj.meta["held_copied"] = [c.number for c in copies]
                 return copied.note(copies, next(iter(self.given_tables()), "df"))
@@ -155,7 +166,7 @@ class Acceptance:
                 what = await _summary(traj, value)
                 warnings = recovery.summary_warnings(what)
                 await _held_for(traj, "form", value, what)
-                if warnings:  # DABench 34: a p-value of -0.1318 went back for its decimals only, and stood
+                if warnings:  # a development task: a p-value of -0.1318 went back for its decimals only, and stood
                     await _held_for(traj, "warning", value, what)
                 fixed = answers.literal(form.fixed) if form.fixable and not warnings else None
                 return held_notes.form_note([*form.problems, *(f"WARNING: {w}" for w in warnings)], fixed)
@@ -166,7 +177,7 @@ class Acceptance:
                 return bounds.UNAPPLIED_NOTE.format(lines="\n".join(f"- {x}" for x in unapplied))
         if self.review and traj.meta.get("form_checked") and not traj.meta.get("keys_asked"):
             missing = answers.missing_keys(traj.task, value)
-            if missing:  # once more after the form check: a later answer dropped names it had (DABench 451)
+            if missing:  # once more after the form check: a later answer dropped names it had (a development task)
                 traj.meta["keys_asked"] = True
                 wanted = ", ".join(repr(k) for k in answers.missing_keys(traj.task, {}))
                 return held_notes.form_note(
@@ -176,7 +187,7 @@ class Acceptance:
             what = await _summary(traj, value)
             looked = {_warning_kind(w) for w in recovery.summary_warnings(traj.meta.get("held_summary", ""))}
             if any(_warning_kind(w) not in looked for w in recovery.summary_warnings(what)):
-                # once: the last look was at an earlier answer; this one is new and warns (DABench 271: a form
+                # once: the last look was at an earlier answer; this one is new and warns (a development task: a form
                 # hold, then NaN from a log taken twice, and the NaN was `success`); sent again, it fails its checks
                 traj.meta["new_warning_asked"] = True
                 await _held_for(traj, "warning", value, what)
@@ -198,7 +209,7 @@ class Acceptance:
 
     async def keep_held(self, traj: Trajectory, ended: str, held_value: Callable[[], Awaitable[Any]]) -> None:
         """A run that ends on prose (a reply without code, or the summary at max_steps) after its answer was held
-        ends with that answer, not the prose, and not as a success (DABench 690: 2.29 and 1.15 held for their
+        ends with that answer, not the prose, and not as a success (a development task: 2.29 and 1.15 held for their
         decimals, restated in prose, and the prose was the answer). The form the task asks for is applied where that
         was all the hold was about. ``held_value``: reads the last final_answer value back from the runtime."""
         held = [
@@ -226,7 +237,7 @@ class Acceptance:
     async def settled_form(self, traj: Trajectory, value: Any) -> Any:
         """The answer sent again after a hold for its form, with what the form check fixes fixed (the decimal places
         and the Yes/No words the task asks for), when that is all that is wrong with its form; otherwise ``value``.
-        A small model resends 6.306690 for "two decimal places" as it was (DABench 64, 125, 216, 271, 273): the
+        A small model resends 6.306690 for "two decimal places" as it was (development tasks): the
         number is right and the rounding is mechanical, so the run ends with the form the task asks for."""
         if "form" not in traj.meta.get("held_for", ()) or traj.meta.get("form_settled"):
             return value
@@ -249,7 +260,7 @@ class Acceptance:
 
     async def _repeats(self, found: list[entities.Repeated]) -> bool | None:
         """Whether the rows the code counted repeat an id (read back when they are variables, evaluated on the given
-        tables when they are a selection written inline: analyst missing_emails; None: unknown)."""
+        tables when they are a selection written inline: a development task; None: unknown)."""
         names = [n for r in found for n in r.counted]
         live = await self.variables(names) if names and self.variables is not None else {}
         said = entities.repeats_in(found[0], live)
@@ -261,7 +272,7 @@ class Acceptance:
         """The problems an answer was held for that the answer sent again still has (``recovery.kept_problems``);
         ``code``: the code of the reply that sent it, ``shown``: what its earlier blocks printed."""
         problems = []
-        if traj.meta.get("typed_asked"):  # typed again, or still: a printed literal is no result (DABench 219)
+        if traj.meta.get("typed_asked"):  # typed again, or still: a printed literal is no result (a development task)
             numbers = typed.typed_numbers(code, typed.seen_text(traj) + "\n" + shown, alone=True)
             if numbers:
                 problems.append(f"the answer still has numbers typed in that no computed output shows: {numbers[:6]}")
@@ -281,7 +292,7 @@ class Acceptance:
             verdicts = misread["verdicts"]
             same = repr(value)[:2000] == misread["answer"] or typed.agrees(value, misread.get("values"))  # rounded: 375
             # the same numbers from code that computes them again and no longer misreads stand: the fix changed
-            # nothing here (DABench 116: no outliers with either std; 272: 1e-10 in both terms of a huge ratio)
+            # nothing here (a development task: no outliers with either std; another: 1e-10 in both terms of a huge ratio)
             same = same and not _computes(code) and repr(value)[:2000] != misread.get("recomputed")
             still = misreadings.found(_answering_code(traj, code), traj.task)
             if same or (verdicts and misreadings.verdicts(value) == verdicts) or still:
@@ -311,7 +322,7 @@ class Acceptance:
         held_count = repeats.get("count") if repeats else None
         selection = isinstance(held_count, int) and held_count < repeats.get("rows", 0)  # a count of some rows
         if selection and _count(value) == repeats["distinct"] and repeats["distinct"] > repeats["count"]:
-            # missing_emails: 18 rows without an email held, then 120, every user in the table, sent as the answer
+            # a development task: 18 rows without an email held, then 120, every user in the table, sent as the answer
             problems.append(
                 f"the answer counts every {repeats['entity']} in the table, not the rows the task asks about"
             )
@@ -348,7 +359,7 @@ def _computes(code: str) -> bool:
     def calls(node: ast.AST) -> bool:
         return any(isinstance(n, ast.Call) and estimators.node_name(n.func) not in _PLAIN_CALLS for n in ast.walk(node))
 
-    # transitively: `normal = p >= 0.05` after `p = shapiro(x).pvalue` is computed (DABench 304)
+    # transitively: `normal = p >= 0.05` after `p = shapiro(x).pvalue` is computed (a development task)
     computed = _derived(tree, calls)
     sent = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and estimators.node_name(n.func) == "final_answer"]
     return any(
@@ -380,7 +391,7 @@ def _derived(tree: Any, source: Callable[[Any], bool]) -> set[str]:
 def _made_here(code: str) -> bool:
     r"""Whether final_answer sends a variable that ``code`` itself read from data (a subscript, an attribute or a
     call, or arithmetic on such variables): the answer comes from this reply's code even when no call computes it
-    (analyst share_big_orders: ``n = orders[...].shape[0]``, ``share = n / total``, and an earlier step's held
+    (a development task: ``n = orders[...].shape[0]``, ``share = n / total``, and an earlier step's held
     line was read with it). A variable set to a literal or to an earlier cell's variable is not.
 
     >>> _made_here("n = df[df.a > 1].shape[0]\nfinal_answer(n / len(df))"), _made_here("final_answer(round(x, 2))")
@@ -414,7 +425,7 @@ def _made_here(code: str) -> bool:
 
 def _answering_code(traj: Trajectory, code: str) -> str:
     """The code an answer came from: the reply's own, and the previous step's too when the reply computes nothing
-    (DABench 724: the sample std computed in one step, its printed value typed into final_answer in the next)."""
+    (a development task: the sample std computed in one step, its printed value typed into final_answer in the next)."""
     if _computes(code) or _made_here(code):
         return code
     previous = recovery.last_code_step(traj)

@@ -47,7 +47,7 @@ def _place_count(word: str) -> int:
     return int(word) if word.isdigit() else _NUMBER_WORDS[word.lower()]
 
 
-# "where mean_value is a positive integer", "rounded to the nearest integer": no decimal places (DABench 55)
+# "where mean_value is a positive integer", "rounded to the nearest integer": no decimal places (a development task)
 _INTEGER = re.compile(
     r"\b(?:is|as|be|are)\s+(?:an?\s+)?(?:positive\s+|non-negative\s+|whole\s+)?(?:integers?|whole\s+numbers?)\b"
     r"|\bnearest\s+(?:integer|whole\s+number)\b|\brounded\s+to\s+(?:an?\s+)?integer\b",
@@ -227,7 +227,7 @@ def absence_possible(task: str) -> bool:
 
     >>> absence_possible("Are there any outliers in the scores? If so, which countries?")
     True
-    >>> absence_possible("Identify any outliers in the Fare column using the Z-score method.")  # DABench 352
+    >>> absence_possible("Identify any outliers in the Fare column using the Z-score method.")  # a development task
     True
     >>> absence_possible("List the customers who ordered in 2025.")
     False
@@ -245,7 +245,7 @@ def collection_keys(task: str) -> set[str]:
 
 
 def missing_keys(task: str, value: Any) -> list[str]:
-    """The answer names the task's ``final_answer({...})`` spells out that the answer lacks (DABench 451: the
+    """The answer names the task's ``final_answer({...})`` spells out that the answer lacks (a development task: the
     per-column counts sent as the dict itself, without 'missing_values_per_column').
 
     >>> missing_keys("Call final_answer({'a': ..., 'b': ...})", {"a": 1}), missing_keys("What is it?", {"x": 1})
@@ -383,11 +383,11 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
             problems += p
             plain = _plain(v)
             if (size := _collection_size(v)) and (number := number_asked(task, str(k))):
-                # DABench 740: the outlier rows sent for "outliers_count" is an integer
+                # a development task: the outlier rows sent for "outliers_count" is an integer
                 count = " (for a count of rows: len(...))" if number == "an integer" else ""
                 words_wanted.append(f"{k!r} is {size}; the task asks for {number}{count}")
             if hasattr(v, "index") and not hasattr(v, "columns") and (asked := dict_asked(task, str(k))):
-                # DABench 451: the per-column counts sent as a Series, where the task writes {'DATE TIME': val_1, ...}
+                # a development task: the per-column counts sent as a Series, where the task writes {'DATE TIME': val_1, ...}
                 as_dict = _as_asked_dict(v, asked)
                 problems.append(
                     f"{k!r} is a pandas Series; the task writes it as a dict with the keys {asked[:8]}"
@@ -398,7 +398,7 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
                 else:
                     words_wanted.append(problems.pop())
             if isinstance(plain, int | float) and not isinstance(plain, bool) and (words := listed_words(task, str(k))):
-                # DABench 465: the skewness itself sent where the task lists "symmetric", "skewed_right", ...
+                # a development task: the skewness itself sent where the task lists "symmetric", "skewed_right", ...
                 listed = ", ".join(repr(w) for w in words)
                 words_wanted.append(f"{k!r} is the number {plain!r}; the task asks for one of the words {listed}")
         wanted = missing_keys(task, {})  # every name the task spells out
@@ -475,7 +475,7 @@ def _answer_ids(pd: Any, value: Any) -> tuple[str | None, list[Any]] | None:
 
 def number_for_a_name(task: str, value: Any, given: Mapping[str, Any]) -> str | None:
     """When the task asks which product (city, region, ...) and the answer is a number where a given table holds
-    them as text: a row label or a count came back instead of the thing (analyst product_rise: 0).
+    them as text: a row label or a count came back instead of the thing (a development task: 0).
 
     >>> import pandas as pd
     >>> sales = pd.DataFrame({"product": ["phone", "monitor"], "units": [3, 5]})

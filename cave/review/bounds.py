@@ -1,6 +1,6 @@
 """The bounds a task's words set, and the code's comparisons against them: "2000 and beyond" and "at least 10"
 include their number (>=), "above 4" and "less than 18" leave it out (>, <), "between 3 and 4" includes both ends.
-``misread_bound`` finds a comparison that reads a bound the other way (DABench 496, 513); ``unapplied_bounds`` a
+``misread_bound`` finds a comparison that reads a bound the other way (development tasks); ``unapplied_bounds`` a
 bound whose number no code of the run uses at all (510: "only brands with at least 10 hotels" never applied).
 A number with decimals (p > 0.05) and the answer's own range ("a float between -1 and 1") are no bounds.
 
@@ -129,7 +129,7 @@ def _comparisons(code: str) -> list[tuple[ast.Compare, ast.AST, ast.cmpop, ast.C
 
 def misread_bound(task: str, code: str) -> list[str]:
     """The comparisons of ``code`` that read a bound of ``task`` the other way: leave out the number an inclusive
-    bound names (DABench 496: "for the years 2000 and beyond", ``df['Year'] > 2000``; 513: "between 3 and 4",
+    bound names (a development task: "for the years 2000 and beyond", ``df['Year'] > 2000``; another: "between 3 and 4",
     ``< 4``) or take in the number a strict one leaves out (513: "above 4", ``>= 4``).
 
     >>> misread_bound("the mean for the years 2000 and beyond", "m = df[df['Year'] > 2000].x.mean()")
@@ -164,7 +164,7 @@ BOUNDS_FIX = "Your code with each bound read as the task says (run it):\n```pyth
 
 def bounds_fixed(task: str, code: str) -> str | None:
     """``code`` with each comparison ``misread_bound`` finds written the task's way, or None when there is none or
-    one sits in a chained comparison (DABench 513: told "`r < 4` ... r <= 4", the 1.5B rewrote the other side of
+    one sits in a chained comparison (a development task: told "`r < 4` ... r <= 4", the 1.5B rewrote the other side of
     the range, ``(r <= 4) & (r < 5)``; a whole cell to run is what it copies right).
 
     >>> print(bounds_fixed("ratings between 3 and 4, and above 4", "m = (r >= 3) & (r < 4)\\nh = r >= 4"))
@@ -210,7 +210,7 @@ def _numbers_used(codes: list[str]) -> tuple[set[float], str]:
 
 def unapplied_bounds(task: str, codes: list[str]) -> list[str]:
     """The bounds of ``task`` ("at least 10 hotels", "more than 100 reviews") whose number no code of the run
-    writes, in a comparison or anywhere else (DABench 510: "only brands with at least 10 hotels" never applied,
+    writes, in a comparison or anywhere else (a development task: "only brands with at least 10 hotels" never applied,
     the wrong brand sent as `success`).
 
     >>> unapplied_bounds("Among hotels with at least 100 reviews, only brands with at least 10 hotels.",
@@ -253,7 +253,7 @@ _OPERATIONS = (
 
 
 def unapplied_operations(task: str, codes: list[str]) -> list[str]:
-    """The operations ``task`` names (a logarithm, a square root) that no code of the run does (DABench 733: a
+    """The operations ``task`` names (a logarithm, a square root) that no code of the run does (a development task: a
     column named ``log_gdppercap`` that held GDP per capita itself; its mean sent as the log's, `success`).
 
     >>> unapplied_operations("Create the GDP per capita in logarithmic scale (base 10).", ["df['log_gdp'] = df.gdp"])
@@ -261,7 +261,7 @@ def unapplied_operations(task: str, codes: list[str]) -> list[str]:
     >>> unapplied_operations("Apply a log transformation.", ["df['x'] = np.log(df.x)"])
     []
 
-    A power transform is no logarithm (DABench 726: yeo-johnson, standardized, sent as the log's mean 0.0 and
+    A power transform is no logarithm (a development task: yeo-johnson, standardized, sent as the log's mean 0.0 and
     standard deviation 1.0):
 
     >>> unapplied_operations("Apply a log transformation.", ["x = PowerTransformer(method='yeo-johnson').fit_transform(a)"])

@@ -282,9 +282,7 @@ async def averify(runtime: Any, specs: dict[str, CheckSpec]) -> list[str]:
     import asyncio
 
     wire = json.dumps({name: spec.wire() for name, spec in specs.items()})
-    code = (
-        f"print(__import__('json').dumps(__import__('cave.review.checks', fromlist=['report']).report(globals(), {wire!r})))"
-    )
+    code = f"print(__import__('json').dumps(__import__('cave.review.checks', fromlist=['report']).report(globals(), {wire!r})))"
     aexecute = getattr(runtime, "aexecute", None)
     ex = await aexecute(code, 60.0) if aexecute else await asyncio.to_thread(runtime.execute, code, 60.0)
     if ex.error is not None or ex.timed_out:

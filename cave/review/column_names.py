@@ -24,7 +24,7 @@ def spaced_names(code: str, columns: Mapping[str, Iterable[object]]) -> tuple[st
     r"""A column name written without the spaces the table's own name has at its ends runs with them.
 
     Real exports carry names like ``'avg. wait time '`` and ``' DIR'``; small models write ``'avg. wait time'``,
-    get the KeyError with the exact name, fix that one column and hit the next (DABench 587-593, 452: runs ended
+    get the KeyError with the exact name, fix that one column and hit the next (development tasks: runs ended
     at max_steps one column at a time). In ``columns`` (table name -> its column names, as they are now), a name
     that is no column of any table but is exactly one column with its end spaces stripped is that column. Only
     names in a subscript (``df['x']``, ``df[['x', 'y']]``) or passed to a call (``groupby('x')``) are changed.
@@ -80,7 +80,7 @@ def _rewrite_names(code: str, tree: Any, names: Mapping[str, tuple[str, str]]) -
     import ast
 
     found: list[ast.Constant] = []
-    # names held in a variable the code selects by: features = ['a', 'b'] ... df[features] (DABench 590: three
+    # names held in a variable the code selects by: features = ['a', 'b'] ... df[features] (a development task: three
     # steps on a list of names that had lost their end spaces, one KeyError each)
     selecting: set[str] = set()
     for node in ast.walk(tree):
@@ -115,7 +115,7 @@ def separator_names(
 ) -> tuple[str, list[str]]:
     r"""A column name written with other separators than the table's own (``'wind_speed'`` for ``'wind speed'``,
     ``'avg_wait_time'`` for ``'avg. wait time'``) runs as that column: the line would only raise a KeyError, and
-    small models write the snake_case name again after the "Did you mean" (DABench 361: three steps on
+    small models write the snake_case name again after the "Did you mean" (a development task: three steps on
     ``df['wind_speed']``). Only a name that is no column of any table, matches exactly one column when spaces,
     underscores, dots and hyphens are read alike (case counts: ``'mean'`` is never ``'Mean'``), and that no code
     of the run made itself (``created``, and the stores of this code: ``df['wind_speed'] = ...``).

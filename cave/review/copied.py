@@ -1,4 +1,4 @@
-"""Numbers copied from the wrong column of a printed table: DABench 656 printed ``df.describe()`` (columns JDTDB,
+"""Numbers copied from the wrong column of a printed table: a development task printed ``df.describe()`` (columns JDTDB,
 X, Y, Z), then typed the mean and std of Z (1.124736e+08, 4.306439e+07) as those of the X-coordinate the task asks
 about, and the run said `success`. Typed values that were shown are no guesses (``cave.review.typed``), so nothing held it.
 

@@ -1,5 +1,5 @@
 """Counts of things a table holds on more than one row: "How many users signed up in March?" answered with the
-number of signup rows, when the export repeats some users (the analyst suite's march_signups and missing_emails:
+number of signup rows, when the export repeats some users (a development task and a development task:
 18 rows for 15 and 17 users, `success`).
 
 The task counts an entity ("how many users"); a given table that the answering code reads has that entity's id
@@ -220,7 +220,7 @@ def note(found: list[Repeated]) -> str:
     """
     first = found[0]
     tables = "; ".join(f"{r.table!r} has {r.rows} rows for {r.distinct} distinct {r.column} values" for r in found)
-    # the rows the code counted, their ids counted once (missing_emails: the model, told only "your selection",
+    # the rows the code counted, their ids counted once (a development task: the model, told only "your selection",
     # counted every user in the table)
     rows = first.rows_of[0] if first.rows_of else f"{first.table}[<the rows the task asks about>]"
     fix = f"{rows}[{first.column!r}].nunique() (per group: .groupby(...)[{first.column!r}].nunique())"

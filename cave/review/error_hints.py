@@ -99,9 +99,9 @@ def error_hint(etype: str, message: str) -> str | None:
     'the Series is all NaN (or empty). Tw'
     >>> error_hint("AttributeError", "'numpy.ndarray' object has no attribute 'abs'")[:40]
     'this is a NumPy array (scipy.stats.zscor'
-    >>> error_hint("KeyError", "1")[:44]  # DABench 355: model.params[1] three times, then prose
+    >>> error_hint("KeyError", "1")[:44]  # a development task: model.params[1] three times, then prose
     'pandas 3 reads s[1] on a Series as the label'
-    >>> error_hint("ValueError", "invalid literal for int() with base 10: '7:13 PM'")  # DABench 326, six times
+    >>> error_hint("ValueError", "invalid literal for int() with base 10: '7:13 PM'")  # a development task, six times
     "'7:13 PM' is a time of day, not a number: parse the column as times and take the part, e.g. pd.to_datetime(df[col], format='%I:%M %p').dt.hour (24-hour)"
     >>> error_hint("ValueError", "bad") is None
     True

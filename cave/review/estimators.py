@@ -1,5 +1,5 @@
 """Which estimator a value is, against what its name and the task say: a statistic computed by another one's
-function (``skewness_value = kurtosis(x)``: DABench 222), the other standard deviation than the task names
+function (``skewness_value = kurtosis(x)``: a development task), the other standard deviation than the task names
 (pandas' ``.std()`` is the sample one, ``np.std`` the population one: 129), Pearson's kurtosis where the task says
 Fisher's (222), pandas' bias-corrected ``.skew()``/``.kurt()`` where it says scipy's (375), the constant the
 task adds to a denominator added to the numerator (272), a test's (statistic, p-value) unpacked the other way round
@@ -94,7 +94,7 @@ def rewritten(code: str, spans: list[tuple[ast.AST, str]]) -> str | None:
 
 
 _POPULATION = re.compile(r"population (standard deviation|std|variance)|ddof\s*=\s*0", re.I)
-# Python's statistics module: stdev and variance are the sample ones (DABench 662 said so, then sent np.std)
+# Python's statistics module: stdev and variance are the sample ones (a development task said so, then sent np.std)
 _SAMPLE = re.compile(
     r"sample (standard deviation|std|variance)|ddof\s*=\s*1|statistics['\u2019]?\s+module|statistics\.(stdev|variance)\b",
     re.I,
@@ -256,7 +256,7 @@ _SEED = re.compile(r"\brandom[_ ]?(?:state|seed)\D{0,24}?(\d+)|\bseed\D{0,12}?(\
 
 
 def unseeded(task: str, code: str) -> list[str]:
-    """The calls of ``code`` that draw at random without the random state ``task`` fixes (DABench 674: "Set the
+    """The calls of ``code`` that draw at random without the random state ``task`` fixes (a development task: "Set the
     random_state to 42", ``DecisionTreeRegressor(max_depth=5)``: another tree, another MAE).
 
     >>> unseeded("Use random_state 42 for the split.", "m = DecisionTreeRegressor(max_depth=5).fit(X, y)")
@@ -301,7 +301,7 @@ def _says_p(name: str) -> bool:
 
 def unpacked_test(code: str) -> list[str]:
     """The lines of ``code`` that unpack a scipy test's (statistic, p-value) into names the other way round
-    (DABench 684: ``shapiro_p_value, distribution_type = shapiro(x)`` sent Shapiro's W as the p-value).
+    (a development task: ``shapiro_p_value, distribution_type = shapiro(x)`` sent Shapiro's W as the p-value).
 
     >>> unpacked_test("shapiro_p_value, distribution_type = shapiro(df.humidity)")
     ['line 1: `shapiro_p_value, distribution_type = shapiro(df.humidity)` gives shapiro_p_value the statistic, not the p-value']
@@ -333,7 +333,7 @@ UNPACKED_FIX = "Your code with each test's result unpacked in its order (run it)
 
 def unpacked_fixed(code: str) -> str | None:
     """``code`` with the first two names of each ``unpacked_test`` line swapped, or None when there is none or one
-    spans lines (DABench 684 at 3e37ffe: told the order, the 1.5B wrote ``p_value, stat = shapiro(x)``).
+    spans lines (a development task: told the order, the 1.5B wrote ``p_value, stat = shapiro(x)``).
 
     >>> print(unpacked_fixed("p_value, stat = shapiro(x)\\nprint(p_value)"))
     stat, p_value = shapiro(x)
@@ -353,7 +353,7 @@ FISHER_NOTE = (
 
 
 def pearson_kurtosis(task: str, code: str) -> list[str]:
-    """The kurtosis calls of ``code`` with ``fisher=False`` when ``task`` asks for Fisher's (DABench 222).
+    """The kurtosis calls of ``code`` with ``fisher=False`` when ``task`` asks for Fisher's (a development task).
 
     >>> pearson_kurtosis("using Fisher's method", "k = kurtosis(df.x, fisher=False)")
     ["line 1: `kurtosis(df.x, fisher=False)` is Pearson's kurtosis; the task asks for Fisher's: kurtosis(x)"]
@@ -385,7 +385,7 @@ _TO_DENOMINATOR = re.compile(
 
 def constant_not_in_denominator(task: str, code: str) -> list[str]:
     """The divisions of ``code`` that add the constant the task puts in the denominator to the numerator instead
-    (DABench 272: "add a small constant (1e-10) to the denominator"; the model wrote ``(a + 1e-10) / b``).
+    (a development task: "add a small constant (1e-10) to the denominator"; the model wrote ``(a + 1e-10) / b``).
 
     >>> constant_not_in_denominator("Add a small constant (1e-10) to the denominator", "r = (df.a + 1e-10) / df.b")
     ['line 1: `(df.a + 1e-10) / df.b` adds 1e-10 to the numerator: (df.a) / (df.b + 1e-10)']
@@ -431,7 +431,7 @@ _PANDAS_MOMENTS = {
 
 
 def pandas_moments(task: str, code: str) -> list[str]:
-    """The pandas ``.skew()`` / ``.kurt()`` calls of ``code`` when ``task`` asks for scipy's (DABench 375: "For
+    """The pandas ``.skew()`` / ``.kurt()`` calls of ``code`` when ``task`` asks for scipy's (a development task: "For
     skewness and kurtosis use Python's scipy library"; pandas' 0.1546 was sent for scipy's 0.1520).
 
     >>> pandas_moments("For skewness use Python's scipy library.", "s = df['trips'].skew()\\nk = stats.kurtosis(x)")
@@ -495,7 +495,7 @@ def _summed_column(node: ast.AST, names: dict[str, ast.AST]) -> tuple[str, ast.A
 
 def sum_share(task: str, code: str) -> list[str]:
     """The divisions of ``code`` that take a share of rows the task counts as a ratio of one column's sums
-    (analyst suite: "What share of orders are over $150?" answered with the share of the amount).
+    (a development task: the share of orders over a threshold answered with the share of the amount).
 
     >>> sum_share("What share of orders are over $150?",
     ...           "big = orders[orders['amount'] > 150]['amount'].sum()\\nshare = big / orders['amount'].sum()")

@@ -82,7 +82,7 @@ _QUOTED_KEY = re.compile(r"""^\s*(?:'([^'\n]{1,80})'|"([^"\n]{1,80})")(?:\.|\s|$
 
 def task_column_note(task: str, message: str, code: str) -> str | None:
     """A missing column the task asks the code to make, which the code never made: say so, with the task's words
-    for it (DABench 423: ``df['Volatility']`` read five times; the task defines Volatility = (High - Low) / Open).
+    for it (a development task: ``df['Volatility']`` read five times; the task defines Volatility = (High - Low) / Open).
 
     >>> task = "Create a new feature 'Volatility' = (High - Low) / Open. Then correlate Volatility with Volume."
     >>> print(task_column_note(task, "'Volatility'", "r = df['Volatility'].corr(df['Volume'])"))
@@ -165,7 +165,7 @@ _NO_ARRAY_ATTR = re.compile(r"^'numpy\.ndarray' object has no attribute '(\w+)'"
 
 
 def _with_numpy_call(line: str, message: str) -> str | None:
-    """The failing line with a pandas method called on a NumPy array written NumPy's way (DABench 724 on main:
+    """The failing line with a pandas method called on a NumPy array written NumPy's way (a development task:
     ``df[z_scores.abs() > 3]`` on scipy's zscore four times, the hint that says np.abs notwithstanding).
 
     >>> _with_numpy_call("outliers = df[z_scores.abs() > 3]", "'numpy.ndarray' object has no attribute 'abs'")
@@ -208,7 +208,7 @@ _NAMED_STATISTICS = (
 def _without_scalar_index(code: str, line: str, message: str) -> str | None:
     """The failing line without the index into one number: a test's ``.statistic`` or ``.pvalue`` is a single
     float. Where the name assigned says a statistic of the data (a mean, a standard deviation), the line computes
-    it from the data the test was run on (DABench 647: ``price_range_mean = round(shapiro_result.statistic[0], 2)``
+    it from the data the test was run on (a development task: ``price_range_mean = round(shapiro_result.statistic[0], 2)``
     six times, to max_steps).
 
     >>> code = "r = shapiro(df['Price Range'])\\nm = 1\\nprice_range_mean = round(r.statistic[0], 2)"
@@ -246,10 +246,10 @@ def _without_scalar_index(code: str, line: str, message: str) -> str | None:
     return rewritten(line, spans[:1])
 
 
-# a text that says there is no answer (analyst revenue_jump_month: "No data available." after an IndexError)
+# a text that says there is no answer (a development task: "No data available." after an IndexError)
 def missing_file_note(step: Step, tables: Mapping[str, Any]) -> str | None:
     """A file read that found no file, in a session given its tables: the data is the given objects, not a file
-    (DABench 492: ``df_2010 = pd.read_csv('percent-bachelors-degrees-women-usa.csv')`` under another name than the
+    (a development task: ``df_2010 = pd.read_csv('percent-bachelors-degrees-women-usa.csv')`` under another name than the
     given ``df``; the 1.5B then said the file was missing, and that prose ended the run).
 
     >>> from cave.runtimes.base import ExecError, Execution
@@ -270,7 +270,7 @@ def missing_file_note(step: Step, tables: Mapping[str, Any]) -> str | None:
 
 def missing_filter_note(task: str, step: Step, tables: Mapping[str, Any]) -> str | None:
     """A selection by a column the table lacks, of a value the task names and no column holds: the table is all
-    about it already (DABench 578: ``df[df['Symbol'] == 'AAPL']`` on e5_aapl.csv, which has no symbol column; the
+    about it already (a development task: ``df[df['Symbol'] == 'AAPL']`` on e5_aapl.csv, which has no symbol column; the
     1.5B wrapped it in ``if 'Symbol' in df.columns`` and printed the error to max_steps).
 
     >>> import pandas as pd
@@ -336,7 +336,7 @@ _NUMBER_TEXT = re.compile(r"[$\u20ac\u00a3]?\s*-?[\d,]*\.?\d+\s*%?")
 
 def text_values_note(step: Step, records: list[dict[str, Any]], tables: Mapping[str, Any]) -> str | None:
     """Arithmetic on a given column that holds numbers written as text: the conversion its values need, as a line
-    to run (DABench 588: ``df['avg. wait time'].mean()`` on '00:00:51' durations; the hint to keep the numeric
+    to run (a development task: ``df['avg. wait time'].mean()`` on '00:00:51' durations; the hint to keep the numeric
     columns dropped the column the task asks about, then the 1.5B read files that were not there).
 
     >>> import pandas as pd
@@ -393,7 +393,7 @@ def text_values_note(step: Step, records: list[dict[str, Any]], tables: Mapping[
 
 
 def _stem_named(column: str, columns: list[str], task: str) -> bool:
-    """A ticker-like column named by its stem: 'MSFT.O' or 'EUR=' where the task writes MSFT or EUR (DABench 574),
+    """A ticker-like column named by its stem: 'MSFT.O' or 'EUR=' where the task writes MSFT or EUR (a development task),
     when no other column has that stem."""
     stem = re.split(r"[.=]", column.lstrip("."), maxsplit=1)[0]
     if len(stem) < 3 or stem == column.lstrip(".") or sum(c.lstrip(".").startswith(stem) for c in columns) > 1:
@@ -407,7 +407,7 @@ _TEXT_IN = re.compile(r"is in (\w+)\[('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")\],
 def features_note(task: str, step: Step, tables: dict[str, Any]) -> str | None:
     """When text reached a model (``could not convert string to float``, which ``suggest`` traced to a column of a
     given frame): the line that selects the columns the task names and one-hot encodes the text ones. The 1.5B,
-    told which columns were text, still dropped one per step and ran out of steps (DABench 7).
+    told which columns were text, still dropped one per step and ran out of steps (a development task).
 
     >>> import pandas as pd
     >>> from cave.runtimes.base import ExecError, Execution

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from cave import prompts
-
 from cave.review import failure_notes, imputing, recovery, typed
 from cave.runtimes import matches
 from cave.trajectory import Step, Trajectory
@@ -48,7 +47,9 @@ class Feedback:
         named = recovery.uncalled_answer(step.completion or "", step.code or "", [v.name for v in infos])
         if named and step.execution is not None and step.execution.ok:  # the prose says final_answer(x); nothing ran it
             step.observation += "\n" + prompts.PROSE_CALL_NOTE.format(name=named)
-        if typed.only_displays(step.code or "") and not traj.called_final_answer:  # DABench 300: a typed dict, 4 times
+        if (
+            typed.only_displays(step.code or "") and not traj.called_final_answer
+        ):  # a development task: a typed dict, 4 times
             step.observation += "\n" + prompts.TYPED_DISPLAY_NOTE
             step.meta["typed_display"] = True
         tables = self._given_tables()

@@ -38,7 +38,7 @@ def granularity_problem(task: str, value: Any, given: Mapping[str, Any] | None =
     """When the task asks for one row per month (hour, day, week, quarter, year) and the answer is a table
     whose dates are finer than that (162 days for "revenue per month"), what is wrong and how to group. Where
     a ``given`` table has the date column the answer was grouped by, the example groups that table: a bare
-    ``df.index`` was applied to the given table's own index (analyst monthly_visits: one row, for 1970-01).
+    ``df.index`` was applied to the given table's own index (a development task: one row, for 1970-01).
 
     >>> import pandas as pd
     >>> days = pd.DataFrame({"date": ["2025-01-05", "2025-01-06", "2025-02-01"], "amount": [1.0, 2.0, 3.0]})
@@ -112,7 +112,7 @@ _PERIOD_KEY = {
 
 def period_pick(task: str, given: Mapping[str, Any] | None) -> str | None:
     """The grouping that answers "what hour (day, month, ...) has the most ...", on the given table's date column,
-    for an answer picked from a wide tie (analyst busiest_hour: one group per timestamp, each of one row, and the
+    for an answer picked from a wide tie (a development task: one group per timestamp, each of one row, and the
     first one's hour sent twice).
 
     >>> import pandas as pd
@@ -140,7 +140,7 @@ def period_pick(task: str, given: Mapping[str, Any] | None) -> str | None:
 
 def messy_keys(value: Any) -> str | None:
     """When an answer's labels (a table's index, or a dict's keys) spell one name several ways (' Germany',
-    'GERMANY', 'germany'), what they are and how to clean them (analyst users_per_country: value_counts of the raw
+    'GERMANY', 'germany'), what they are and how to clean them (a development task: value_counts of the raw
     column, 43 rows for 5 countries).
 
     >>> import pandas as pd

@@ -86,7 +86,7 @@ def guard_code(
 def rereads(code: str, protected: Iterable[str]) -> list[str]:
     r"""The given names that a top-level line of ``code`` loads again from a file into the same name
     (``df = pd.read_csv('titanic.csv')``): the model wants the data as it was given, whatever earlier cells did
-    to it (DABench 175: ``df = df.dropna()`` had left 183 of 891 rows, and every later re-read kept them).
+    to it (a development task: ``df = df.dropna()`` had left 183 of 891 rows, and every later re-read kept them).
 
     >>> rereads("import pandas as pd\ndf = pd.read_csv('t.csv')\ndf = df.dropna()", ["df"])
     ['df']
@@ -271,7 +271,7 @@ def _literal_data_call(value: object) -> bool:
     )
 
 
-# inplace methods small models call on a selected column; under copy-on-write they change a copy (DABench 111:
+# inplace methods small models call on a selected column; under copy-on-write they change a copy (a development task:
 # df['LoanAmount'].fillna(median, inplace=True) left the NaNs, and the std of the unfilled column was sent)
 _INPLACE = frozenset({"fillna", "replace", "interpolate", "ffill", "bfill", "clip", "where", "mask"})
 _WRITE_HINT = re.compile(r"inplace\s*=\s*True")

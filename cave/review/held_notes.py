@@ -80,7 +80,7 @@ POLARITY_HELD_NOTE = (
     "above), the opposite of its name. Pick each group by its label (.loc[0] is 'not', .loc[1] is 'yes') and "
     "answer again; if the labels truly mean the reverse here, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
-# a question ("Does it answer ...?") drew a prose "Yes"/"No" in 13 of 20 DABench reviews: each cost a step
+# a question ("Does it answer ...?") drew a prose "Yes"/"No" in 13 of 20 reviews on the development set: each cost a step
 REVIEW_NOTE = (
     "Before this is accepted, check it against the task.\nThe task: {task}\nYou are about to return: {what}\n"
     "Check the right rows/granularity, names vs. numbers, units, rounding, and each value in the form the task "

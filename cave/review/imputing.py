@@ -4,7 +4,7 @@ that returned nan over missing values (``nan_dropped``: the code with them dropp
 
 Rows dropped where the task says to fill them: "impute missing values in the 'Age' column" done as
 ``df = df.dropna(subset=['Age'])``. The answer then counts or averages fewer rows than the task's, and nothing
-fails: DABench 523 (KNN imputation of Titanic ages) dropped the 177 passengers without an age after a classifier
+fails: a development task (KNN imputation of Titanic ages) dropped the 177 passengers without an age after a classifier
 refused the NaN target, and sent the age-group counts of the other 714 as `success`.
 
 ``dropped_missing(task, codes)`` finds such lines in the run's code: a ``dropna`` (or a ``notna()`` mask) assigned
@@ -209,7 +209,7 @@ def note(task: str, codes: list[str]) -> str | None:
     df['Age'] = df['Age'].fillna(df['Age'].median())  # or the mean, the mode: what the task names
     ...
 
-    A task that fills them with a model (DABench 523: k-nearest neighbours) gets the model's way:
+    A task that fills them with a model (a development task: k-nearest neighbours) gets the model's way:
 
     >>> print(note("Impute missing 'Age' values using KNN with k=3.", ["df.dropna(subset=['Age'], inplace=True)"]))
     ... # doctest: +ELLIPSIS
@@ -235,7 +235,7 @@ FIT_NOTE = (
 def fit_note(task: str, step: Step, tables: dict[str, Any]) -> str | None:
     """When a model refused missing values (``Input y contains NaN``) and the task fills a column with a model: how
     to fit on the known rows and fill the rest. The error's own hint says to drop them, which is right for a
-    model's inputs and wrong for the column being filled (DABench 523 dropped 177 passengers' rows from df).
+    model's inputs and wrong for the column being filled (a development task dropped 177 passengers' rows from df).
 
     >>> import pandas as pd
     >>> from cave.runtimes.base import ExecError, Execution
@@ -268,7 +268,7 @@ NAN_FIX = (
 def nan_dropped(code: str) -> str | None:
     """``code`` with each scipy test or statistic over columns with missing values given the rows that have them:
     one column ``t['a']`` as ``t['a'].dropna()``, two of one table as ``t[['a', 'b']].dropna()['a']`` (rows dropped
-    together, as a paired test needs). The runtime's note names the NaN; DABench 530 still sent the nan
+    together, as a paired test needs). The runtime's note names the NaN; a development task still sent the nan
     correlations of male and female passengers and ended failed_checks.
 
     >>> print(nan_dropped("r, p = pearsonr(m['Age'], m['Fare'])\\ns = skew(df['Age'])"))

@@ -1,13 +1,13 @@
 """Code whose result means something other than the name it is given: a hypothesis test read backwards
 (``is_normal = p < 0.05``), a mean squared error named RMSE, and a standard deviation of the other kind than the
-task names (pandas' ``.std()`` is the sample one, ``np.std`` the population one: DABench 129 asked for the
+task names (pandas' ``.std()`` is the sample one, ``np.std`` the population one: a development task asked for the
 population standard deviation and sent pandas' 49.69 for 49.67).
 
 A p-value below alpha rejects the null hypothesis, so a name that states the null (normal, independent, equal,
-same, uniform) holds when the p-value is *at or above* alpha. Small models flip it: DABench 10 computed Shapiro's
+same, uniform) holds when the p-value is *at or above* alpha. Small models flip it: a development task computed Shapiro's
 p, wrote ``is_normal = shapiro_result.pvalue < 0.05``, then answered "yes" for data that is not normal, and the run
-said ``success``. An eighth of DABench's dev questions are normality tests. And RMSE is the square root of
-``mean_squared_error``: DABench 30 sent the MSE (131440262.76) as ``model_rmse`` after scikit-learn dropped
+said ``success``. An eighth of the development questions are normality tests. And RMSE is the square root of
+``mean_squared_error``: a development task sent the MSE (131440262.76) as ``model_rmse`` after scikit-learn dropped
 ``squared=False``.
 
 The same holds for the estimator checks of ``cave.review.estimators`` (the other standard deviation or kurtosis than the
@@ -426,4 +426,4 @@ def verdicts(value: object) -> dict[str, bool] | None:
     return None if t is None else {"": t}
 
 
-# A statistic by what its name says and by the function that computes it: `skewness = kurtosis(x)` (DABench 222)
+# A statistic by what its name says and by the function that computes it: `skewness = kurtosis(x)` (a development task)

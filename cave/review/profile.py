@@ -62,9 +62,7 @@ def profile(df: Any, limit: int = LIMIT) -> str:
     head = f"{rows} rows x {cols} columns"
     dups = _duplicate_rows(df)
     if dups:
-        head += (
-            f"; {dups} exact duplicate rows"
-        )
+        head += f"; {dups} exact duplicate rows"
     lines = [head]
     for name in df.columns:
         try:

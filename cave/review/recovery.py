@@ -72,7 +72,7 @@ def repeats_failure(traj: Trajectory, blocks: list[str]) -> bool:
 
 def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str]) -> bool:
     """Whether a reply without code is, word for word, the prose reply refused at the last step (greedy
-    decoding gives the same reply to the same refusal: DABench 647 wrote one paragraph nine times, twice), or
+    decoding gives the same reply to the same refusal: a development task wrote one paragraph nine times, twice), or
     mostly a copy of the note that refused it (BFCL: "Not accepted yet: this task is done by calling ..."
     came back as the model's reply)."""
     last = last_action(traj)
@@ -284,7 +284,7 @@ _PROSE_CALL = re.compile(r"final_answer\(\s*([A-Za-z_]\w*)\s*\)")
 
 
 def uncalled_answer(reply: str, code: str, names: Iterable[str]) -> str | None:
-    r"""The variable a reply's prose passes to final_answer when its code never called it (analyst sql_city_spend:
+    r"""The variable a reply's prose passes to final_answer when its code never called it (a development task:
     "The `final_answer(total_spend)` function is called with the result", six steps of the same code).
 
     >>> uncalled_answer("Here:\n```python\nt = 1\n```\nThe `final_answer(t)` is called.", "t = 1", ["t"])
@@ -438,7 +438,7 @@ def kept_problems(
 ) -> list[str]:
     """What is still wrong with an answer that was held once for each of ``held`` and then sent again.
 
-    A small model "confirms" a held answer by running the same code again (DABench 57: the same lossy
+    A small model "confirms" a held answer by running the same code again (a development task: the same lossy
     ``to_numeric`` and the same wrong 0.52) or by sending the same literal (453: four means, all 27.7). Its
     confirmation is no evidence, and the problems are facts about the answer, so they are re-checked on the answer
     itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``again`` the

@@ -6,8 +6,8 @@ before any output exists, and when told, it types them again. These pure functio
 - ``typed_numbers``: float literals in the answer call that no output the model had seen shows (``seen_text``:
   the task and the observations, less what the code printed as a literal string);
 - ``typed_call``: the answer call with the cell's variables in place of the typed values;
-- ``typed_keys`` and ``disagreements``: the typed values against the live variables of the same names (DABench
-  219: ``outlier_values`` held two values, the answer typed three).
+- ``typed_keys`` and ``disagreements``: the typed values against the live variables of the same names (a development task
+  : ``outlier_values`` held two values, the answer typed three).
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ _NUMBER = re.compile(r"(?<![A-Za-z_])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)
 def typed_numbers(code: str, seen: str, *, alone: bool = False) -> list[str]:
     """Numbers typed into the last ``final_answer(...)`` of ``code`` that no text the model had seen shows (``seen``:
     the task and the earlier observations), at the decimals they were typed with. A small model writes the answer
-    call in the cell that computes it and guesses the values before any output exists (DABench 14: it computed
+    call in the cell that computes it and guesses the values before any output exists (a development task: it computed
     16.65 and sent 15.45). Only float literals count: an int may be one the model knows (a year, a count), while
-    ``100.00`` is written as a computed result (DABench 109: it printed 141.36 and 118.57, and sent 100.00 and 120.00).
+    ``100.00`` is written as a computed result (a development task: it printed 141.36 and 118.57, and sent 100.00 and 120.00).
 
     >>> code = "m = df.x.mean()\\nprint(m)\\nfinal_answer({'mean': 15.45, 'n': 3, 'sd': 6.72})"
     >>> typed_numbers(code, "Observation: sd is 6.7234")
@@ -81,7 +81,7 @@ def typed_numbers(code: str, seen: str, *, alone: bool = False) -> list[str]:
 
 def prose_guesses(traj: Trajectory, code: str, seen: str) -> list[str]:
     """The numbers an answer cell of its own types that no output showed but the model's own earlier prose did
-    (DABench 412: "The final answer is: @mean_familysize_survived[2.00]" written beside code that printed nothing,
+    (a development task: "The final answer is: @mean_familysize_survived[2.00]" written beside code that printed nothing,
     then ``final_answer({'mean_familysize_survived': 2.00, ...})`` alone; the means were 0.94 and 0.88).
 
     >>> from cave.trajectory import Step
@@ -102,7 +102,7 @@ def prose_guesses(traj: Trajectory, code: str, seen: str) -> list[str]:
     if not numbers:
         return []
     prose = "\n".join(re.sub(r"```.*?(```|$)", " ", s.completion or "", flags=re.S) for s in traj.steps)
-    # a literal a cell only displayed is prose in a code block (DABench 300: "The final answer is:" and a typed dict)
+    # a literal a cell only displayed is prose in a code block (a development task: "The final answer is:" and a typed dict)
     prose += "\n".join(src for s in traj.steps for src, _ in _displayed(_parsed(s.code), s.code or ""))
     written = set(_NUMBER.findall(prose))
     # a number a note gave (the form check's rounded value, "run this: final_answer(2.83)") was not made up
@@ -144,7 +144,7 @@ def _same(shown: float, typed: float, places: int | None) -> bool:
 
 def seen_text(traj: Trajectory) -> str:
     """What the model had seen before its current reply: the task and every earlier observation, less the text its
-    own code printed as a literal. A printed guess is not a result (DABench 219: the model printed the string
+    own code printed as a literal. A printed guess is not a result (a development task: the model printed the string
     ``"@outlier_values[9.03, 9.00, 8.42]"`` it had made up, then sent those numbers as "shown").
 
     >>> from cave.trajectory import Step
@@ -171,7 +171,7 @@ _BLOCK_LABEL = re.compile(r"^\[block \d+\]$", re.M)
 
 def less_literals(observation: str, code: str | None) -> str:
     """``observation`` without the string literals of ``code`` that hold a digit (what a print of them shows), and
-    without what a literal the code only displays shows (DABench 300: a typed dict ran alone, ``Out: {'r': 0.0}``,
+    without what a literal the code only displays shows (a development task: a typed dict ran alone, ``Out: {'r': 0.0}``,
     and its made-up numbers then passed as shown).
 
     >>> less_literals("[9.03]\\nOut: {'r': 0.0, 'p': 0.99}", "print(v)\\n{'r': 0.00, 'p': 0.99}")
@@ -235,7 +235,7 @@ def typed_call(code: str) -> str | None:
     >>> typed_call("m = 1\\nfinal_answer({'mean': 15.45})") is None
     True
 
-    Names unpacked from a test; a verdict typed beside them (DABench 668: the call without it was sent twice):
+    Names unpacked from a test; a verdict typed beside them (a development task: the call without it was sent twice):
 
     >>> typed_call("r, p_value = pearsonr(a, b)\\nfinal_answer({'r': 0.85, 'p_value': 0.0001, 'significant': True})")
     "final_answer({'r': r, 'p_value': p_value, 'significant': True})"
@@ -365,7 +365,7 @@ _LEFT = re.compile(r"left|negativ", re.I)
 
 def skew_contradictions(value: Any, live: Mapping[str, Any]) -> list[str]:
     """Skew directions the answer states that the code's own skewness contradicts by sign: right (positive) skew
-    is a skewness above zero, whatever band the task calls symmetric (DABench 465: skew() gave -0.53, held for the
+    is a skewness above zero, whatever band the task calls symmetric (a development task: skew() gave -0.53, held for the
     form, the answer typed 'skewed_right').
 
     >>> skew_contradictions({"distribution_skew": "skewed_right"}, {"skewness": -0.5315})
