@@ -28,6 +28,7 @@ from cave.runtimes.base import (
     ExecError,
     Execution,
 )
+from cave.runtimes.capture import CAPTURE, Capture
 from cave.runtimes.suggest import did_you_mean
 
 DEFAULT_MAX_OUTPUT_CHARS = 1_000_000  # per stream per cell; the rest is counted, not kept
@@ -36,52 +37,6 @@ _CO_COROUTINE = inspect.CO_COROUTINE
 
 
 # -- output capture ---------------------------------------------------------------------------
-
-
-class _Capture:
-    """The stdout/stderr of one running cell, bounded to ``limit`` characters in all."""
-
-    __slots__ = ("parts", "size", "limit", "dropped", "noted")
-
-    def __init__(self, limit: int) -> None:
-        self.parts: tuple[list[str], list[str]] = ([], [])
-        self.size = 0
-        self.limit = limit
-        self.dropped = [0, 0]
-        self.noted: set[Any] = set()  # notes already written in this cell (cave.runtimes.coercion)
-
-    def write(self, which: int, s: str) -> int:
-        n = len(s)
-        if self.size + n <= self.limit:
-            self.parts[which].append(s)
-            self.size += n
-        else:
-            room = max(0, self.limit - self.size)
-            if room:
-                self.parts[which].append(s[:room])
-                self.size += room
-            self.dropped[which] += n - room
-        return n
-
-    def text(self, which: int) -> str:
-        text = "".join(self.parts[which])
-        if self.dropped[which]:
-            text += f"\n[... {self.dropped[which]} more characters of output not kept]\n"
-        return text
-
-    def execution(self, result: str | None, error: ExecError | None, t0: float, timed_out: bool) -> Execution:
-        """The cell's Execution: its captured output, ``result``/``error``, and the time since ``t0``."""
-        return Execution(
-            stdout=self.text(0),
-            stderr=self.text(1),
-            result=result,
-            error=error,
-            duration=time.perf_counter() - t0,
-            timed_out=timed_out,
-        )
-
-
-CAPTURE: contextvars.ContextVar[_Capture | None] = contextvars.ContextVar("cave_capture", default=None)
 
 
 class _StreamProxy:
@@ -343,7 +298,7 @@ class CellRunner:
 
     def run_cell(self, cell: _Cell, timeout: float | None, t0: float) -> Execution:
         _install_streams()
-        cap = _Capture(self.max_output_chars)
+        cap = Capture(self.max_output_chars)
         if cell.warnings:
             cap.write(1, cell.warnings)
         token = CAPTURE.set(cap)
@@ -378,7 +333,7 @@ class CellRunner:
 
     async def arun_cell(self, cell: _Cell, timeout: float | None, t0: float) -> Execution:
         _install_streams()
-        cap = _Capture(self.max_output_chars)
+        cap = Capture(self.max_output_chars)
         if cell.warnings:
             cap.write(1, cell.warnings)
         token = CAPTURE.set(cap)
@@ -546,17 +501,3 @@ class CellRunner:
             f.filename = self.display_name(f.filename)
             lines.extend(traceback.StackSummary.from_list([f]).format())
         return "".join(lines)
-
-
-def first_note(line: int, label: Any) -> bool:
-    """Whether the audits (coercion, matches) may write their note for this call site and column: once per cell
-    (a loop or .apply calls them once per value), and never outside a cell (a function carried out of the runtime
-    and called by its host has no one to tell)."""
-    cap = CAPTURE.get()
-    if cap is None:
-        return False
-    key = (line, label if isinstance(label, str | int) else None)
-    if key in cap.noted:
-        return False
-    cap.noted.add(key)
-    return True

@@ -86,7 +86,7 @@ def audited(func: Any, where: int | tuple[int, str], *args: Any, **kwargs: Any) 
         note = loss_note(name, line, source, binned, text) if lossy else None
         if note is None and name == "to_datetime" and "unit" not in kwargs:
             note = epoch_note(line, source, result, text)
-        from cave.runtimes.cells import first_note  # cells imports this module
+        from cave.runtimes.capture import first_note
 
         if note and first_note(line, getattr(source, "name", None)):
             sys.stderr.write(note + "\n")

@@ -117,7 +117,7 @@ class _KernelServer:
     def _route_display(shell: Any) -> None:
         """display(obj) inside a cell prints its text form into the cell's captured stdout
         (there is no notebook frontend to show rich output to)."""
-        from cave.runtimes.cells import CAPTURE
+        from cave.runtimes.capture import CAPTURE
 
         publish = shell.display_pub.publish
 

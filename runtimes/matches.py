@@ -261,7 +261,7 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         else:
             note = empty_note(op, line, source, args[0] if args else None, result)
         if note:
-            from cave.runtimes.cells import first_note
+            from cave.runtimes.capture import first_note
 
             if first_note(line, getattr(source, "name", None)):
                 sys.stderr.write(note + "\n")

@@ -83,7 +83,6 @@ class Trainer:
     def setup(self) -> None:
         from cave.training.rewards import get_reward
         from cave.training.tracking import Trackers
-        from cave.training.workers import make_workers
 
         cfg = self.cfg
         self.reward_fn = get_reward(cfg.reward)
@@ -245,6 +244,19 @@ class Trainer:
         if nonfinite:
             log.warning("step %d skipped (weights unchanged), the run goes on: %s", step, "; ".join(nonfinite))
         return nonfinite
+
+
+# -- workers -----------------------------------------------------------------------------------------
+def make_workers(cfg: TrainConfig) -> Any:
+    """The workers a config asks for: Ray actors when ``cfg.ray`` is set, else this process. Here, above both, so
+    that neither ``workers`` nor ``ray_workers`` imports the other back."""
+    if cfg.ray is not None:
+        from cave.training.ray_workers import RayWorkers
+
+        return RayWorkers(cfg)
+    from cave.training.workers import LocalWorkers
+
+    return LocalWorkers(cfg)
 
 
 # -- metrics -----------------------------------------------------------------------------------------

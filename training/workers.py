@@ -2,7 +2,7 @@
 
 The trainer loop drives one object with a few verbs, whatever the scale::
 
-    workers = make_workers(cfg)                      # LocalWorkers, or RayWorkers when cfg.ray is set
+    workers = LocalWorkers(cfg)                      # or ray_workers.RayWorkers(cfg) (trainer.make_workers)
     roll = workers.rollout(examples, step)           # N team runs per prompt -> Rollout
     results = workers.update(samples, advantages)    # each model's fixed optimizer steps -> {model: UpdateResult}
     workers.sync()                                   # the rollout engines now serve the new weights
@@ -37,22 +37,12 @@ __all__ = [
     "init_torch",
     "load_model",
     "load_models",
-    "make_workers",
     "model_weights",
     "optimizer_config",
     "resolve_device",
     "run_rollout",
     "server_launch",
 ]
-
-
-def make_workers(cfg: TrainConfig) -> Any:
-    """The workers a config asks for: Ray actors when ``cfg.ray`` is set, else this process."""
-    if cfg.ray is not None:
-        from cave.training.ray_workers import RayWorkers
-
-        return RayWorkers(cfg)
-    return LocalWorkers(cfg)
 
 
 class LocalWorkers:
