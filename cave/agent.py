@@ -608,28 +608,10 @@ class Agent(Compaction, Given, Replying, Feedback):
         kind holding private copies of the given inputs, sampled with its own seed."""
         runtime = await fresh_runtime(self.runtime, self.timeout, self._given_at_start)
         try:
-            other = Agent(
-                model=self.llm,
-                runtime=runtime,
-                max_steps=self.max_steps,
-                max_tokens=self.max_tokens,
-                temperature=max(self.temperature, ATTEMPT_TEMPERATURE),
-                seed=derive_seed(self.seed or 0, "verify", i),
-                stop=self.stop,
-                timeout=self.timeout,
-                skills=self.skills,
-                instructions=self.instructions,
-                base_prompt=self.base_prompt,
-                prompt_budget=self.prompt_budget,
-                stream=False,
-                role=self.role,
-                review=self.review,
-                outputs=self.outputs,
-                response_prefix=self.response_prefix,
-                insist_on_code=self.insist_on_code,
-                expect_calls=self.expect_calls,
-                verify=0,
-            )
+            same = {name: getattr(self, name) for name in ATTEMPT_SETTINGS}  # the settings the run was made with
+            seed = derive_seed(self.seed or 0, "verify", i)
+            temperature = max(self.temperature, ATTEMPT_TEMPERATURE)
+            other = Agent(self.llm, runtime, temperature=temperature, seed=seed, stream=False, verify=0, **same)
             return await other.arun(task)
         finally:
             await asyncio.to_thread(runtime.close)
@@ -717,6 +699,11 @@ class Agent(Compaction, Given, Replying, Feedback):
 
 
 # -- helpers -------------------------------------------------------------------------------------
+ATTEMPT_SETTINGS = (  # what an independent attempt keeps of the agent it verifies (besides model and runtime)
+    "max_steps max_tokens stop timeout skills instructions base_prompt prompt_budget role review outputs "
+    "response_prefix insist_on_code expect_calls observation_limit max_continuations compact_at keep_recent "
+    "retry_temperature"
+).split()
 ATTEMPT_TEMPERATURE = 0.6  # independent attempts sample: a greedy attempt would only repeat the first
 ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
 
