@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
             asyncio.run(arun(tid, llm, max_steps=args.max_steps, runtime=args.runtime, agent_options=options or None))
         )
         print(f"{i}/{len(ids)} tasks done", file=sys.stderr, flush=True)
-        if out is not None and i < len(ids):  # progress only: the totals come when every task is done
-            _write(out, {**meta, "done": i, "complete": False})
+        if out is not None and i < len(ids):  # the totals so far (a run stopped early still reports them)
+            _write(out, {**meta, "done": i, "complete": False, **full_report(rows)})
     rep = full_report(rows)
     meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(format_report(rep["verify_on"], f"held-out suite ({len(rows)} tasks, model {args.model})"))
