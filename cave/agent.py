@@ -544,8 +544,10 @@ class Agent(Compaction, Given, Replying, Feedback):
 
     def _contract_hold(self, traj: Trajectory, value: Any) -> str | None:
         """The note that holds an answer breaking the task's contract (at most ``CONTRACT_HOLDS`` times a run); an
-        answer that still breaks it after that is accepted, and left ``unverified``."""
-        if self.review is False:
+        answer that still breaks it after that is accepted, and left ``unverified``. The contract is part of the
+        verification: where the caller verifies (``verify=None``: a team's role, whose text is the team's task and
+        whose answer may be a verdict), it does not apply."""
+        if self.review is False or self.verify is None:
             return None
         found = task_contract.problems(self.contract, value, self._given_tables())
         traj.meta.pop("contract_problems", None)

@@ -91,7 +91,7 @@ def test_conversion_is_cached_and_atomic(tmp_path: Path, monkeypatch: pytest.Mon
         convert.hf_checkpoint("llama-70b")
 
 
-@pytest.mark.parametrize("module", ["cave.llm.base", "cave.llm.local", "cave.llm.models", "cave.llm.openai"])
+@pytest.mark.parametrize("module", ["cave.llm.base", "cave.llm.tool_calls", "cave.llm.models", "cave.llm.openai"])
 def test_doctests(module: str) -> None:
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
