@@ -613,6 +613,7 @@ class Agent(Compaction, Given, Replying, Feedback):
             same = {name: getattr(self, name) for name in ATTEMPT_SETTINGS}  # the settings the run was made with
             seed = derive_seed(self.seed or 0, "verify", i)
             temperature = max(self.temperature, ATTEMPT_TEMPERATURE)
+            same["max_steps"] = min(self.max_steps, ATTEMPT_STEPS)
             other = Agent(self.llm, runtime, temperature=temperature, seed=seed, stream=False, verify=0, **same)
             return await other.arun(task)
         finally:
@@ -706,7 +707,8 @@ ATTEMPT_SETTINGS = (  # what an independent attempt keeps of the agent it verifi
     "response_prefix insist_on_code expect_calls observation_limit max_continuations compact_at keep_recent "
     "retry_temperature"
 ).split()
-ATTEMPT_TEMPERATURE = 0.6  # independent attempts sample: a greedy attempt would only repeat the first
+ATTEMPT_TEMPERATURE = 0.3  # attempts sample (a greedy one would repeat the first) but stay near the model's best
+ATTEMPT_STEPS = 4  # an attempt that has no answer after this many steps disagrees: verification stays under ~2x
 ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
 
 
