@@ -176,7 +176,8 @@ class GenerationEngine:
                     with self._lock:
                         if not self._pending and not state.rows:
                             self._running = False
-                            return
+                            break  # the last calls are handed back once the generation context is left
+                    _hand_back(state.finished)
                     if not state.rows:
                         self._gather()
                     taken = self._take(self.max_batch - len(state.rows) if state.joinable else 0)
@@ -184,7 +185,11 @@ class GenerationEngine:
                     taken = []
                     if state.rows:
                         state.step()
+            # after the context: a caller (the trainer) that goes on to update the weights finds them partitioned
+            # again under ZeRO-3, not still gathered for generation
+            _hand_back(state.finished)
         except BaseException as e:  # a failed forward fails every call in flight, and the engine stays usable
+            _hand_back(state.finished)  # those were done before it failed
             with self._lock:
                 calls, self._pending = taken + state.rows + self._pending, []
                 self._running = False
@@ -259,6 +264,7 @@ class _Batch:
         self.pos = torch.zeros(0, dtype=torch.long, device=self.device)
         self.logits: Any = None  # [rows, vocab] float: the distribution each row samples its next token from
         self.joinable = True  # False for caches this class cannot pad (then new calls wait for an empty batch)
+        self.finished: list[_Call] = []  # calls done in the last step, handed back by the worker (see _work)
         self.prompts: dict[tuple[int, ...], tuple[list[tuple[Any, Any]], Any]] = {}  # prompt -> (per-layer kv, logits)
         self.stop_tensor = torch.tensor(sorted(engine.stop_ids), dtype=torch.long, device=self.device)
 
@@ -360,7 +366,7 @@ class _Batch:
             if c.future.cancelled():
                 continue
             if self._advance(c, t, lp):
-                _resolve(c.future, result=c.gen)
+                self.finished.append(c)
             else:
                 keep.append(i)
         if len(keep) < len(self.rows):
@@ -492,6 +498,13 @@ def _pad_left(t: Any, width: int) -> Any:
     shape = list(t.shape)
     shape[dim] = missing
     return torch.cat([torch.zeros(shape, dtype=t.dtype, device=t.device), t], dim=dim)
+
+
+def _hand_back(calls: list[_Call]) -> None:
+    """Resolve the finished calls' futures with their generations, and empty the list."""
+    for c in calls:
+        _resolve(c.future, result=c.gen)
+    calls.clear()
 
 
 def _resolve(future: concurrent.futures.Future, *, result: Any = None, exception: BaseException | None = None) -> None:
