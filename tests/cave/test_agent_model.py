@@ -55,5 +55,7 @@ def test_embedded_model_aggregates_an_injected_dataframe(local_llm):
         revenue_col = "revenue" if "revenue" in table.columns else table.columns[-1]
         got = dict(zip(table["region"], table[revenue_col], strict=True))
     assert got == pytest.approx(expected.to_dict())
-    assert result.status == "success"
+    # the numbers are checked above; `success` also needs the independent attempt (verify=1) to agree, which
+    # sampling may or may not give: an answer it did not confirm is `unverified`, never a failure status
+    assert result.status in ("success", "unverified"), result.trajectory.error
     assert result.usage.completion_tokens > 0 and result.usage.prompt_tokens > 0
