@@ -250,7 +250,7 @@ def test_the_failing_code_leaves_the_context_before_it_is_sampled_again(sales):
     llm = Scripted([bad, bad, code("final_answer(sales.units.sum())")])
     agent = Agent(model=llm, runtime=InProcessRuntime(), seed=0)
     agent.runtime.inject("sales", sales)
-    result = agent.run("total units")
+    result = agent.run("units per country")
     assert result.answer == 10
     mine = "\n".join(str(m["content"]) for m in llm.calls[2] if m["role"] == "assistant")  # the traceback keeps it
     assert "groupby('country')" not in mine

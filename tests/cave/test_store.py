@@ -134,6 +134,8 @@ model:
       ```
 outputs:
   counter: {format: json}
+checks:  # the task's own check verifies the answer (no independent attempt needed)
+  answer: {assert: ["value == 6"]}
 max_steps: 10
 """
 
