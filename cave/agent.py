@@ -54,7 +54,7 @@ from cave.events import (
     TextChunk,
 )
 from cave.generation import Generation, Replying
-from cave.given import Given, derive_seed, private_copy
+from cave.given import Given, derive_seed, in_process, private_copy
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Message, Usage, create_backend
 from cave.review import agreement, grouping, profile, recovery, typed
@@ -395,10 +395,12 @@ class Agent(Compaction, Given, Replying, Feedback):
             traj = Trajectory(task=task)
             messages = await self._open_messages(task)
             self.contract = task_contract.read(task) if self.review is not False else task_contract.Contract()
-            if self.verify and not self.checks:  # the attempts start from the inputs as given, not as the run left them
+            if self.verify and not self.checks and in_process(self.runtime):
+                # attempts start from the inputs as given; in-process code changes the host's own objects, so they
+                # are copied now (a kernel's host copies stay as given)
                 self._given_at_start = {n: private_copy(r.value) for n, r in self.runtime.registered.items()}
-            if self.contract.describe():
-                traj.meta["contract"] = self.contract.describe()
+            if described := self.contract.describe():
+                traj.meta["contract"] = described
             traj.meta["head"] = len(messages)
         head = int(traj.meta.get("head", 2))  # system + earlier turns + task: never compacted away
         opening = dict(messages[head - 1])  # the task as asked: what later turns see of this one
@@ -509,9 +511,9 @@ class Agent(Compaction, Given, Replying, Feedback):
                 held = await self.acceptance.hold(traj, cell.value, "\n\n".join(blocks), notes)
             if cell.final and not failures and not held and not self.checks and not self.expect_calls:
                 held = self._contract_hold(traj, cell.value)  # the task's contract, after the specific holds
-            if held:  # which hold spoke: the marks it left in meta (how often each fires is measured on held-out)
-                record["held_by"] = sorted(set(traj.meta) - marks - {"contract_problems"}) or ["unmarked"]
             if held:  # not accepted yet: an output is missing, or the answer goes to review first
+                # which hold spoke: the marks it left in meta (how often each fires is measured on held-out)
+                record["held_by"] = sorted(set(traj.meta) - marks - {"contract_problems"}) or ["unmarked"]
                 text += "\n" + held
                 record["held"] = "contract" if held.startswith(task_contract.NOTE_HEAD) else held.split(":", 1)[0]
             cells.formatted.append(text)
@@ -739,7 +741,8 @@ async def fresh_runtime(runtime: Runtime, timeout: float | None, given: dict[str
             fresh.inject_type(reg.value, description=reg.description, name=name)
         else:
             value = (given or {}).get(name, reg.value)
-            await asyncio.to_thread(fresh.inject, name, private_copy(value), reg.description)
+            private = private_copy(value) if in_process(fresh) else value  # a kernel gets its own copy anyway
+            await asyncio.to_thread(fresh.inject, name, private, reg.description)
     return fresh
 
 

@@ -168,3 +168,9 @@ def private_copy(value: Any) -> Any:
         except Exception:  # something inside cannot be copied: share it, as with any other object
             return value
     return value
+
+
+def in_process(rt: Any) -> bool:
+    """Whether ``rt`` holds the given objects themselves (zero-copy): code that changes one in place changes the
+    host's object, so a second user of it needs a private copy (a kernel holds its own)."""
+    return getattr(rt, "name", "") == "inprocess"

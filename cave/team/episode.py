@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cave.agent import Agent, RunStarted, StepFinished
-from cave.given import derive_seed, private_copy
+from cave.given import derive_seed, in_process, private_copy
 from cave.runtimes.base import Runtime, create_runtime
 from cave.team.decisions import PUBLISHED_VAR, make_route, parse_route, parse_verdict, publish, summarize, verdict
 from cave.team.patterns import Outcome
@@ -241,7 +241,7 @@ class TeamRun:
             if callable(value) and not isinstance(value, type):
                 rt.inject_function(value, name=name)
             else:
-                private = value if self.team.spec.share_inputs or not _in_process(rt) else private_copy(value)
+                private = value if self.team.spec.share_inputs or not in_process(rt) else private_copy(value)
                 await inject_into(rt, name, private, None)
         if spec.mode == "shared":
             self._shared = rt
@@ -387,13 +387,9 @@ class TeamRun:
             self.emit(Handoff(slot.name, slot.owner, role, time.perf_counter() - t0))
 
 
-def _in_process(rt: Runtime) -> bool:
-    return getattr(rt, "name", "") == "inprocess"
-
-
 async def retrieve_from(rt: Runtime, name: str) -> Any:
     """``rt.retrieve(name)`` without blocking the event loop (a kernel's async verb, or a worker thread)."""
-    if _in_process(rt):
+    if in_process(rt):
         return rt.retrieve(name)
     aretrieve = getattr(rt, "aretrieve", None)  # the kernel runtime's async verbs never block the loop
     return await aretrieve(name) if aretrieve else await asyncio.to_thread(rt.retrieve, name)
@@ -401,7 +397,7 @@ async def retrieve_from(rt: Runtime, name: str) -> Any:
 
 async def inject_into(rt: Runtime, name: str, value: Any, description: str | None) -> None:
     """``rt.inject(...)`` without blocking the event loop."""
-    if _in_process(rt):
+    if in_process(rt):
         rt.inject(name, value, description)
         return
     ainject = getattr(rt, "ainject", None)
