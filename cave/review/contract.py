@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Contract", "read", "problems", "column_for"]
@@ -81,11 +81,10 @@ class Contract:
     kind: str | None = None  # number count name list set date table frame bool
     decimals: int | None = None
     distinct: bool = False
-    notes: tuple[str, ...] = field(default=(), compare=False)
 
     def describe(self) -> str:
         """One line for the prompt or a log: the fields the text set."""
-        parts = [f"{k}={v!r}" for k, v in self.__dict__.items() if v not in (None, (), False) and k != "notes"]
+        parts = [f"{k}={v!r}" for k, v in self.__dict__.items() if v not in (None, (), False)]
         return ", ".join(parts)
 
 
@@ -292,11 +291,6 @@ _VERBISH = frozenset(
     "needs earn earns report reports hold holds run runs serve serves take takes handle handles receive "
     "receives".split()
 )
-
-
-def _singular_phrase(phrase: str) -> str:
-    words = phrase.split()
-    return " ".join(words)
 
 
 def _top(low: str) -> int | None:
