@@ -2,8 +2,8 @@
 
 A weight change alone proves nothing: with an entropy bonus the weights move when every advantage is 0, and Adam
 turns even a gradient of float noise into a full-size step. So the setup earns advantages honestly and the loss has
-no other term: one text-answer role, 6 runs per prompt at temperature 1 on two sums SmolLM2 gets right some of the
-time (seed 0: 2 of 6 on each), rewarded when its reply contains the right number; entropy and KL coefficients 0.
+no other term: one text-answer role, 12 runs per prompt at temperature 1 on two sums SmolLM2 gets right some of the
+time (about 1 in 4 over seeds 0-5; 12 runs make an all-wrong group of both prompts unlikely on any seed), rewarded when its reply contains the right number; entropy and KL coefficients 0.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ CONFIG = {
         "roles": [{"name": "solver", "system": "Answer with the number only.", "max_steps": 1, "output": "text"}],
         "pattern": {"name": "sequential"},
         "runtime": {"kind": "inprocess", "timeout": 10},
-        "max_in_flight": 12,  # the 12 runs sample together, one batched forward per token
+        "max_in_flight": 24,  # the 24 runs sample together, one batched forward per token
     },
     "models": {"base": {"source": "smollm2", "dtype": "float32", "train_layers": 1}},
     "agents": {"solver": {"model": "base", "lr": 1.0e-5, "steps_per_iteration": 1}},
     "data": {"prompts": [{"question": "What is 2 + 3?", "answer": 5}, {"question": "What is 10 + 10?", "answer": 20}]},
     "reward": "test_contains_number",
     "estimator": "drmas",
-    "group_size": 6,
+    "group_size": 12,
     "batch_size": 2,
     "steps": 1,
     "seed": 0,
