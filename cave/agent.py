@@ -574,15 +574,14 @@ class Agent(Compaction, Given, Replying, Feedback):
             )
         if self.verify <= 0:
             return _unverified(traj, "the task declares no checks and verification is off (verify=0)")
-        votes: list[bool] = []
+        votes: list[bool | None] = []
         attempts: list[dict[str, Any]] = []
         outcome = None
         ordered = self.contract.kind == "list" or bool(self.contract.order)
         while outcome is None:
             other = await self._attempt(traj.task, len(votes))
-            agrees = other.status in ANSWERED_BY_CODE and agreement.same(
-                traj.final_answer, other.answer, ordered=ordered
-            )
+            answered = other.status in ANSWERED_BY_CODE
+            agrees = agreement.same(traj.final_answer, other.answer, ordered=ordered) if answered else None
             votes.append(agrees)
             usage = other.usage
             attempts.append(
@@ -599,13 +598,11 @@ class Agent(Compaction, Given, Replying, Feedback):
             "n": self.verify,
             "status_before": before,
             "attempts": attempts,
-            "agreed": sum(votes),
+            "agreed": sum(v is True for v in votes),
             "seconds": time.time() - t0,
         }
         if outcome != "verified":
-            ended = [a["status"] for a in attempts if not a["agrees"] and a["status"] not in ANSWERED_BY_CODE]
-            why = f" ({len(ended)} ended without an answer: {', '.join(ended)})" if ended else ""
-            _unverified(traj, f"{len(votes) - sum(votes)} of {len(votes)} independent attempts disagreed with it{why}")
+            _unverified(traj, _disagreement(votes))
 
     async def _attempt(self, task: str, i: int) -> RunResult:
         """One independent attempt at ``task``: a fresh agent on the same model, in a fresh runtime of the same
@@ -712,6 +709,15 @@ ATTEMPT_SETTINGS = (  # what an independent attempt keeps of the agent it verifi
 ATTEMPT_TEMPERATURE = 0.3  # attempts sample (a greedy one would repeat the first) but stay near the model's best
 ATTEMPT_STEPS = 4  # an attempt that has no answer after this many steps disagrees: verification stays under ~2x
 ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
+
+
+def _disagreement(votes: list[bool | None]) -> str:
+    """Why the attempts did not confirm an answer, e.g. '1 of 1 independent attempts disagreed with it'."""
+    answered = [v for v in votes if v is not None]
+    why = f"{answered.count(False)} of {len(answered)} independent attempts disagreed with it"
+    if len(answered) < len(votes):
+        why += f" ({len(votes) - len(answered)} more reached no answer)"
+    return why if answered else f"no independent attempt reached an answer ({len(votes)} tried)"
 
 
 def _unverified(traj: Trajectory, why: str) -> None:

@@ -76,3 +76,20 @@ def test_a_prose_reply_is_never_a_success():
 def test_verify_must_be_a_count():
     with pytest.raises(ValueError, match="verify must be"):
         Agent(model=Scripted([]), runtime="inprocess", verify=-1)
+
+
+FAILS = "```python\nraise RuntimeError('the attempt fails')\n```"
+GIVES_UP = "I could not compute it."  # the closing call after the attempt's last step
+
+
+def test_an_attempt_that_reaches_no_answer_does_not_vote_and_is_run_again():
+    result = _agent([RIGHT, FAILS, GIVES_UP, RIGHT], max_steps=1).run("What is the median wait per clinic?")
+    assert result.status == "success"
+    attempts = result.trajectory.meta["verify"]["attempts"]
+    assert [a["agrees"] for a in attempts] == [None, True] and attempts[0]["status"] != "success"
+
+
+def test_attempts_that_never_answer_leave_the_answer_unverified_with_that_reason():
+    result = _agent([RIGHT, FAILS, GIVES_UP, FAILS, GIVES_UP, RIGHT], max_steps=1).run("What is the median wait per clinic?")
+    assert result.status == "unverified" and len(result.trajectory.meta["verify"]["attempts"]) == 2
+    assert "no independent attempt reached an answer (2 tried)" in result.trajectory.meta["unverified"]
