@@ -117,6 +117,16 @@ def _check_names(option: str, names: Iterable[str] | None, roles: Sequence[RoleS
     return [_unknown_role(option, n, roles) for n in (names or []) if n not in known]
 
 
+def _check_name(option: str, name: str | None, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
+    """``_check_names`` for an option naming one role, or none (the default)."""
+    return _check_names(option, [name] if name else [], roles)
+
+
+def _log(team: TeamRun, key: str, entry: dict[str, Any]) -> None:
+    """Add ``entry`` to the list ``key`` of the episode's trajectory meta (its verdicts, its routes, ...)."""
+    team.trajectory.meta.setdefault(key, []).append(entry)
+
+
 # -- sequential --------------------------------------------------------------------------------
 class SequentialOptions(PatternOptions):
     order: list[str] | None = Field(None, description="roles in turn order (default: the team's order)")
@@ -149,9 +159,7 @@ class Sequential(Pattern):
             if not result.ok:
                 continue
             if result.verdict is not None:  # a reviewer's verdict is recorded; the answer stays the work's
-                team.trajectory.meta.setdefault("verdicts", []).append(
-                    dataclasses.asdict(result.verdict) | {"role": role}
-                )
+                _log(team, "verdicts", dataclasses.asdict(result.verdict) | {"role": role})
             else:
                 answer = result.answer
             done.append((role, result.answer))
@@ -197,8 +205,8 @@ class Loop(Pattern):
 
     @classmethod
     def check(cls, options: LoopOptions, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
-        problems = _check_names("worker", [options.worker] if options.worker else [], roles)
-        problems += _check_names("critic", [options.critic] if options.critic else [], roles)
+        problems = _check_name("worker", options.worker, roles)
+        problems += _check_name("critic", options.critic, roles)
         worker, critic = cls.pair(options, [r.name for r in roles])
         if critic is None:
             problems.append(("critic", "the loop pattern needs two roles, a worker and a critic; add a critic role"))
@@ -237,9 +245,7 @@ class Loop(Pattern):
                 return end
             v = check.verdict
             if v is None:
-                team.trajectory.meta.setdefault("missing_verdicts", []).append(
-                    {"round": rnd, "why": check.decision_error}
-                )
+                _log(team, "missing_verdicts", {"round": rnd, "why": check.decision_error})
                 if o.on_missing_verdict == "fail":
                     return Outcome(
                         answer,
@@ -247,9 +253,7 @@ class Loop(Pattern):
                         f"critic {critic!r} gave no valid verdict in round {rnd}: {check.decision_error}",
                     )
                 v = Verdict(o.on_missing_verdict == "approve", "")
-            team.trajectory.meta.setdefault("verdicts", []).append(
-                {"round": rnd, "approve": v.approve, "feedback": v.feedback}
-            )
+            _log(team, "verdicts", {"round": rnd, "approve": v.approve, "feedback": v.feedback})
             if v.approve:
                 return Outcome(answer, "success")
             text = o.revise_prompt.format(
@@ -299,10 +303,10 @@ class Router(Pattern):
     @classmethod
     def check(cls, options: RouterOptions, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
         names = [r.name for r in roles]
-        problems = _check_names("router", [options.router] if options.router else [], roles)
+        problems = _check_name("router", options.router, roles)
         problems += _check_names("choices", options.choices, roles)
         problems += _check_names("finish", options.finish, roles)
-        problems += _check_names("fallback", [options.fallback] if options.fallback else [], roles)
+        problems += _check_name("fallback", options.fallback, roles)
         if options.on_missing_route != "fail":
             problems += _check_names("on_missing_route", [options.on_missing_route], roles)
         router = options.router or names[0]
@@ -359,17 +363,13 @@ class Router(Pattern):
                 return end
             route = decided.route
             if route is None:
-                team.trajectory.meta.setdefault("missing_routes", []).append(
-                    {"hop": hop, "why": decided.decision_error}
-                )
+                _log(team, "missing_routes", {"hop": hop, "why": decided.decision_error})
                 if o.on_missing_route == "fail":
                     return Outcome(
                         last, "error", f"router {router!r} chose no valid role at hop {hop}: {decided.decision_error}"
                     )
                 route = Route(o.on_missing_route)
-            team.trajectory.meta.setdefault("routes", []).append(
-                {"hop": hop, "role": route.role, "message": route.message}
-            )
+            _log(team, "routes", {"hop": hop, "role": route.role, "message": route.message})
             if route.role == FINISH:
                 return Outcome(route.message, "success")
             text = o.role_prompt.format(task=task, message=route.message or "(none)", router=router, history=shown)
