@@ -607,7 +607,7 @@ class Agent(Compaction, Given, Replying, Feedback):
     async def _attempt(self, task: str, i: int) -> RunResult:
         """One independent attempt at ``task``: a fresh agent on the same model, in a fresh runtime of the same
         kind holding private copies of the given inputs, sampled with its own seed."""
-        runtime = await fresh_runtime(self.runtime, self.timeout, self._given_at_start)
+        runtime = await fresh_runtime(self.runtime, self._given_at_start)
         try:
             same = {name: getattr(self, name) for name in ATTEMPT_SETTINGS}  # the settings the run was made with
             seed = derive_seed(self.seed or 0, "verify", i)
@@ -725,16 +725,11 @@ def _unverified(traj: Trajectory, why: str) -> None:
     traj.meta["unverified"] = why
 
 
-async def fresh_runtime(runtime: Runtime, timeout: float | None, given: dict[str, Any] | None = None) -> Runtime:
-    """A new runtime of ``runtime``'s kind holding private copies of what was given to it (not what the code made):
-    the given inputs as they were at the start (``given``: copies taken then, by name)."""
-    try:  # the same kind with the same limits (memory, CPU, files), a workdir of its own
-        fresh = create_runtime(runtime.name, **_options_of(runtime))
-    except (TypeError, ValueError):  # options it does not read back as given: its defaults, with our timeout
-        fresh = create_runtime(runtime.name, **({"timeout": timeout} if runtime.name != "inprocess" else {}))
-    shown = getattr(runtime, "ro_paths", None)
-    if shown and hasattr(fresh, "expose"):  # the folders a sandbox was shown (a database's, a skill's)
-        fresh.expose(list(shown))
+async def fresh_runtime(runtime: Runtime, given: dict[str, Any] | None = None) -> Runtime:
+    """A sibling of ``runtime`` (same kind and options, its own working directory) holding private copies of what
+    was given to it, not what the code made: the given inputs as they were at the start (``given``: copies taken
+    then, by name)."""
+    fresh = runtime.sibling()
     astart = getattr(fresh, "astart", None)
     if astart is not None:
         await astart()
@@ -750,24 +745,6 @@ async def fresh_runtime(runtime: Runtime, timeout: float | None, given: dict[str
             private = private_copy(value) if in_process(fresh) else value  # a kernel gets its own copy anyway
             await asyncio.to_thread(fresh.inject, name, private, reg.description)
     return fresh
-
-
-def _options_of(runtime: Runtime) -> dict[str, Any]:
-    """The keyword arguments ``runtime`` was made with, read back from its attributes of the same names (its class's
-    and its bases' ``__init__`` parameters; not the workdir, which an independent attempt must not share)."""
-    import inspect
-
-    out: dict[str, Any] = {}
-    for cls in type(runtime).__mro__:
-        init = cls.__dict__.get("__init__")
-        if init is None or cls is object:
-            continue
-        for name, p in inspect.signature(init).parameters.items():
-            if name in ("self", "workdir") or name in out or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            if hasattr(runtime, name) and not callable(getattr(runtime, name)):
-                out[name] = getattr(runtime, name)
-    return out
 
 
 def _first_rows(guide_text: str) -> str:

@@ -11,6 +11,7 @@ This package is the leaf of the architecture: it imports nothing from ``cave``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -140,8 +141,27 @@ class Runtime(ABC):
 
     name: str = "runtime"
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Runtime:
+        self = super().__new__(cls)
+        self._made_with = (args, kwargs)  # the constructor's arguments, for sibling()
+        return self
+
     def __init__(self) -> None:
         self._registered: dict[str, Registration] = {}
+
+    def sibling(self) -> Runtime:
+        """A new, empty runtime of this kind, made with this one's options (limits, environment, the folders a
+        sandbox shows) but nothing injected and a working directory of its own: where an independent attempt
+        at the same task runs without seeing or overwriting what this one's code made."""
+        args, kwargs = getattr(self, "_made_with", ((), {}))
+        options = _as_keywords(type(self), args, kwargs)
+        if "workdir" in options:
+            options["workdir"] = None
+        return type(self)(**self._sibling_options(options))
+
+    def _sibling_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Hook: the options a sibling is made with (a sandbox adds the folders exposed since it was made)."""
+        return options
 
     # -- injection -------------------------------------------------------------------
     @abstractmethod
@@ -224,6 +244,18 @@ class Runtime(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _as_keywords(cls: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A constructor call's arguments by parameter name (a ``**options`` catch-all spread out)."""
+    signature = inspect.signature(cls)
+    bound = signature.bind_partial(*args, **kwargs).arguments
+    for param in signature.parameters.values():
+        if param.kind is inspect.Parameter.VAR_POSITIONAL and bound.get(param.name):
+            raise TypeError(f"{cls.__name__}.sibling(): it was made with extra positional arguments; override sibling")
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            bound.update(bound.pop(param.name, {}))
+    return bound
 
 
 # -- registry ----------------------------------------------------------------------------

@@ -141,6 +141,9 @@ class SandboxRuntime(ProcessRuntime):
         if self._kernel is not None:
             self.restart()
 
+    def _sibling_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        return {**options, "ro_paths": list(self.ro_paths)}  # what it was made with and what was exposed since
+
     @property
     def limits(self) -> dict[str, Any]:
         limits = super().limits

@@ -15,7 +15,7 @@ from typing import Any
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from cave.benchmarks.analyst.suite import agent_option
+    from cave.benchmarks.suite import agent_option, verify_option
 
     p = argparse.ArgumentParser(
         prog="python -m cave.benchmarks.heldout",
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base-url", default=None, help="the backend's base URL")
     p.add_argument("--runtime", default=None, help="the code agent's runtime (default: the benches' default)")
     p.add_argument("--max-steps", type=int, default=6, help="steps per task (default: 6)")
-    p.add_argument("--verify", type=int, default=None, metavar="N", help="Agent(verify=N): N independent attempts")
+    verify_option(p)
     agent_option(p)
     p.add_argument("--out", default=None, help="write the totals as JSON to this file")
     return p

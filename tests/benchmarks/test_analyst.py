@@ -179,3 +179,25 @@ def test_agent_options_reach_the_code_agent():
     assert agent_options(args) == {"review": True, "response_prefix": "```python\n"}
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         agent_options(p.parse_args(["--agent-option", "review"]))
+
+
+def test_verify_reaches_the_code_agent_of_the_analyst_and_dabench_suites():
+    import argparse
+
+    from cave.benchmarks.suite import agent_option, agent_options, verify_option
+
+    p = argparse.ArgumentParser()
+    agent_option(p)
+    verify_option(p)
+    assert agent_options(p.parse_args(["--verify", "3", "--agent-option", "review=true"])) == {
+        "verify": 3,
+        "review": True,
+    }
+    assert "verify" not in agent_options(p.parse_args([]))  # the agent's own default
+    with pytest.raises(SystemExit, match="attempts >= 0"):
+        agent_options(p.parse_args(["--verify", "-1"]))
+    for suite in ("analyst", "dabench"):
+        done = subprocess.run(
+            [sys.executable, "-m", "cave", "bench", suite, "--help"], capture_output=True, text=True, timeout=60
+        )
+        assert "--verify N" in done.stdout, suite

@@ -215,3 +215,33 @@ def test_an_engine_whose_file_the_jail_cannot_see_is_refused_at_inject(jail, tmp
     with pytest.raises(TransferError, match="ro_paths"):
         jail.inject("outside_db", engine)
     assert jail.execute("'outside_db' in dir()").result == "False"
+
+
+def test_a_sibling_sandbox_has_the_same_options_and_folders_but_its_own_workdir(tmp_path):
+    require_sandbox()
+    shown = tmp_path / "shown"
+    shown.mkdir()
+    (shown / "data.csv").write_text("x\n1\n2\n")
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "note.txt").write_text("exposed after start")
+    work = tmp_path / "work"
+    runtime = SandboxRuntime(timeout=20, workdir=str(work), ro_paths=[str(shown)], env={"CAVE_T": "1"})
+    runtime.expose([str(later)])
+    runtime.inject("n", 3)
+    sibling = runtime.sibling()
+    try:
+        assert type(sibling) is SandboxRuntime and sibling.timeout == 20 and sibling.registered == {}
+        assert sibling.workdir != runtime.workdir and str(later) in sibling.ro_paths
+        code = (
+            f"import os\nrows = open({str(shown / 'data.csv')!r}).read().count(chr(10))\n"
+            f"note = open({str(later / 'note.txt')!r}).read()\nenv = os.environ.get('CAVE_T')\n"
+            "open('mine.txt', 'w').write('x')"
+        )
+        ex = sibling.execute(code)
+        assert ex.ok, ex.error
+        assert sibling.retrieve("rows") == 3 and sibling.retrieve("note") == "exposed after start"
+        assert sibling.retrieve("env") == "1" and not (work / "mine.txt").exists()
+    finally:
+        sibling.close()
+        runtime.close()
