@@ -587,6 +587,7 @@ class Agent(Compaction, Given, Replying, Feedback):
             attempts.append(
                 {
                     "status": other.status,
+                    "answer": agreement.shown(other.answer) if answered else None,
                     "agrees": agrees,
                     "steps": len(other.trajectory.steps),
                     "prompt_tokens": usage.prompt_tokens,

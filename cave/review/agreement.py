@@ -25,7 +25,7 @@ import re
 from collections import Counter
 from typing import Any
 
-__all__ = ["same", "decide", "canonical"]
+__all__ = ["same", "decide", "canonical", "shown"]
 
 REL_TOL = 1e-3
 
@@ -86,6 +86,20 @@ def canonical(x: Any) -> Any:
         kind = "set" if isinstance(x, (set, frozenset)) else "items"
         return (kind, tuple(items))
     return _cell(x)
+
+
+def shown(x: Any, limit: int = 300) -> str:
+    """The compared form of an answer as text, clipped to ``limit`` characters (what an attempt answered, in a
+    run's record).
+
+    >>> shown([1, 2.5, "x"])
+    "('items', (1.0, 2.5, 'x'))"
+    """
+    try:
+        text = repr(canonical(x))
+    except Exception as e:  # noqa: BLE001 - a record, never an error
+        text = f"<{type(x).__name__}: {type(e).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _plain_index(x: Any) -> bool:

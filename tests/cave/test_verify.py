@@ -30,6 +30,7 @@ def test_an_answer_an_attempt_disagrees_with_is_unverified_with_the_reason():
     result = _agent([RIGHT, WRONG]).run("What is the median wait per clinic?")
     assert result.status == "unverified" and result.ok and result.answer.to_dict() == {"a": 2.0, "b": 5.0}
     assert "1 of 1 independent attempts disagreed" in result.trajectory.meta["unverified"]
+    assert "5.0" in result.trajectory.meta["verify"]["attempts"][0]["answer"]  # what the attempt answered (b's max)
 
 
 def test_majority_of_three_with_early_exit():
@@ -90,6 +91,8 @@ def test_an_attempt_that_reaches_no_answer_does_not_vote_and_is_run_again():
 
 
 def test_attempts_that_never_answer_leave_the_answer_unverified_with_that_reason():
-    result = _agent([RIGHT, FAILS, GIVES_UP, FAILS, GIVES_UP, RIGHT], max_steps=1).run("What is the median wait per clinic?")
+    result = _agent([RIGHT, FAILS, GIVES_UP, FAILS, GIVES_UP, RIGHT], max_steps=1).run(
+        "What is the median wait per clinic?"
+    )
     assert result.status == "unverified" and len(result.trajectory.meta["verify"]["attempts"]) == 2
     assert "no independent attempt reached an answer (2 tried)" in result.trajectory.meta["unverified"]
