@@ -1,4 +1,4 @@
-"""Advantage estimators for multi-agent GRPO: vanilla GRPO, Dr. MAS (agent-wise), pooled per call.
+"""Advantage estimators for multi-agent GRPO: vanilla GRPO, Dr. MAS (agent-wise), pooled per call, AT-GRPO.
 
 Every estimator maps per-call arrays (one row per agent call = one training sample) to one advantage per call:
 
@@ -33,6 +33,8 @@ __all__ = [
     "ESTIMATORS",
     "Estimator",
     "advantage_stats",
+    "agent_turns",
+    "at_grpo",
     "compute_advantages",
     "drmas",
     "group_normalize",
@@ -70,7 +72,7 @@ def compute_advantages(
     return adv
 
 
-# -- the three estimators --------------------------------------------------------------------------------------------
+# -- the estimators --------------------------------------------------------------------------------------------------
 @register_estimator("grpo")
 def grpo(
     scores: Any, group_ids: Any, traj_ids: Any, agent_ids: Any = None, *, norm_by_std: bool = True, eps: float = EPS
@@ -148,6 +150,48 @@ def pooled_calls(
     s = _scores(scores)
     idx, _ = _index(_ids(group_ids, len(s), "group_ids"))
     return group_normalize(s, idx, norm_by_std=norm_by_std, eps=eps)
+
+
+@register_estimator("at_grpo")
+def at_grpo(
+    scores: Any, group_ids: Any, traj_ids: Any, agent_ids: Any, *, norm_by_std: bool = True, eps: float = EPS
+) -> np.ndarray:
+    """AT-GRPO (PettingLLMs, agent- and turn-wise grouping): group key = (prompt group, agent id, turn), where
+    turn t is the agent's t-th call in its trajectory (rows of a trajectory in call order, as ``build_samples``
+    gives them). An agent's first calls are compared only with its first calls, its second with its second.
+
+    PettingLLMs samples its groups as a tree (the branches of one turn share the history before it); here the N
+    team runs of a prompt are independent, so a turn-t group holds the calls the agent made at its t-th turn in
+    each run that got that far. With one call per agent per run this is Dr. MAS's grouping.
+
+    Run 0: solver right, then right again; run 1: wrong, then right. Turn 1 separates them, turn 2 is all-equal:
+
+    >>> at_grpo([1, 1, 0, 1], [0] * 4, [0, 0, 1, 1], ["s"] * 4).round(4)
+    array([ 0.7071,  0.    , -0.7071,  0.    ])
+    >>> drmas([1, 1, 0, 1], [0] * 4, [0, 0, 1, 1], ["s"] * 4).round(4)
+    array([ 0.5, 0.5, -1.5, 0.5])
+    """
+    s = _scores(scores)
+    n = len(s)
+    groups = _ids(group_ids, n, "group_ids")
+    agents = _ids(agent_ids, n, "agent_ids")
+    turns = agent_turns(_ids(traj_ids, n, "traj_ids"), agents)
+    idx, _ = _index(list(zip(groups, agents, turns, strict=True)))
+    return group_normalize(s, idx, norm_by_std=norm_by_std, eps=eps)
+
+
+def agent_turns(traj_ids: Sequence[Hashable], agent_ids: Sequence[Hashable]) -> list[int]:
+    """Each row's turn: 1 + how many calls its agent made earlier in its trajectory (rows in call order).
+
+    >>> agent_turns(["a", "a", "a", "b", "a"], ["s", "v", "s", "s", "v"])
+    [1, 1, 2, 1, 2]
+    """
+    seen: dict[tuple[Hashable, Hashable], int] = {}
+    out = []
+    for key in zip(traj_ids, agent_ids, strict=True):
+        seen[key] = seen.get(key, 0) + 1
+        out.append(seen[key])
+    return out
 
 
 # -- shared pieces ---------------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """``cave train``: multi-agent RL (Dr. MAS) on runtime-verifiable rewards.
 
     cave train run CONFIG.yaml [--resume RUN_DIR] [--steps N] [--quiet]    # or: cave train CONFIG.yaml ...
+    cave train inspect CONFIG.yaml [--batches 1] [--json OUT]    # before training: per-role reward distributions,
+                                                                   # predicted inflation factors, E[A^2] per estimator
     cave train plot RUN_DIR
     cave train export RUN_DIR [--out DIR]     # save_pretrained folders of the latest checkpoint's models
     cave train eval CONFIG_OR_RUN_DIR [--checkpoint latest|final|base] [--split test] [-k 4] [--limit N]
@@ -19,7 +21,18 @@ from typing import Any
 
 from cave.command import Command
 
-__all__ = ["COMMAND", "cmd_eval", "cmd_export", "cmd_plot", "cmd_run", "cmd_sft", "configure", "train_main"]
+__all__ = [
+    "COMMAND",
+    "cmd_eval",
+    "cmd_export",
+    "cmd_inspect",
+    "cmd_plot",
+    "cmd_run",
+    "cmd_sft",
+    "configure",
+    "inspect_table",
+    "train_main",
+]
 
 EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -48,6 +61,13 @@ def configure(p: argparse.ArgumentParser) -> None:
     sft.add_argument("-q", "--quiet", action="store_true", help="no progress lines; print only the run folder")
     sft.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
     sft.set_defaults(func=cmd_sft)
+    ins = sub.add_parser("inspect", help="before training: one rollout batch's per-role rewards and inflation factors")
+    ins.add_argument("config", help="a train config YAML (init_from's weights are used when it is set)")
+    ins.add_argument("--batches", type=int, default=1, metavar="N", help="rollout batches (steps 1..N; default 1)")
+    ins.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="as for `cave train run`")
+    ins.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
+    ins.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
+    ins.set_defaults(func=cmd_inspect)
     plot = sub.add_parser("plot", help="PNG curves of a run's metrics.jsonl")
     plot.add_argument("run_dir")
     plot.set_defaults(func=cmd_plot)
@@ -76,10 +96,10 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 COMMAND = Command(
     "train",
-    "multi-agent RL (Dr. MAS): cave train run CONFIG | sft CONFIG | plot RUN_DIR | export RUN_DIR | "
-    "eval CONFIG_OR_RUN_DIR",
+    "multi-agent RL (Dr. MAS): cave train run CONFIG | sft CONFIG | inspect CONFIG | plot RUN_DIR | "
+    "export RUN_DIR | eval CONFIG_OR_RUN_DIR",
     configure,
-    subcommands=("run", "sft", "plot", "export", "eval"),
+    subcommands=("run", "sft", "inspect", "plot", "export", "eval"),
     default="run",
 )
 
@@ -117,16 +137,20 @@ def read_config(path: str, prog: str, **overrides: Any) -> Any:
         return None
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def config_with_overrides(args: argparse.Namespace, prog: str, **fields: Any) -> Any:
+    """The config of ``args.config`` with its ``--set`` overrides (and ``fields``); None after printing why not."""
     if not getattr(args, "verbose", False):
         quiet_third_party()
-
     try:
         overrides = field_overrides(args.set)
     except ValueError as e:
-        print(f"cave train: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    cfg = read_config(args.config, "cave train", steps=args.steps, **overrides)
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
+    return read_config(args.config, prog, **fields, **overrides)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cfg = config_with_overrides(args, "cave train", steps=args.steps)
     if cfg is None:
         return EXIT_BAD_INPUT
     from cave.training.trainer import Trainer, TrainingStopped
@@ -143,6 +167,58 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_STOPPED
     print(run_dir)
     return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    cfg = config_with_overrides(args, "cave train inspect")
+    if cfg is None:
+        return EXIT_BAD_INPUT
+    if args.batches < 1:
+        print("cave train inspect: --batches must be at least 1", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    from cave.training.trainer import inspect_rewards
+
+    try:
+        report = inspect_rewards(cfg, args.batches)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"cave train inspect: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    from rich.console import Console
+
+    Console().print(inspect_table(report))
+    return EXIT_OK
+
+
+def inspect_table(report: dict[str, Any]) -> Any:
+    """``cave train inspect``'s report as a rich table: one column per role, one row per statistic."""
+    from rich.table import Table
+
+    pooled, roles = report["pooled"], report["roles"]
+    table = Table(title=f"reward {report['reward']}: {report['episodes']} team runs, {report['samples']} calls; "
+                        f"pooled call score mean {pooled['mean']:.3f}, std {pooled['std']:.3f}")  # fmt: skip
+    table.add_column("call scores (reward - format penalty)")
+    for role in roles:
+        table.add_column(role, justify="right")
+    num = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    rows = [
+        ("calls", lambda r: str(r["calls"])),
+        ("mean", lambda r: num(r["mean"])),
+        ("std", lambda r: num(r["std"])),
+        ("distribution (score: calls)", lambda r: ", ".join(f"{v}: {n}" for v, n in r["values"].items())),
+        ("predicted inflation, per prompt", lambda r: num(r["inflation"])),
+        ("predicted inflation, whole batch", lambda r: num(r["inflation_batch"])),
+    ]
+    rows += [
+        (f"E[A^2] with {name}", lambda r, n=name: num(r["adv_sq"][n])) for name in next(iter(roles.values()))["adv_sq"]
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(r) for r in roles.values()))
+    return table
 
 
 def field_overrides(pairs: Sequence[str]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ Every mistake is reported as ``FILE:LINE: FIELD: what is wrong`` + the fix, befo
       verifier: {model: base, lr: 1.0e-5}
     data: {path: problems.jsonl}       # or prompts: [{question: ..., answer: ...}]
     reward: math_sympy
-    estimator: drmas                   # grpo | drmas | pooled_calls
+    estimator: drmas                   # grpo | drmas | pooled_calls | at_grpo
     group_size: 2                      # N team runs per prompt
     batch_size: 2                      # prompts per step
     steps: 2
@@ -321,7 +321,7 @@ class TrainConfig(ConfigModel):
     )
     data: DataConfig
     reward: str = Field("math_sympy", description="a registered reward (cave.training.rewards)")
-    estimator: str = Field("drmas", description="grpo | drmas | pooled_calls (cave.training.advantages)")
+    estimator: str = Field("drmas", description="grpo | drmas | pooled_calls | at_grpo (cave.training.advantages)")
     norm_by_std: bool = True
     group_size: int = Field(2, ge=1, description="N team runs per prompt (the GRPO group)")
     batch_size: int = Field(2, ge=1, description="prompts per training step")

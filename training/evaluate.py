@@ -29,6 +29,7 @@ __all__ = [
     "SUCCESS_TOL",
     "EvalReport",
     "avg_at_k",
+    "bootstrap_ci",
     "eval_examples",
     "evaluate",
     "format_failure_rates",
@@ -37,6 +38,7 @@ __all__ = [
     "mean_tokens",
     "mean_turns",
     "pass_at_k",
+    "per_problem",
     "plot_eval",
     "report_table",
     "score_episodes",
@@ -44,6 +46,8 @@ __all__ = [
 
 EVAL = "eval.jsonl"  # RUN_DIR/eval.jsonl: one EvalReport per periodic evaluation
 SUCCESS_TOL = 1e-9
+CI_RESAMPLES = 2000  # bootstrap resamples of the problems
+CI_LEVEL = 0.95  # the percentile interval's coverage
 LOOP_CALLS = frozenset({"summary", "compaction"})  # the loop's own calls: not the roles' answers (samples.py)
 
 
@@ -86,6 +90,46 @@ def pass_at_k(successes: Sequence[Sequence[bool]], k: int | None = None) -> floa
             raise ValueError(f"pass@{kk} needs at least {kk} runs per problem; a problem has {n}")
         values.append(1.0 if n - c < kk else 1.0 - math.comb(n - c, kk) / math.comb(n, kk))
     return sum(values) / len(values) if values else float("nan")
+
+
+def per_problem(successes: Sequence[Sequence[bool]], metric: str) -> list[float]:
+    """Each problem's value of ``metric`` ("avg": its success rate over its runs; "pass": pass@k with k its number
+    of runs); a metric averaged over problems is the mean of these, so the bootstrap resamples them.
+
+    >>> per_problem([[True, False, False, False], [False] * 4], "avg"), per_problem([[True, False], [False] * 2], "pass")
+    ([0.25, 0.0], [1.0, 0.0])
+    """
+    if metric not in ("avg", "pass"):
+        raise ValueError(f"metric {metric!r}: use 'avg' (avg@k) or 'pass' (pass@k)")
+    runs = [r for r in successes if r]
+    return [sum(r) / len(r) for r in runs] if metric == "avg" else [float(any(r)) for r in runs]
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, resamples: int = CI_RESAMPLES, level: float = CI_LEVEL, seed: int = 0
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of per-problem ``values``, resampling problems with replacement
+    (seeded: the same values give the same interval). ``(nan, nan)`` without values.
+
+    Three of ten problems solved: the mean is 0.3, and over 2000 resamples 95% of the means lie in [0.0, 0.6]:
+
+    >>> bootstrap_ci([1, 1, 1, 0, 0, 0, 0, 0, 0, 0])
+    (0.0, 0.6)
+    >>> bootstrap_ci([0.5] * 7)                  # no spread between problems, no width
+    (0.5, 0.5)
+    """
+    import numpy as np
+
+    if not 0 < level < 1:
+        raise ValueError(f"level {level}: a coverage between 0 and 1, e.g. 0.95")
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = v[rng.integers(0, v.size, size=(resamples, v.size))].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return round(float(low), 12), round(float(high), 12)
 
 
 def format_failure_rates(trajectories: Sequence[Any]) -> dict[str, float]:
@@ -152,6 +196,11 @@ class EvalReport:
     step: int | None = None
     greedy_format_failure: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)  # the first few reward errors
+    # 95% bootstrap intervals over problems: {"avg@k": [low, high], "pass@k": [...], "greedy": [...]}
+    ci: dict[str, list[float]] = field(default_factory=dict)
+    successes: list[list[bool]] = field(default_factory=list)  # per problem, its k sampled runs (for paired CIs)
+    greedy_successes: list[bool] = field(default_factory=list)  # per problem, its greedy run
+    role_reward_mean: dict[str, float] = field(default_factory=dict)  # role -> mean reward (role-specific rewards)
 
     def to_dict(self) -> dict[str, Any]:
         return {f"avg@{self.k}" if k == "avg_at_k" else f"pass@{self.k}" if k == "pass_at_k" else k: v
@@ -159,6 +208,31 @@ class EvalReport:
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), default=str, **kwargs)
+
+    def interval(self, metric: str) -> str:
+        """``" [low, high]"`` of ``metric``'s bootstrap interval ("avg@k", "pass@k", "greedy"); "" without one."""
+        return format_ci(self.ci.get(metric))
+
+
+def format_ci(ci: Sequence[float] | None) -> str:
+    """A metric's interval as printed beside it.
+
+    >>> format_ci([0.25, 0.5]), format_ci(None)
+    (' [0.250, 0.500]', '')
+    """
+    return f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+
+
+def intervals(successes: Sequence[Sequence[bool]], greedy: Sequence[bool] | None, k: int) -> dict[str, list[float]]:
+    """The bootstrap intervals of avg@k, pass@k and (with greedy runs) greedy accuracy, over the same problems.
+
+    >>> intervals([[True, True], [False, False]] * 5, [True, False] * 5, 2)["greedy"]
+    [0.2, 0.8]
+    """
+    out = {f"avg@{k}": per_problem(successes, "avg"), f"pass@{k}": per_problem(successes, "pass")}
+    if greedy:
+        out["greedy"] = [float(g) for g in greedy]
+    return {name: list(bootstrap_ci(values)) for name, values in out.items()}
 
 
 def report_table(report: EvalReport, title: str | None = None) -> Any:
@@ -170,9 +244,13 @@ def report_table(report: EvalReport, title: str | None = None) -> Any:
     )
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row(f"avg@{report.k} (T={report.temperature:g})", f"{report.avg_at_k:.3f}")
-    table.add_row(f"pass@{report.k}", f"{report.pass_at_k:.3f}")
-    table.add_row("greedy accuracy (T=0)", "-" if report.greedy is None else f"{report.greedy:.3f}")
+    k = report.k
+    table.add_row(f"avg@{k} (T={report.temperature:g}) [95% CI]", f"{report.avg_at_k:.3f}{report.interval(f'avg@{k}')}")
+    table.add_row(f"pass@{k}", f"{report.pass_at_k:.3f}{report.interval(f'pass@{k}')}")
+    greedy = "-" if report.greedy is None else f"{report.greedy:.3f}{report.interval('greedy')}"
+    table.add_row("greedy accuracy (T=0)", greedy)
+    for role, mean in report.role_reward_mean.items():
+        table.add_row(f"reward: {role}", f"{mean:.3f}")
     for role, rate in report.format_failure.items():
         table.add_row(f"format failures: {role}", f"{rate:.1%}")
     table.add_row("mean turns (calls / run)", f"{report.mean_turns:.2f}")
@@ -186,13 +264,17 @@ def report_table(report: EvalReport, title: str | None = None) -> Any:
 
 # -- running ---------------------------------------------------------------------------------------------
 def score_episodes(episodes: Sequence[Any], reward_fn: Any) -> list[str]:
-    """Set each episode's reward; a reward that raises (or is not finite) leaves it None: returned as errors."""
+    """Set each episode's reward (the team's); role-specific rewards (``cave.training.rewards.RoleRewards``) go to
+    ``trajectory.meta["role_rewards"]``. A reward that raises (or is not finite) leaves it None: returned as errors.
+    """
+    from cave.training.rewards import ROLE_REWARDS, split_reward
+
     failed = []
     for ep in episodes:
         try:
-            ep.reward = float(reward_fn(ep.result, ep.example))
-            if not math.isfinite(ep.reward):
-                raise ValueError(f"the reward is {ep.reward}")
+            ep.reward, roles = split_reward(reward_fn(ep.result, ep.example))
+            if roles:
+                ep.trajectory.meta[ROLE_REWARDS] = roles
         except Exception as e:
             ep.reward, ep.reward_error = None, f"{type(e).__name__}: {e}"
             failed.append(f"{ep.group_id} ({ep.trajectory.run_id}): {ep.reward_error}")
@@ -243,11 +325,11 @@ def evaluate(
     errors = score_episodes(roll.episodes, reward_fn)
     successes = [[is_success(ep.reward) for ep in roll.episodes[i * k : (i + 1) * k]] for i in range(len(examples))]
     trajs = [ep.trajectory for ep in roll.episodes]
-    greedy_acc, greedy_fmt = None, {}
+    greedy_runs, greedy_fmt = None, {}
     if greedy:
         groll = run_rollout(cfg.model_copy(update={"group_size": 1}), greedy_team(cfg, engines), engines, examples, 0)
         errors += score_episodes(groll.episodes, reward_fn)
-        greedy_acc = sum(is_success(ep.reward) for ep in groll.episodes) / len(groll.episodes)
+        greedy_runs = [is_success(ep.reward) for ep in groll.episodes]
         greedy_fmt = format_failure_rates([ep.trajectory for ep in groll.episodes])
     rewards = [ep.reward for ep in roll.episodes if ep.reward is not None]
     return EvalReport(
@@ -256,7 +338,7 @@ def evaluate(
         problems=len(examples),
         avg_at_k=avg_at_k(successes),
         pass_at_k=pass_at_k(successes),
-        greedy=greedy_acc,
+        greedy=sum(greedy_runs) / len(greedy_runs) if greedy_runs else None,
         format_failure=format_failure_rates(trajs),
         mean_turns=mean_turns(trajs),
         mean_tokens=mean_tokens(trajs),
@@ -268,7 +350,27 @@ def evaluate(
         step=step,
         greedy_format_failure=greedy_fmt,
         errors=errors[:3],
+        ci=intervals(successes, greedy_runs, k),
+        successes=successes,
+        greedy_successes=greedy_runs or [],
+        role_reward_mean=role_reward_means(trajs),
     )
+
+
+def role_reward_means(trajectories: Sequence[Any]) -> dict[str, float]:
+    """Each role's mean reward over the scored runs that carry role rewards (``meta["role_rewards"]``).
+
+    >>> from types import SimpleNamespace as S
+    >>> role_reward_means([S(meta={"role_rewards": {"verifier": 1.0}}), S(meta={"role_rewards": {"verifier": 0.0}})])
+    {'verifier': 0.5}
+    """
+    from cave.training.rewards import ROLE_REWARDS
+
+    values: dict[str, list[float]] = {}
+    for traj in trajectories:
+        for role, r in (traj.meta.get(ROLE_REWARDS) or {}).items():
+            values.setdefault(role, []).append(r)
+    return {role: sum(v) / len(v) for role, v in values.items()}
 
 
 # -- the held-out curve ------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ __all__ = [
     "TrainingStopped",
     "append_jsonl",
     "export_checkpoint",
+    "inspect_rewards",
     "latest_checkpoint",
     "load_checkpoint",
     "plot_run",
@@ -48,6 +49,7 @@ __all__ = [
     "read_metrics",
     "prune_checkpoints",
     "save_checkpoint",
+    "scored_batch",
     "stale_checkpoints",
     "status_line",
     "step_metrics",
@@ -147,15 +149,12 @@ class Trainer:
 
     def step(self, step: int) -> dict[str, Any]:
         from cave.training.advantages import advantage_stats, compute_advantages
-        from cave.training.rollout import pick_examples, trainable_trajectories
-        from cave.training.samples import build_samples, sample_columns
+        from cave.training.samples import sample_columns
 
         cfg = self.cfg
         t0 = time.perf_counter()
-        roll = self.workers.rollout(pick_examples(self.examples, step, cfg.batch_size), step)
+        roll, samples, failed = scored_batch(cfg, self.workers, self.reward_fn, self.examples, step)
         self.last_rollout = roll  # for inspection (benchmarks, debugging)
-        failed = self.score(roll.episodes)
-        samples = build_samples(trainable_trajectories(roll), format_penalty=cfg.format_penalty)
         if not samples:
             raise TrainingStopped(
                 f"step {step}: no trainable samples ({len(roll.episodes)} team runs, {len(failed)} rewards failed, "
@@ -196,10 +195,6 @@ class Trainer:
         metrics["update_tokens_per_s"] = trained / max(t2 - t1, 1e-9)
         metrics["tokens_per_s"] = roll.generated_tokens / max(t3 - t0, 1e-9)  # generated tokens per RL iteration s
         return metrics
-
-    def score(self, episodes: Sequence[Any]) -> list[str]:
-        """Set each episode's reward; a reward that raises marks the episode failed (returned, logged, dropped)."""
-        return score_episodes(episodes, self.reward_fn)
 
     def evaluate(self, step: int) -> Any:
         """The held-out eval (``cave train eval``'s code) on the current weights: RUN_DIR/eval.jsonl, trackers."""
@@ -257,6 +252,52 @@ def make_workers(cfg: TrainConfig) -> Any:
     from cave.training.workers import LocalWorkers
 
     return LocalWorkers(cfg)
+
+
+def scored_batch(
+    cfg: TrainConfig, workers: Any, reward_fn: Any, examples: Sequence[Any], step: int
+) -> tuple[Any, list[Any], list[str]]:
+    """Step ``step``'s rollout, scored, and its samples: (rollout, samples, reward errors). With role-specific
+    rewards (``cave.training.rewards.RoleRewards``) each role's calls are scored with its own reward."""
+    from cave.training.rewards import by_role
+    from cave.training.rollout import pick_examples, trainable_trajectories
+    from cave.training.samples import build_samples
+
+    roll = workers.rollout(pick_examples(examples, step, cfg.batch_size), step)
+    failed = score_episodes(roll.episodes, reward_fn)
+    samples = build_samples(by_role(trainable_trajectories(roll)), format_penalty=cfg.format_penalty)
+    return roll, samples, failed
+
+
+def inspect_rewards(cfg: TrainConfig, batches: int = 1) -> dict[str, Any]:
+    """Before training: the first ``batches`` rollout batches of a run (from ``init_from``'s weights when set,
+    the steps' own seeds), each role's reward distribution and predicted inflation factor, and the E[A^2] each
+    registered estimator would give it (``cave.training.rewards.reward_distribution``). Writes nothing."""
+    from cave.training.rewards import get_reward, reward_distribution
+    from cave.training.samples import sample_columns
+    from cave.training.workers import make_workers
+
+    examples = cfg.data.examples()
+    if not examples:
+        raise ValueError("data: the data file has no examples; add at least one")
+    reward_fn = get_reward(cfg.reward)
+    workers = make_workers(cfg)
+    try:
+        if cfg.init_from:
+            init_weights(Path(cfg.init_from), workers)
+        samples, episodes, failed = [], 0, []
+        for step in range(1, batches + 1):
+            roll, part, errors = scored_batch(cfg, workers, reward_fn, examples, step)
+            samples += part
+            episodes += len(roll.episodes)
+            failed += errors
+    finally:
+        workers.close()
+    if not samples:
+        raise ValueError(f"no trainable samples in {episodes} team runs ({len(failed)} rewards failed: {failed[:2]})")
+    report = reward_distribution(**sample_columns(samples), norm_by_std=cfg.norm_by_std)
+    return {"reward": cfg.reward, "estimator": cfg.estimator, "episodes": episodes, "samples": len(samples),
+            "rewards_failed": len(failed), "init_from": cfg.init_from, **report}  # fmt: skip
 
 
 # -- metrics -----------------------------------------------------------------------------------------

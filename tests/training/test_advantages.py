@@ -25,6 +25,8 @@ from cave.training.advantages import (
     EPS,
     ESTIMATORS,
     advantage_stats,
+    agent_turns,
+    at_grpo,
     compute_advantages,
     drmas,
     get_estimator,
@@ -108,6 +110,24 @@ def test_pooled_calls_hand_computed():
     np.testing.assert_allclose(pooled_calls(**COLS), expected, rtol=1e-9)
 
 
+def test_at_grpo_hand_computed():
+    # turns: t1 = s1 v1 s2; t2 = s1 v1 s2 v2; t3 = s1; t4 = s1 v1; t5 = s1
+    assert agent_turns(TRAJS, AGENTS) == [1, 1, 2, 1, 1, 2, 2, 1, 1, 1, 1]
+    # (q1, s, 1): rows 0,3,7 = [1, 0, 0.9], mean 19/30, unbiased var = sum of squared deviations / 2
+    m1 = 1.9 / 3
+    sd1 = math.sqrt(((1 - m1) ** 2 + m1**2 + (0.9 - m1) ** 2) / 2) + EPS
+    # (q1, v, 1): rows 1,4 = [1, -0.1] -> +-1/sqrt(2) (times sd / (sd + eps)); (q1, s, 2): rows 2,5 = [1, 0] the same
+    pair = lambda d: d / (d * math.sqrt(2) + EPS)  # noqa: E731  (half the gap over the unbiased std of a pair)
+    # (q1, v, 2): row 6 alone and (q2, v, 1): row 9 alone -> raw score; (q2, s, 1): rows 8,10 = [0.5, 0]
+    expected = [(1 - m1) / sd1, pair(0.55), pair(0.5), -m1 / sd1, -pair(0.55), -pair(0.5), 0.0, (0.9 - m1) / sd1,
+                pair(0.25), 0.5 / (1 + EPS), -pair(0.25)]  # fmt: skip
+    np.testing.assert_allclose(at_grpo(**COLS), expected, rtol=1e-9, atol=1e-12)
+    assert compute_advantages("at_grpo", **COLS).tolist() == at_grpo(**COLS).tolist()
+    # one call per agent per run: AT-GRPO groups exactly as Dr. MAS does
+    one = {"scores": [1.0, 0.0, 0.5, 0.2], "group_ids": [0] * 4, "traj_ids": [0, 0, 1, 1], "agent_ids": list("svsv")}
+    np.testing.assert_array_equal(at_grpo(**one), drmas(**one))
+
+
 def test_estimators_differ_where_they_should():
     g, d, p = grpo(**COLS), drmas(**COLS), pooled_calls(**COLS)
     # grpo: every call of a trajectory shares its advantage; drmas and pooled_calls do not.
@@ -171,7 +191,7 @@ def test_bad_inputs_name_the_problem():
 
 
 def test_registry():
-    assert {"grpo", "drmas", "pooled_calls"} <= set(ESTIMATORS)
+    assert {"grpo", "drmas", "pooled_calls", "at_grpo"} <= set(ESTIMATORS)
     assert get_estimator("drmas") is drmas
     with pytest.raises(KeyError, match="known advantage estimators: .*drmas.*grpo"):
         get_estimator("nope")

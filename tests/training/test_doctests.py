@@ -10,6 +10,7 @@ import cave.training.evaluate
 import cave.training.experiments.gradspike
 import cave.training.experiments.warmstart
 import cave.training.loss
+import cave.training.rewards
 import cave.training.samples
 import cave.training.sft
 import pytest
@@ -28,6 +29,7 @@ import pytest
         cave.training.sft,
         cave.training.cli,
         cave.training.experiments.warmstart,
+        cave.training.rewards,
     ],
 )
 def test_doctests(module):

@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 import yaml
 from cave.training.cli import train_main
-from cave.training.evaluate import EvalReport, avg_at_k, is_success, pass_at_k, read_eval
+from cave.training.evaluate import (
+    EvalReport,
+    avg_at_k,
+    bootstrap_ci,
+    intervals,
+    is_success,
+    pass_at_k,
+    per_problem,
+    read_eval,
+    report_table,
+)
 from cave.training.trainer import Trainer, plot_run
 
 from tests.training.test_rollout import TEAM, save_tiny
@@ -30,6 +40,43 @@ def test_metrics():
     report = EvalReport("test", 4, 3, 0.5, 0.75, 0.25, {"solver": 0.1}, 2.0, 30.0, 0.5, 0, 1.0, 1.0)
     row = json.loads(report.to_json())
     assert row["avg@4"] == 0.5 and row["pass@4"] == 0.75 and row["greedy"] == 0.25
+
+
+def test_bootstrap_ci_over_problems():
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    values = (rng.random(100) < 0.3).astype(float)  # 100 problems, ~30% solved
+    low, high = bootstrap_ci(values)
+    assert low < values.mean() < high
+    se = values.std() / np.sqrt(values.size)  # the normal approximation's 95% interval: mean +- 1.96 se
+    assert high - low == pytest.approx(2 * 1.96 * se, rel=0.15)
+    assert bootstrap_ci(values) == (low, high)  # seeded, hence reproducible
+    assert bootstrap_ci(values, level=0.5)[1] - bootstrap_ci(values, level=0.5)[0] < high - low
+    assert bootstrap_ci([]) != bootstrap_ci([])  # (nan, nan): nothing to resample
+    with pytest.raises(ValueError, match="coverage between 0 and 1"):
+        bootstrap_ci(values, level=95)
+
+    # avg@k and pass@k resample the problems, not the runs: a problem's k runs move together
+    runs = [[True, True, False, False]] * 50 + [[False] * 4] * 50
+    assert per_problem(runs, "avg")[:1] == [0.5] and per_problem(runs, "pass")[:1] == [1.0]
+    ci = intervals(runs, [True] * 50 + [False] * 50, 4)
+    assert ci["avg@4"][0] < 0.25 < ci["avg@4"][1] and ci["pass@4"][0] < 0.5 < ci["pass@4"][1]
+    assert ci["greedy"] == ci["pass@4"]  # the same per-problem values, the same resamples
+    assert "greedy" not in intervals(runs, None, 4)
+
+
+def test_report_json_and_table_carry_the_intervals():
+    from rich.console import Console
+
+    report = EvalReport("test", 4, 3, 0.5, 0.75, 0.25, {"solver": 0.1}, 2.0, 30.0, 0.5, 0, 1.0, 1.0,
+                        ci={"avg@4": [0.25, 0.75], "greedy": [0.0, 0.5]}, successes=[[True, False, False, True]])  # fmt: skip
+    row = json.loads(report.to_json())
+    assert row["ci"]["avg@4"] == [0.25, 0.75] and row["successes"][0] == [True, False, False, True]
+    console = Console(width=120, record=True)
+    console.print(report_table(report))
+    text = console.export_text()
+    assert "0.500 [0.250, 0.750]" in text and "0.250 [0.000, 0.500]" in text
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +119,11 @@ def test_cave_train_eval_base_and_latest_checkpoint(tiny_dir, tmp_path, capsys):
     assert base["problems"] == 2 and base["k"] == 2 and base["split"] == "test" and base["checkpoint"] == "base"
     assert 0 <= base["avg@2"] <= base["pass@2"] <= 1 and set(base["format_failure"]) == {"solver", "verifier"}
     assert base["mean_turns"] >= 1 and base["mean_tokens"] > 0
+    # the bootstrap intervals over the 2 problems, and the per-problem runs they were drawn from
+    assert len(base["successes"]) == 2 and all(len(runs) == 2 for runs in base["successes"])
+    for metric in ("avg@2", "pass@2", "greedy"):
+        low, high = base["ci"][metric]
+        assert low <= base[metric] <= high
 
     # a config has no trained weights: latest/final need a run folder (bad input is reported before loading)
     assert train_main(["eval", str(config), "--checkpoint", "latest"]) == 2
