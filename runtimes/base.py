@@ -272,13 +272,7 @@ RUNTIMES: Registry[type[Runtime]] = Registry(
 
 def register_runtime(name: str) -> Callable[[type[Runtime]], type[Runtime]]:
     """Class decorator: make a runtime available by name (``runtime: NAME`` in task files)."""
-
-    def deco(cls: type[Runtime]) -> type[Runtime]:
-        RUNTIMES.add(name, cls)
-        cls.name = name
-        return cls
-
-    return deco
+    return RUNTIMES.register(name, name_attr="name")
 
 
 def create_runtime(name: str, **options: Any) -> Runtime:

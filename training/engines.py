@@ -88,14 +88,7 @@ ENGINES: Registry[Callable[..., PolicyEngine]] = Registry(
 
 def register_engine(name: str) -> Callable[[Callable[..., PolicyEngine]], Callable[..., PolicyEngine]]:
     """Decorator: make an engine available to ``build_engine`` (and to ``rollout.engine`` in configs) by name."""
-
-    def deco(factory: Callable[..., PolicyEngine]) -> Callable[..., PolicyEngine]:
-        ENGINES.add(name, factory)
-        if isinstance(factory, type):
-            factory.kind = name
-        return factory
-
-    return deco
+    return ENGINES.register(name, name_attr="kind")
 
 
 def build_engine(kind: str, model: Any, tokenizer: Any = None, **settings: Any) -> PolicyEngine:

@@ -218,14 +218,7 @@ BACKENDS: Registry[Callable[..., LLM]] = Registry(
 
 def register_backend(name: str) -> Callable[[Callable[..., LLM]], Callable[..., LLM]]:
     """Decorator: make a backend available by name (``backend: NAME`` in task files)."""
-
-    def deco(factory: Callable[..., LLM]) -> Callable[..., LLM]:
-        BACKENDS.add(name, factory)
-        if isinstance(factory, type):
-            factory.name = name
-        return factory
-
-    return deco
+    return BACKENDS.register(name, name_attr="name")
 
 
 def create_backend(name: str, **options: Any) -> LLM:
