@@ -343,22 +343,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"cave train eval: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    from cave.training.evaluate import evaluate, report_table
-    from cave.training.trainer import latest_checkpoint, load_checkpoint
-    from cave.training.workers import LocalWorkers
+    from cave.training.evaluate import evaluate_checkpoint, report_table
 
-    if checkpoint == "latest" and latest_checkpoint(run_dir) is None:
-        print(f"cave train eval: {run_dir}: no checkpoint (checkpoints/latest)", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    workers = LocalWorkers(cfg.model_copy(update={"ray": None}))
     try:
-        label = checkpoint
-        if checkpoint == "latest":
-            label = f"latest (step {load_checkpoint(run_dir, workers)})"
-        report = evaluate(cfg, workers.engines, examples, k=args.k, greedy=not args.no_greedy,
-                          split=split or "(config data)", checkpoint=label)  # fmt: skip
-    finally:
-        workers.close()
+        report = evaluate_checkpoint(cfg, examples, run_dir=run_dir if checkpoint == "latest" else None, k=args.k,
+                                     greedy=not args.no_greedy, split=split or "(config data)",
+                                     label=None if checkpoint == "latest" else checkpoint)  # fmt: skip
+    except ValueError as e:
+        print(f"cave train eval: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.json:
         Path(args.json).write_text(report.to_json(indent=2) + "\n", encoding="utf-8")
     if args.quiet:

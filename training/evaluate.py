@@ -32,6 +32,7 @@ __all__ = [
     "bootstrap_ci",
     "eval_examples",
     "evaluate",
+    "evaluate_checkpoint",
     "format_failure_rates",
     "greedy_team",
     "is_success",
@@ -371,6 +372,32 @@ def role_reward_means(trajectories: Sequence[Any]) -> dict[str, float]:
         for role, r in (traj.meta.get(ROLE_REWARDS) or {}).items():
             values.setdefault(role, []).append(r)
     return {role: sum(v) / len(v) for role, v in values.items()}
+
+
+def evaluate_checkpoint(
+    cfg: Any,
+    examples: Sequence[Mapping[str, Any]],
+    *,
+    run_dir: str | Path | None = None,
+    k: int = 4,
+    greedy: bool = True,
+    split: str = "test",
+    label: str | None = None,
+) -> EvalReport:
+    """``evaluate`` on fresh in-process workers: the config's models as they are (the base, or exported folders),
+    or with ``run_dir``'s latest checkpoint loaded (a `cave train run` or `cave train sft` folder)."""
+    from cave.training.trainer import latest_checkpoint, load_checkpoint
+    from cave.training.workers import LocalWorkers
+
+    if run_dir is not None and latest_checkpoint(run_dir) is None:
+        raise ValueError(f"{run_dir}: no checkpoint (checkpoints/latest); train it first")
+    workers = LocalWorkers(cfg.model_copy(update={"ray": None}))
+    try:
+        if run_dir is not None:
+            label = label or f"latest (step {load_checkpoint(Path(run_dir), workers)})"
+        return evaluate(cfg, workers.engines, examples, k=k, greedy=greedy, split=split, checkpoint=label or "base")
+    finally:
+        workers.close()
 
 
 # -- the held-out curve ------------------------------------------------------------------------------------

@@ -275,7 +275,6 @@ def inspect_rewards(cfg: TrainConfig, batches: int = 1) -> dict[str, Any]:
     registered estimator would give it (``cave.training.rewards.reward_distribution``). Writes nothing."""
     from cave.training.rewards import get_reward, reward_distribution
     from cave.training.samples import sample_columns
-    from cave.training.workers import make_workers
 
     examples = cfg.data.examples()
     if not examples:

@@ -7,6 +7,7 @@ import cave.training.cli
 import cave.training.datasets
 import cave.training.diagnostics
 import cave.training.evaluate
+import cave.training.experiments.drmas_claim
 import cave.training.experiments.gradspike
 import cave.training.experiments.warmstart
 import cave.training.loss
@@ -30,6 +31,7 @@ import pytest
         cave.training.cli,
         cave.training.experiments.warmstart,
         cave.training.rewards,
+        cave.training.experiments.drmas_claim,
     ],
 )
 def test_doctests(module):

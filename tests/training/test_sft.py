@@ -156,7 +156,16 @@ def test_warmstart_report_reads_the_runs_own_files(tmp_path, capsys):
         run.mkdir()
         (run / "config.json").write_text(json.dumps({"estimator": est, "seed": 0, "init_from": "sft"}))
         rows = [
-            {"step": s, "k": 4, "avg@4": v, "pass@4": v, "greedy": v, "split": "test", "problems": 20}
+            {
+                "step": s,
+                "k": 4,
+                "avg@4": v,
+                "pass@4": v,
+                "greedy": v,
+                "split": "test",
+                "problems": 20,
+                "ci": {"avg@4": [v - 0.1, v + 0.1]},
+            }
             for s, v in zip(steps, curve, strict=True)
         ]
         (run / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -176,7 +185,8 @@ def test_warmstart_report_reads_the_runs_own_files(tmp_path, capsys):
     assert start["step"] == 0 and start["avg@4"] == 0.3 and start["shared_from"] == str(tmp_path / "drmas")
     assert summary["runs"][0]["grad"]["solver"]["p99"] == 2.5
     assert (
-        "| grpo | 0 | 0.300 | **0.400** | 0.40 | 0.30 -> 0.40 | solver 2.50 / 3.00 / 1.5 |" in capsys.readouterr().out
+        "| grpo | 0 | 0.300 | **0.400** [0.300, 0.500] | 0.40 | 0.30 -> 0.40 | solver 2.50 / 3.00 / 1.5 |"
+        in capsys.readouterr().out
     )
     assert (out / "warmstart.png").stat().st_size > 1000
     assert main([str(tmp_path / "nowhere")]) == 2

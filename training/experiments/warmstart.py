@@ -99,8 +99,11 @@ def share_start_eval(runs: list[dict[str, Any]]) -> None:
 
 
 def table(summary: dict[str, Any]) -> str:
-    """The runs side by side as a markdown table: held-out avg@k / pass@k / greedy at the start and the end,
-    and each agent's grad-norm p99, max and max/median."""
+    """The runs side by side as a markdown table: held-out avg@k / pass@k / greedy at the start and the end (the
+    last avg@k with its 95% bootstrap interval over problems, where the eval has one), and each agent's grad-norm
+    p99, max and max/median."""
+    from cave.training.evaluate import format_ci
+
     lines = []
     for run in summary["runs"]:
         rows = run["eval"]
@@ -114,12 +117,14 @@ def table(summary: dict[str, Any]) -> str:
             for role, g in run["grad"].items()
         )
         lines.append(
-            f"| {run['estimator']} | {run['seed']} | {first[f'avg@{k}']:.3f} | **{last[f'avg@{k}']:.3f}** | "
+            f"| {run['estimator']} | {run['seed']} | {first[f'avg@{k}']:.3f} | "
+            f"**{last[f'avg@{k}']:.3f}**{format_ci(last.get('ci', {}).get(f'avg@{k}'))} | "
             f"{last[f'pass@{k}']:.2f} | {first.get('greedy', float('nan')):.2f} -> {last.get('greedy', float('nan')):.2f}"
             f" | {grads} |"
         )
     head = (
-        "| estimator | seed | avg@k, step 0 | avg@k, last | pass@k, last | greedy | grad norm p99 / max / max÷median |\n"
+        "| estimator | seed | avg@k, step 0 | avg@k, last [95% CI] | pass@k, last | greedy | grad norm p99 / max / "
+        "max÷median |\n"
         "|---|---|---|---|---|---|---|"
     )
     return head + "\n" + "\n".join(lines)

@@ -1,0 +1,93 @@
+"""The Dr. MAS comparison driver end to end on a tiny Llama: warm start, inspect, estimators x seeds, held-out
+intervals, summary rows; finished work is skipped and a changed budget resumes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cave.training.experiments.drmas_claim import HELDOUT, main, spike_counts
+from cave.training.trainer import Trainer, read_metrics
+
+from tests.training.test_evaluate import tiny_yaml
+from tests.training.test_role_rewards import solver_parity  # noqa: F401  (registers test_solver_parity)
+from tests.training.test_rollout import TEAM, save_tiny
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def claim_config(tiny_dir: Path, tmp_path: Path) -> Path:
+    """test_evaluate's tiny config with a role reward, and a warm start: one training step of the tiny model."""
+    from cave.training.config import load_config
+
+    team = {**TEAM, "default_backend": "transformers", "pattern": {**TEAM["pattern"], "on_role_error": "skip"}}
+    extra = {"team": team, "reward": "test_solver_parity", "save_final": False, "output_dir": str(tmp_path / "warm")}
+    config = tiny_yaml(tiny_dir, tmp_path / "claim.yaml", **extra)
+    Trainer(load_config(config), quiet=True).train()
+    return tiny_yaml(tiny_dir, config, **extra, init_from=str(tmp_path / "warm"))
+
+
+def test_the_comparison_runs_each_estimator_and_seed_and_resumes(tiny_dir, tmp_path, capsys):
+    config = claim_config(tiny_dir, tmp_path)
+    runs, out = tmp_path / "runs", tmp_path / "out"
+    args = [str(config), "--estimators", "drmas", "grpo", "--seeds", "0", "1", "--steps", "1", "--limit", "2",
+            "-k", "2", "--runs", str(runs), "--out", str(out), "-q"]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "inflation" in printed and str(out / "summary.json") in printed  # the inspect table, before training
+
+    rows = json.loads((out / "summary.json").read_text())
+    assert [(r["estimator"], r["seed"]) for r in rows] == [("drmas", 0), ("drmas", 1), ("grpo", 0), ("grpo", 1)]
+    for r in rows:
+        assert r["problems"] == 2 and r["ci_low"] <= r["avg@2"] <= r["ci_high"] and r["steps"] == 1
+        assert r["train_s"] > 0 and r["wall_s"] == pytest.approx(r["train_s"] + r["eval_s"])
+        assert set(r["roles"]) == {"solver", "verifier"}
+        for g in r["roles"].values():
+            assert {"adv_sq_mean", "over_clip", "over_5x_median", "median", "max", "steps"} <= set(g)
+    # the per-role gradient statistics are the run's own logged norms
+    metrics = read_metrics(runs / "drmas_seed0")
+    norms = [g for row in metrics for g in row["grad_norms/solver"]]
+    assert rows[0]["roles"]["solver"]["over_clip"] == spike_counts(norms, 1.0)["over_clip"]
+    # every run started from the warm start with the same budget; only estimator and seed differ
+    cfgs = [json.loads((runs / f"{e}_seed{s}" / "config.json").read_text()) for e, s in (("drmas", 0), ("grpo", 1))]
+    assert cfgs[0]["init_from"] == cfgs[1]["init_from"] == str(tmp_path / "warm")
+    assert {k for k in cfgs[0] if cfgs[0][k] != cfgs[1][k]} == {"estimator", "seed", "output_dir"}
+
+    warm = json.loads((out / "warm.json").read_text())
+    assert warm["checkpoint"] == "latest (step 1)" and warm["problems"] == 2
+    inspect = json.loads((out / "inspect.json").read_text())
+    assert inspect["roles"]["verifier"]["mean"] <= 1.0 and "inflation" in inspect["roles"]["solver"]
+    table = (out / "summary.md").read_text()
+    assert "| warm start |" in table and "| drmas | 1 |" in table and "minus grpo" in table
+
+    # finished work is skipped: nothing is trained or evaluated again
+    stamps = {p: p.stat().st_mtime_ns for p in runs.glob("*/*.json*")}
+    assert main(args) == 0
+    assert {p: p.stat().st_mtime_ns for p in runs.glob("*/*.json*")} == stamps
+    assert json.loads((out / "summary.json").read_text()) == rows
+
+    # a lost eval is redone alone
+    (runs / "grpo_seed1" / HELDOUT).unlink()
+    assert main(args) == 0
+    redone = {p for p in runs.glob("*/*.json*") if stamps.get(p) != p.stat().st_mtime_ns}
+    assert redone == {runs / "grpo_seed1" / HELDOUT}
+
+    # a larger budget resumes the run from its checkpoint, then evaluates the new one
+    tail = ["--limit", "2", "-k", "2", "--runs", str(runs), "--out", str(tmp_path / "out2"), "-q"]
+    assert main([str(config), "--estimators", "drmas", "--seeds", "0", "--steps", "2", *tail]) == 0
+    assert [r["step"] for r in read_metrics(runs / "drmas_seed0")] == [1, 2]
+    assert json.loads((runs / "drmas_seed0" / HELDOUT).read_text())["checkpoint"] == "latest (step 2)"
+    assert main(args) == 2  # a run trained past this comparison's budget is refused, not mixed in
+    assert "more than this comparison's 1" in capsys.readouterr().err
+
+
+def test_bad_input_is_refused_before_any_model_loads(tmp_path, capsys):
+    assert main(["nowhere.yaml", "--estimators", "nope"]) == 2
+    assert "unknown estimators ['nope']" in capsys.readouterr().err
+    config = Path(__file__).resolve().parents[2] / "training" / "configs" / "math_verify_smollm2.yaml"
+    assert main([str(config), "--set", f"init_from={tmp_path / 'none'}", "--out", str(tmp_path / "o")]) == 2
+    assert "has no checkpoint; build the warm start first" in capsys.readouterr().err

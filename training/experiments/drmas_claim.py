@@ -1,0 +1,357 @@
+"""Dr. MAS's claim tested, not assumed: estimators x seeds from one warm start, the same budget, held-out intervals.
+
+    cave train sft training/configs/math_word_smollm2.yaml          # the warm start (once; init_from of the config)
+    python -m cave.training.experiments.drmas_claim                 # math_verify_smollm2.yaml, 4 estimators x 3 seeds
+    python -m cave.training.experiments.drmas_claim CONFIG --estimators drmas grpo --seeds 0 --steps 2 --limit 10
+
+For the config (default ``training/configs/math_verify_smollm2.yaml``: role-specific rewards), in order:
+
+1. ``OUT/inspect.json``: one rollout batch from the warm start, each role's reward distribution and predicted
+   inflation factor (``cave train inspect``), before any training;
+2. ``OUT/warm.json``: the warm start's held-out eval (the shared starting point of every run);
+3. per estimator and seed, ``RUNS/{estimator}_seed{seed}``: ``cave train run``'s trainer from ``init_from`` with
+   the same steps, group and batch sizes (only ``estimator``, ``seed`` and ``output_dir`` differ), then its held-out
+   eval (``heldout.json``: ``--limit`` test problems, ``-k`` sampled runs each and one greedy, 95% bootstrap
+   intervals over problems). After each run, ``OUT/summary.json`` and ``OUT/summary.md`` are rewritten.
+
+Resumable: a run whose eval exists is skipped; a run with a checkpoint short of ``steps`` resumes from it; a run
+folder without a checkpoint starts over. ``summary.json`` is a list of rows, one per finished run: estimator, seed,
+problems, avg@k with ``ci_low`` / ``ci_high``, pass@k, greedy, wall times, and per role: E[A^2], grad-norm spikes
+above the clip threshold (absolute) and above 5x the role's own median norm (relative).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_ESTIMATORS",
+    "SPIKE_FACTOR",
+    "estimator_table",
+    "eval_cached",
+    "main",
+    "paired_difference",
+    "role_gradients",
+    "run_table",
+    "spike_counts",
+    "summary_row",
+    "train_resumable",
+]
+
+CONFIG = "training/configs/math_verify_smollm2.yaml"
+DEFAULT_ESTIMATORS = ("drmas", "grpo", "pooled_calls", "at_grpo")
+SPIKE_FACTOR = 5.0  # a relative spike: a step's pre-clip norm above this many times the role's median norm
+HELDOUT = "heldout.json"
+
+
+# -- statistics (pure) -----------------------------------------------------------------------------------------------
+def spike_counts(norms: Sequence[float], clip: float | None, factor: float = SPIKE_FACTOR) -> dict[str, Any]:
+    """One role's pre-clip gradient norms over a run: how many optimizer steps had a signal (norm > 0), their
+    median and max, and the spikes in both senses: above the clip threshold (``over_clip``; None without clipping)
+    and above ``factor`` x the role's own median (``over_5x_median``).
+
+    >>> spike_counts([0.2, 0.25, 0.0, 0.3, 1.6], clip=1.0)
+    {'steps': 4, 'median': 0.275, 'max': 1.6, 'over_clip': 1, 'over_5x_median': 1}
+    >>> spike_counts([0.0], clip=1.0)["median"] is None
+    True
+    """
+    live = sorted(g for g in norms if math.isfinite(g) and g > 1e-12)
+    if not live:
+        return {"steps": 0, "median": None, "max": None, "over_clip": 0, "over_5x_median": 0}
+    mid = len(live) // 2
+    median = live[mid] if len(live) % 2 else (live[mid - 1] + live[mid]) / 2
+    return {
+        "steps": len(live),
+        "median": median,
+        "max": live[-1],
+        "over_clip": None if clip is None else sum(g > clip for g in live),
+        "over_5x_median": sum(g > factor * median for g in live),
+    }
+
+
+def role_gradients(metrics: Sequence[Mapping[str, Any]], clips: Mapping[str, float | None]) -> dict[str, Any]:
+    """Per role, over a run's metrics rows: ``spike_counts`` of every logged pre-clip norm (``grad_norms/{role}``),
+    and the mean E[A^2] and predicted inflation factor over the steps (``warmstart.grad_stats``).
+
+    >>> rows = [{"grad_norms/solver": [0.5, 0.4], "adv_sq/solver": 0.8}, {"grad_norms/solver": [3.0], "adv_sq/solver": 1.2}]
+    >>> g = role_gradients(rows, {"solver": 1.0})["solver"]
+    >>> g["adv_sq_mean"], g["over_clip"], g["over_5x_median"], g["median"]
+    (1.0, 1, 1, 0.5)
+    """
+    from cave.training.experiments.warmstart import grad_stats
+
+    roles = list(dict.fromkeys(k.split("/", 1)[1] for row in metrics for k in row if k.startswith("grad_norms/")))
+    stats = grad_stats(list(metrics), roles)
+    out = {}
+    for role in roles:
+        norms = [float(g) for row in metrics for g in row.get(f"grad_norms/{role}") or ()]
+        adv = {k: v for k, v in stats[role].items() if k in ("adv_sq_mean", "inflation_mean")}
+        out[role] = {**adv, **spike_counts(norms, clips.get(role, 1.0))}
+    return out
+
+
+def paired_difference(a: Sequence[Sequence[bool]], b: Sequence[Sequence[bool]]) -> dict[str, float]:
+    """avg@k of ``a`` minus that of ``b`` over the same problems, with a 95% bootstrap interval of the paired
+    per-problem differences (a difference is resolved when the interval leaves out 0).
+
+    ``a`` solves 30 of 40 problems every time, ``b`` each problem half the time: +0.25, and resolved:
+
+    >>> d = paired_difference([[True, True]] * 30 + [[False, False]] * 10, [[True, False]] * 40)
+    >>> d["diff"], d["ci_low"] > 0
+    (0.25, True)
+    >>> paired_difference([[True, False]] * 20 + [[True, True]], [[False, True]] * 20 + [[True, False]])["ci_low"] > 0
+    False
+    """
+    from cave.training.evaluate import bootstrap_ci, per_problem
+
+    if len(a) != len(b):
+        raise ValueError(f"paired runs need the same problems: {len(a)} vs {len(b)}")
+    diffs = [x - y for x, y in zip(per_problem(a, "avg"), per_problem(b, "avg"), strict=True)]
+    low, high = bootstrap_ci(diffs)
+    return {"diff": sum(diffs) / len(diffs) if diffs else float("nan"), "ci_low": low, "ci_high": high}
+
+
+def summary_row(estimator: str, seed: int, report: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]],
+                clips: Mapping[str, float | None]) -> dict[str, Any]:  # fmt: skip
+    """One finished run's row of ``summary.json``: its held-out eval (``report``: the EvalReport's dict) and its
+    training (``metrics``: the metrics.jsonl rows)."""
+    k = report["k"]
+    low, high = report.get("ci", {}).get(f"avg@{k}", [None, None])
+    train_s = sum(row.get("step_s") or 0.0 for row in metrics)
+    return {
+        "estimator": estimator,
+        "seed": seed,
+        "problems": report["problems"],
+        f"avg@{k}": report[f"avg@{k}"],
+        "ci_low": low,
+        "ci_high": high,
+        f"pass@{k}": report[f"pass@{k}"],
+        "greedy": report.get("greedy"),
+        "greedy_ci": report.get("ci", {}).get("greedy"),
+        "steps": len(metrics),
+        "train_s": train_s,
+        "eval_s": report["seconds"],
+        "wall_s": train_s + report["seconds"],
+        "roles": role_gradients(metrics, clips),
+    }
+
+
+# -- tables ----------------------------------------------------------------------------------------------------------
+def _num(v: Any, fmt: str = ".3f") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else format(v, fmt)
+
+
+def run_table(rows: Sequence[Mapping[str, Any]], warm: Mapping[str, Any] | None = None) -> str:
+    """The runs as a markdown table: held-out avg@k [95% CI], pass@k, greedy, per role E[A^2] and spikes
+    (above the clip / above 5x the role's median, of its optimizer steps), wall time."""
+    from cave.training.evaluate import format_ci
+
+    lines = ["| estimator | seed | avg@k [95% CI] | pass@k | greedy | per role: E[A²]; spikes > clip / > 5× median "
+             "(of steps) | train + eval s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    if warm:
+        k = warm["k"]
+        lines.append(f"| warm start | - | {warm[f'avg@{k}']:.3f}{format_ci(warm['ci'].get(f'avg@{k}'))} | "
+                     f"{warm[f'pass@{k}']:.2f} | {_num(warm.get('greedy'), '.2f')} | | eval {warm['seconds']:.0f} |")  # fmt: skip
+    for r in rows:
+        k = next(key for key in r if key.startswith("avg@")).split("@")[1]
+        roles = "; ".join(f"{role} {_num(g.get('adv_sq_mean'), '.2f')}; {_num(g['over_clip'], 'd')} / "
+                          f"{g['over_5x_median']} (of {g['steps']})" for role, g in r["roles"].items())  # fmt: skip
+        lines.append(f"| {r['estimator']} | {r['seed']} | {r[f'avg@{k}']:.3f}{format_ci([r['ci_low'], r['ci_high']])} | "
+                     f"{r[f'pass@{k}']:.2f} | {_num(r['greedy'], '.2f')} | {roles} | "
+                     f"{r['train_s']:.0f} + {r['eval_s']:.0f} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def estimator_table(reports: Mapping[str, Sequence[Mapping[str, Any]]], baseline: str = "grpo") -> str:
+    """Per estimator, its seeds pooled: mean avg@k with a 95% bootstrap interval over problems (each problem's
+    success averaged over every seed's runs), and the paired difference to ``baseline`` on the same problems."""
+    from cave.training.evaluate import bootstrap_ci, format_ci, per_problem
+
+    pooled = {est: _pool_seeds(reps) for est, reps in reports.items() if reps}
+    lines = [f"| estimator | seeds | avg@k, seeds pooled [95% CI] | minus {baseline} [95% CI] |", "|---|---|---|---|"]
+    for est, runs in pooled.items():
+        values = per_problem(runs, "avg")
+        mean = sum(values) / len(values)
+        diff = "-"
+        if est != baseline and baseline in pooled and len(pooled[baseline]) == len(runs):
+            d = paired_difference(runs, pooled[baseline])
+            diff = f"{d['diff']:+.3f}{format_ci([d['ci_low'], d['ci_high']])}"
+        lines.append(f"| {est} | {len(reports[est])} | {mean:.3f}{format_ci(bootstrap_ci(values))} | {diff} |")
+    return "\n".join(lines)
+
+
+def _pool_seeds(reports: Sequence[Mapping[str, Any]]) -> list[list[bool]]:
+    """Each problem's sampled runs over every seed's eval (the evals share their problems, in order)."""
+    sizes = {len(r["successes"]) for r in reports}
+    if len(sizes) != 1:
+        raise ValueError(
+            f"the seeds' evals cover different numbers of problems ({sorted(sizes)}); rerun with one --limit"
+        )
+    return [[ok for r in reports for ok in r["successes"][i]] for i in range(sizes.pop())]
+
+
+# -- running (resumable) ---------------------------------------------------------------------------------------------
+def train_resumable(cfg: Any, *, quiet: bool = True) -> Path:
+    """``cfg``'s run up to ``cfg.steps``: nothing when its latest checkpoint is there, a resume from a checkpoint
+    short of it, else a fresh start (a folder without a checkpoint is cleared first)."""
+    import torch
+    from cave.training.trainer import Trainer, latest_checkpoint
+
+    run = Path(cfg.output_dir)
+    last = latest_checkpoint(run)
+    if last is not None:
+        step = int(torch.load(last, map_location="cpu", weights_only=False)["step"])
+        if step > cfg.steps:
+            raise ValueError(f"{run} has trained {step} steps, more than this comparison's {cfg.steps}; give the "
+                             "same --steps as before or another --runs folder")  # fmt: skip
+        if step == cfg.steps:
+            return run
+        return Trainer(cfg, resume=run, quiet=quiet).train()
+    if run.exists():
+        shutil.rmtree(run)
+    return Trainer(cfg, quiet=quiet).train()
+
+
+def eval_cached(cfg: Any, out: Path, *, run_dir: Path | None, limit: int, k: int, greedy: bool = True,
+                label: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """The held-out eval of ``run_dir``'s latest checkpoint (None: the config's models), read from ``out`` when
+    it is an eval of that size (and, given a ``label``, of that checkpoint), else run (``limit`` test problems, k
+    sampled runs + one greedy each) and written to ``out``."""
+    from cave.training.evaluate import eval_examples, evaluate_checkpoint
+
+    if out.is_file():
+        cached = json.loads(out.read_text(encoding="utf-8"))
+        same = (cached.get("problems"), cached.get("k")) == (limit, k)
+        if same and label in (None, cached.get("checkpoint")):
+            return cached
+    examples = eval_examples(cfg, "test", limit)
+    if len(examples) < limit:
+        raise ValueError(f"the test split has {len(examples)} problems, fewer than --limit {limit}; lower --limit")
+    report = evaluate_checkpoint(cfg, examples, run_dir=run_dir, k=k, greedy=greedy, label=label)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.to_json(indent=2) + "\n", encoding="utf-8")
+    return report.to_dict()
+
+
+def run_config(cfg: Any, estimator: str, seed: int, runs: Path) -> Any:
+    """The comparison run of (estimator, seed): the base config's budget and warm start, its own folder."""
+    return cfg.model_copy(update={"estimator": estimator, "seed": seed, "output_dir": str(runs / f"{estimator}_seed{seed}"),
+                                  "eval_every": None, "save_final": False})  # fmt: skip
+
+
+def write_summary(out: Path, rows: list[dict[str, Any]], reports: Mapping[str, list[dict[str, Any]]],
+                  warm: Mapping[str, Any] | None) -> None:  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    text = f"{run_table(rows, warm)}\n\n{estimator_table(reports)}\n"
+    (out / "summary.md").write_text(text, encoding="utf-8")
+
+
+def inspect_cached(cfg: Any, out: Path) -> dict[str, Any]:
+    """``cave train inspect``'s report for the warm start, read from ``out`` or made and written there."""
+    from cave.training.trainer import inspect_rewards
+
+    if out.is_file():
+        return json.loads(out.read_text(encoding="utf-8"))
+    report = inspect_rewards(cfg)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    from cave.training.trainer import read_metrics
+
+    out, runs = Path(args.out), Path(args.runs).resolve()
+    clips = {role: a.grad_clip for role, a in cfg.agents.items()}
+    say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
+    if not args.no_inspect:
+        from cave.training.cli import inspect_table
+        from rich.console import Console
+
+        Console().print(inspect_table(inspect_cached(cfg, out / "inspect.json")))
+    warm = None
+    if not args.no_warm_eval:
+        start = Path(cfg.init_from) if cfg.init_from else None
+        warm = eval_cached(cfg, out / "warm.json", run_dir=start, limit=args.limit, k=args.k,
+                           label=None if start else "base")  # fmt: skip
+        say(f"warm start: avg@{args.k} {warm[f'avg@{args.k}']:.3f}")
+    rows: list[dict[str, Any]] = []
+    reports: dict[str, list[dict[str, Any]]] = {}
+    for estimator in args.estimators:
+        for seed in args.seeds:
+            run_cfg = run_config(cfg, estimator, seed, runs)
+            run = train_resumable(run_cfg, quiet=args.quiet)
+            report = eval_cached(run_cfg, run / HELDOUT, run_dir=run, limit=args.limit, k=args.k,
+                                 label=f"latest (step {run_cfg.steps})")  # fmt: skip
+            rows.append(summary_row(estimator, seed, report, read_metrics(run), clips))
+            reports.setdefault(estimator, []).append(report)
+            write_summary(out, rows, reports, warm)
+            say(f"{estimator} seed {seed}: avg@{args.k} {report[f'avg@{args.k}']:.3f} ({run})")
+    return rows
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m cave.training.experiments.drmas_claim",
+                                description=__doc__.split("\n")[0])  # fmt: skip
+    p.add_argument("config", nargs="?", default=CONFIG, help=f"the train config (default {CONFIG})")
+    p.add_argument("--estimators", nargs="+", default=list(DEFAULT_ESTIMATORS), help="registered estimators to compare")
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="seeds per estimator (default 0 1 2)")
+    p.add_argument("--steps", type=int, help="RL steps per run, the same for every run (default: the config's)")
+    p.add_argument("--limit", type=int, default=100, help="held-out test problems per eval (default 100)")
+    p.add_argument("-k", type=int, default=4, help="sampled team runs per eval problem (avg@k, pass@k; default 4)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="config overrides, as for "
+                   "`cave train run` (e.g. --set group_size=2)")  # fmt: skip
+    p.add_argument("--runs", default="runs/drmas_claim", help="where the run folders go (default runs/drmas_claim)")
+    p.add_argument("--out", default="training/experiments/results/drmas_claim", help="summary.json, summary.md, ...")
+    p.add_argument("--no-inspect", action="store_true", help="skip the per-role reward report before training")
+    p.add_argument("--no-warm-eval", action="store_true", help="skip the warm start's own held-out eval")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or progress lines")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from cave.training.advantages import ESTIMATORS
+    from cave.training.cli import field_overrides, quiet_third_party, read_config
+    from cave.training.trainer import TrainingStopped, latest_checkpoint
+
+    prog = "drmas_claim"
+    args = parse_args(argv)
+    quiet_third_party()
+    unknown = [e for e in args.estimators if e not in ESTIMATORS]
+    if unknown or args.limit < 1 or args.k < 1:
+        why = f"unknown estimators {unknown}; registered: {', '.join(ESTIMATORS.names())}" if unknown else ""
+        print(f"{prog}: {why or '--limit and -k must be at least 1'}", file=sys.stderr)
+        return 2
+    try:
+        cfg = read_config(args.config, prog, steps=args.steps, **field_overrides(args.set))
+    except ValueError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    if cfg is None:
+        return 2
+    if cfg.init_from and latest_checkpoint(cfg.init_from) is None:
+        print(f"{prog}: init_from {cfg.init_from} has no checkpoint; build the warm start first "
+              f"(`cave train sft {args.config}`), or --set init_from=null to start from the base", file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        run_claim(cfg, args)
+    except TrainingStopped as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 1
+    except (FileNotFoundError, ValueError) as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return 2
+    print(Path(args.out) / "summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
