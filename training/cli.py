@@ -138,7 +138,8 @@ def read_config(path: str, prog: str, **overrides: Any) -> Any:
 
 
 def config_with_overrides(args: argparse.Namespace, prog: str, **fields: Any) -> Any:
-    """The config of ``args.config`` with its ``--set`` overrides (and ``fields``); None after printing why not."""
+    """The config of ``args.config`` with its ``--set`` overrides (a YAML null sets a field to null) and the
+    ``fields`` that are not None (options left unset); None after printing why not."""
     if not getattr(args, "verbose", False):
         quiet_third_party()
     try:
@@ -146,7 +147,7 @@ def config_with_overrides(args: argparse.Namespace, prog: str, **fields: Any) ->
     except ValueError as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return None
-    return read_config(args.config, prog, **fields, **overrides)
+    return read_config(args.config, prog, **{k: v for k, v in fields.items() if v is not None}, **overrides)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

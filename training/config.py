@@ -469,11 +469,12 @@ def _validate(cfg: ConfigFile, base_dir: str | Path) -> TrainConfig:
 
 
 def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
-    """Read and validate a YAML train config; ``overrides`` replace top-level fields (e.g. ``steps=3``)."""
+    """Read and validate a YAML train config; ``overrides`` replace top-level fields (e.g. ``steps=3``; a None
+    value sets the field to null, e.g. ``init_from=None`` starts from the base models)."""
     path = Path(path)
     file = config_files.read_config(path, what="train config", example="see training/configs/", error=ConfigError)
     if isinstance(file.data, dict):
-        file.data.update({k: v for k, v in overrides.items() if v is not None})
+        file.data.update(overrides)
     cfg = _validate(file, path.resolve().parent)
     here = path.resolve().parent
     if not Path(cfg.output_dir).is_absolute():

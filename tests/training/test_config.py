@@ -53,7 +53,7 @@ def test_defaults_give_every_role_the_base_model():
     [
         (
             {"estimator": "drmass"},
-            "train.yaml:1: estimator: unknown advantage estimator 'drmass'\n  fix: did you mean 'drmas'? known advantage estimators: drmas, grpo, pooled_calls",
+            "train.yaml:1: estimator: unknown advantage estimator 'drmass'\n  fix: did you mean 'drmas'? known advantage estimators: at_grpo, drmas, grpo, pooled_calls",
         ),
         ({"reward": "judge"}, "train.yaml:1: reward: unknown reward 'judge'\n  fix: known rewards:"),
         ({"group_size": 0}, "train.yaml:1: group_size: Input should be greater than or equal to 1"),

@@ -9,6 +9,7 @@ import cave.training.diagnostics
 import cave.training.evaluate
 import cave.training.experiments.drmas_claim
 import cave.training.experiments.gradspike
+import cave.training.experiments.search_team
 import cave.training.experiments.warmstart
 import cave.training.loss
 import cave.training.rewards
@@ -32,6 +33,7 @@ import pytest
         cave.training.experiments.warmstart,
         cave.training.rewards,
         cave.training.experiments.drmas_claim,
+        cave.training.experiments.search_team,
     ],
 )
 def test_doctests(module):

@@ -319,22 +319,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from cave.training.advantages import ESTIMATORS
-    from cave.training.cli import field_overrides, quiet_third_party, read_config
+    from cave.training.cli import config_with_overrides
     from cave.training.trainer import TrainingStopped, latest_checkpoint
 
     prog = "drmas_claim"
     args = parse_args(argv)
-    quiet_third_party()
     unknown = [e for e in args.estimators if e not in ESTIMATORS]
     if unknown or args.limit < 1 or args.k < 1:
         why = f"unknown estimators {unknown}; registered: {', '.join(ESTIMATORS.names())}" if unknown else ""
         print(f"{prog}: {why or '--limit and -k must be at least 1'}", file=sys.stderr)
         return 2
-    try:
-        cfg = read_config(args.config, prog, steps=args.steps, **field_overrides(args.set))
-    except ValueError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
+    cfg = config_with_overrides(args, prog, steps=args.steps)
     if cfg is None:
         return 2
     if cfg.init_from and latest_checkpoint(cfg.init_from) is None:

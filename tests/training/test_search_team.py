@@ -1,0 +1,78 @@
+"""The search-team driver's stages (base, warm start, RL) and its per-hop rows, end to end on a tiny Llama (the math
+team and its `steps` field standing in for the search team and `hops`), with a scripted teacher."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cave.training.config import load_config
+from cave.training.datasets import generate
+from cave.training.experiments.search_team import hop_rows, main, run_stages
+
+from tests.training.test_evaluate import tiny_yaml
+from tests.training.test_rollout import TEAM, save_tiny
+
+ANSWERS = {ex["question"]: ex["answer"] for ex in generate("math_word", "train", 4)}
+
+
+def teacher(messages):
+    """Right on every train problem (it knows the answers); the verifier approves."""
+    text = " ".join(str(m["content"]) for m in messages)
+    if "answer:" in text:
+        return "```python\nverdict(approve=True)\n```"
+    answer = next(a for q, a in ANSWERS.items() if q in text)
+    return f"```python\nfinal_answer({answer})\n```"
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return save_tiny(tmp_path_factory.mktemp("tiny") / "model")
+
+
+def test_stages_write_rows_per_hop_count_and_skip_what_is_done(tiny_dir, tmp_path):
+    team = {**TEAM, "default_backend": "transformers", "pattern": {**TEAM["pattern"], "on_role_error": "skip"}}
+    sft = {"teacher": {"backend": "scripted"}, "problems": 4, "epochs": 1, "batch_size": 4, "output_dir": "sft"}
+    config = tiny_yaml(tiny_dir, tmp_path / "search.yaml", team=team, sft=sft, save_final=False, output_dir="rl")
+    cfg = load_config(config)
+    cfg.sft.teacher = {"backend": "scripted", "replies": teacher}  # a function: not expressible in YAML
+    out = tmp_path / "out"
+    out.mkdir()
+    rows = run_stages(cfg, ["base", "warm", "rl"], out, limit=3, k=2, by="steps")
+
+    held_out = generate("math_word", "test", 4)[:3]
+    counts = {s: sum(ex["steps"] == s for ex in held_out) for s in {ex["steps"] for ex in held_out}}
+    assert [(r["stage"], r["steps"], r["problems"]) for r in rows] == [
+        (stage, s, counts[s]) for stage in ("base", "warm", "rl") for s in sorted(counts)
+    ]
+    assert all(0 <= r["em"] <= 1 and r["em_ci"][0] <= r["em"] <= r["em_ci"][1] and "avg@2" in r for r in rows)
+    assert json.loads((out / "summary.json").read_text()) == rows
+    assert "| warm |" in (out / "summary.md").read_text()
+    # the stages' evals: the base models, the warm start's step-0 checkpoint, RL's last one (from the warm start)
+    reports = {s: json.loads((out / f"{s}.json").read_text()) for s in ("base", "warm", "rl")}
+    assert [reports[s]["checkpoint"] for s in ("base", "warm", "rl")] == ["base", "latest (step 0)", "latest (step 1)"]
+    rl_config = json.loads((tmp_path / "rl" / "config.json").read_text())
+    assert rl_config["init_from"] == str(tmp_path / "sft") and (tmp_path / "sft" / "teacher.jsonl").is_file()
+
+    # done is done: a second pass reads everything back
+    stamps = {p: p.stat().st_mtime_ns for p in [*out.glob("*.json"), *tmp_path.glob("*/checkpoints/*")]}
+    assert run_stages(cfg, ["base", "warm", "rl"], out, limit=3, k=2, by="steps") == rows
+    assert {p: p.stat().st_mtime_ns for p in stamps if p.name != "summary.json"} == {
+        p: t for p, t in stamps.items() if p.name != "summary.json"
+    }
+
+
+def test_hop_rows_checks_the_eval_matches_the_problems():
+    report = {"k": 1, "successes": [[True]], "greedy_successes": [True]}
+    with pytest.raises(ValueError, match="covers 1 problems, not the 2 given"):
+        hop_rows("rl", report, [{"hops": 1}, {"hops": 2}])
+    with pytest.raises(KeyError, match="no 'hops' field"):
+        hop_rows("rl", report, [{"steps": 1}])
+
+
+def test_bad_input_is_refused(tmp_path, capsys):
+    config = Path(__file__).resolve().parents[2] / "training" / "configs" / "search_smollm2.yaml"
+    assert main([str(config), "--limit", "0"]) == 2
+    assert main([str(config), "--set", "sft=null", "--stages", "warm", "--out", str(tmp_path)]) == 2
+    assert "needs the config's sft: section" in capsys.readouterr().err

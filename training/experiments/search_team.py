@@ -1,0 +1,169 @@
+"""The search team learns: held-out exact match per hop count for the base, the warm start and RL.
+
+    python -m cave.training.experiments.search_team                      # training/configs/search_smollm2.yaml
+    python -m cave.training.experiments.search_team --stages base --limit 20 -k 1      # a quick look at the base
+
+For the config (default ``training/configs/search_smollm2.yaml``: router, search and answer on one SmolLM2), each
+stage is evaluated on the same first ``--limit`` questions of the test split (``-k`` sampled team runs and one
+greedy run each) and written to ``OUT/{stage}.json`` (``cave train eval``'s report):
+
+- ``base``: the untrained models (``init_from`` ignored);
+- ``warm``: the warm start, ``cave train sft`` (the teacher's successful team runs, imitated) into
+  ``sft.output_dir``; skipped when that folder has a checkpoint;
+- ``rl``: ``cave train run``'s trainer from the warm start (``init_from`` = ``sft.output_dir``) into
+  ``output_dir``, resumed or skipped like the Dr. MAS comparison's runs.
+
+``OUT/summary.json`` is a list of rows, one per stage and hop count: ``{"stage", "hops", "problems", "em", ...}``
+with ``em`` the greedy run's exact match (the answer object against the reference, normalized), its 95% bootstrap
+interval over the questions, and the sampled runs' mean (``avg@k``); ``OUT/summary.md`` is the same as a table.
+Each finished stage rewrites both, so a stopped run keeps what it finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["STAGES", "hop_rows", "main", "run_stages", "stage_report", "table"]
+
+CONFIG = "training/configs/search_smollm2.yaml"
+STAGES = ("base", "warm", "rl")
+
+
+def hop_rows(
+    stage: str, report: Mapping[str, Any], examples: Sequence[Mapping[str, Any]], by: str = "hops"
+) -> list[dict[str, Any]]:
+    """One row per value of ``example[by]`` among the evaluated problems (in the eval's order): how many, the
+    greedy exact match with its 95% bootstrap interval, and the sampled runs' mean success.
+
+    >>> report = {"k": 2, "successes": [[True, True], [False, True], [False, False]],
+    ...           "greedy_successes": [True, False, False]}
+    >>> [(r["hops"], r["problems"], r["em"], r["avg@2"]) for r in hop_rows("rl", report, [{"hops": 1}, {"hops": 2}, {"hops": 2}])]
+    [(1, 1, 1.0, 1.0), (2, 2, 0.0, 0.25)]
+    """
+    from cave.training.evaluate import bootstrap_ci, per_problem
+
+    k, greedy, sampled = report["k"], report.get("greedy_successes") or [], report["successes"]
+    if len(sampled) != len(examples) or (greedy and len(greedy) != len(examples)):
+        raise ValueError(f"the {stage} eval covers {len(sampled)} problems, not the {len(examples)} given")
+    missing = [i for i, ex in enumerate(examples) if by not in ex]
+    if missing:
+        raise KeyError(f"problem {missing[0]} has no {by!r} field (fields: {sorted(examples[missing[0]])}); pick --by")
+    rows = []
+    for value in sorted({ex[by] for ex in examples}):
+        idx = [i for i, ex in enumerate(examples) if ex[by] == value]
+        em = [float(greedy[i]) for i in idx] if greedy else []
+        avg = per_problem([sampled[i] for i in idx], "avg")
+        rows.append({
+            "stage": stage,
+            by: value,
+            "problems": len(idx),
+            "em": sum(em) / len(em) if em else None,
+            "em_ci": list(bootstrap_ci(em)) if em else None,
+            f"avg@{k}": sum(avg) / len(avg),
+        })  # fmt: skip
+    return rows
+
+
+def table(rows: Sequence[Mapping[str, Any]], by: str = "hops") -> str:
+    """The rows as a markdown table.
+
+    >>> print(table([{"stage": "base", "hops": 1, "problems": 3, "em": 0.0, "em_ci": [0.0, 0.0], "avg@4": 0.0}]))
+    | stage | hops | problems | exact match, greedy [95% CI] | sampled mean |
+    |---|---|---|---|---|
+    | base | 1 | 3 | 0.000 [0.000, 0.000] | 0.000 |
+    """
+    from cave.training.evaluate import format_ci
+
+    lines = [f"| stage | {by} | problems | exact match, greedy [95% CI] | sampled mean |", "|---|---|---|---|---|"]
+    for r in rows:
+        avg = next(v for key, v in r.items() if key.startswith("avg@"))
+        em = "-" if r["em"] is None else f"{r['em']:.3f}{format_ci(r['em_ci'])}"
+        lines.append(f"| {r['stage']} | {r[by]} | {r['problems']} | {em} | {avg:.3f} |")
+    return "\n".join(lines)
+
+
+def stage_report(cfg: Any, stage: str, out: Path, *, limit: int, k: int, quiet: bool = True) -> dict[str, Any]:
+    """Train what ``stage`` needs (nothing, the warm start, RL from it) unless it is there, and its held-out eval
+    (cached in ``OUT/{stage}.json``)."""
+    from cave.training.experiments.drmas_claim import eval_cached, train_resumable
+    from cave.training.trainer import latest_checkpoint
+
+    where = out / f"{stage}.json"
+    if stage == "base":
+        return eval_cached(cfg.model_copy(update={"init_from": None}), where, run_dir=None, limit=limit, k=k,
+                           label="base")  # fmt: skip
+    if cfg.sft is None:
+        raise ValueError(f"stage {stage} needs the config's sft: section (the warm start's teacher and settings)")
+    warm = Path(cfg.sft.output_dir)
+    if latest_checkpoint(warm) is None:
+        from cave.training.sft import run_sft
+
+        run_sft(cfg, quiet=quiet)
+    if stage == "warm":
+        return eval_cached(cfg, where, run_dir=warm, limit=limit, k=k, label="latest (step 0)")
+    rl = cfg.model_copy(update={"init_from": str(warm), "eval_every": None})
+    run = train_resumable(rl, quiet=quiet)
+    return eval_cached(rl, where, run_dir=run, limit=limit, k=k, label=f"latest (step {rl.steps})")
+
+
+def run_stages(
+    cfg: Any, stages: Sequence[str], out: Path, *, limit: int, k: int, by: str = "hops", quiet: bool = True
+) -> list[dict[str, Any]]:
+    """Every stage in order; after each, ``OUT/summary.json`` and ``OUT/summary.md`` hold the rows so far."""
+    from cave.training.evaluate import eval_examples
+
+    examples = eval_examples(cfg, "test", limit)
+    rows: list[dict[str, Any]] = []
+    for stage in stages:
+        report = stage_report(cfg, stage, out, limit=limit, k=k, quiet=quiet)
+        rows += hop_rows(stage, report, examples, by)
+        (out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        (out / "summary.md").write_text(table(rows, by) + "\n", encoding="utf-8")
+        if not quiet:
+            print(table([r for r in rows if r["stage"] == stage], by), flush=True)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from cave.training.cli import config_with_overrides
+    from cave.training.trainer import TrainingStopped
+
+    p = argparse.ArgumentParser(prog="python -m cave.training.experiments.search_team",
+                                description=__doc__.split("\n")[0])  # fmt: skip
+    p.add_argument("config", nargs="?", default=CONFIG, help=f"the train config (default {CONFIG})")
+    p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="which stages (default all)")
+    p.add_argument("--steps", type=int, help="RL steps (default: the config's)")
+    p.add_argument("--limit", type=int, default=100, help="held-out test questions (default 100)")
+    p.add_argument("-k", type=int, default=4, help="sampled team runs per question (default 4), besides the greedy one")
+    p.add_argument("--by", default="hops", help="the example field rows are split by (default hops)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="config overrides")
+    p.add_argument("--out", default="training/experiments/results/search_team", help="summary.json, stage evals")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    args = p.parse_args(argv)
+    if args.limit < 1 or args.k < 1:
+        print("search_team: --limit and -k must be at least 1", file=sys.stderr)
+        return 2
+    cfg = config_with_overrides(args, "search_team", steps=args.steps)
+    if cfg is None:
+        return 2
+    try:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        run_stages(cfg, args.stages, out, limit=args.limit, k=args.k, by=args.by, quiet=args.quiet)
+    except TrainingStopped as e:
+        print(f"search_team: {e}", file=sys.stderr)
+        return 1
+    except (FileNotFoundError, KeyError, ValueError) as e:
+        print(f"search_team: {e}", file=sys.stderr)
+        return 2
+    print(out / "summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
