@@ -1,0 +1,372 @@
+"""Checking an answer against the task's contract (``problems``) and the note that holds a breach.
+
+See ``cave.review.contract`` for what a contract holds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from cave.review.contract.reading import Contract
+
+__all__ = ["CONTRACT_HOLDS", "NOTE_HEAD", "column_for", "note", "problems"]
+
+
+def problems(contract: Contract, answer: Any, tables: dict[str, Any] | None = None) -> list[str]:
+    """What in ``answer`` contradicts ``contract`` (given the task's tables), each with the fix; [] if nothing.
+
+    >>> import pandas as pd
+    >>> from cave.review.contract import read
+    >>> visits = pd.DataFrame({"clinic": ["a", "a", "b"], "wait": [1.0, 3.0, 5.0]})
+    >>> problems(read("What is the median wait per clinic?"), visits.assign(m=visits.groupby("clinic")["wait"].transform("median")), {"visits": visits})[0][:60]
+    'one row per clinic: the given tables have 2 distinct clinic,'
+    >>> problems(read("How many clinics are there?"), visits, {"visits": visits})[0][:45]
+    'a count: the task asks how many clinics, the '
+    >>> problems(read("Which clinic has the longest wait?"), "b", {"visits": visits})
+    []
+    """
+    tables = tables or {}
+    out: list[str] = []
+    kind = contract.kind
+    try:
+        if kind in ("number", "count"):
+            out += _scalar_number(contract, answer, integral=kind == "count")
+        elif kind == "name":
+            out += _name(contract, answer, tables)
+        elif kind in ("list", "set"):
+            out += _items(contract, answer)
+        elif kind == "table" or (contract.per and _rows(answer) is not None):
+            out += _per_group(contract, answer, tables)
+        if contract.columns and _is_frame(answer):
+            out += _named_columns(contract, answer)
+        if contract.order and kind in ("list", "table", "frame"):
+            out += _ordered(contract, answer)
+        if contract.count_of and kind == "count" and not out:
+            out += _entity_count(contract, answer, tables)
+    except Exception:  # a check that cannot read the answer says nothing rather than something wrong
+        return out
+    return out
+
+
+def _texty(x: Any) -> bool:
+    """A column or index of text (object dtype, or pandas' string dtype)."""
+    import pandas as pd
+
+    return x.dtype == object or pd.api.types.is_string_dtype(x.dtype)
+
+
+def _type(answer: Any) -> str:
+    return type(answer).__name__
+
+
+def _is_frame(x: Any) -> bool:
+    return _type(x) == "DataFrame"
+
+
+def _is_series(x: Any) -> bool:
+    return _type(x) == "Series"
+
+
+def _rows(x: Any) -> int | None:
+    if _is_frame(x) or _is_series(x) or isinstance(x, dict | list | tuple):
+        return len(x)
+    return None
+
+
+def _as_number(x: Any) -> float | None:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, int | float):
+        return float(x)
+    if type(x).__module__ == "numpy" and hasattr(x, "item") and getattr(x, "size", 1) == 1:
+        v = x.item()
+        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    if isinstance(x, str):
+        try:
+            return float(x.strip().replace(",", "").rstrip("%"))
+        except ValueError:
+            return None
+    return None
+
+
+def _scalar_number(contract: Contract, answer: Any, *, integral: bool) -> list[str]:
+    what = f"how many {contract.count_of}" if integral and contract.count_of else "for one number"
+    label = "a count" if integral else "a number"
+    x = _as_number(answer)
+    if x is None and (_rows(answer) == 1 or (_is_frame(answer) and answer.size == 1)):
+        x = _as_number(_only_value(answer))  # {'mean': 2.5}, a one-row Series: one value all the same
+    if x is None:
+        return [
+            f"{label}: the task asks {what}, the answer is a {_type(answer)} "
+            f"({_preview(answer)}): compute the single value and pass it to final_answer"
+        ]
+    if integral and not (math.isfinite(x) and x == int(x) and x >= 0):
+        return [f"a count: the task asks {what}, the answer {x!r} is not a whole number of them"]
+    if not math.isfinite(x):
+        return [f"a number: the answer is {x!r}: check for missing values (dropna()) or an empty selection"]
+    return []
+
+
+def _only_value(answer: Any) -> Any:
+    if isinstance(answer, dict):
+        return next(iter(answer.values()))
+    if _is_frame(answer):
+        return answer.iat[0, 0] if answer.size == 1 else None
+    if _is_series(answer):
+        return answer.iloc[0]
+    return answer[0] if isinstance(answer, list | tuple) else None
+
+
+def _preview(x: Any) -> str:
+    text = repr(x) if not (_is_frame(x) or _is_series(x)) else f"{len(x)} rows"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
+    if _rows(answer) is not None and not isinstance(answer, str):
+        n = _rows(answer)
+        if n != 1:
+            return [
+                f"one {contract.which}: 'which {contract.which}' asks for one value, the answer is a "
+                f"{_type(answer)} of {n}: pass the single {contract.which} (e.g. `.idxmax()`)"
+            ]
+        return []
+    found = column_for(contract.which or "", tables)
+    if found is None or not isinstance(answer, str):
+        return []
+    table, col = found
+    values = tables[table][col].dropna().astype(str)
+    keys = {_norm(v) for v in values}
+    if _norm(answer) in keys:
+        return []
+    other = _column_holding(answer, tables)
+    if other and other != (table, col):
+        return [
+            f"'which {contract.which}' asks for a value of {table}[{col!r}]; the answer {answer!r} is a value of "
+            f"{other[0]}[{other[1]!r}]: answer with the {col} of that row"
+        ]
+    return []
+
+
+def _norm(value: Any) -> str:
+    return re.sub(r"[\W_]+", "", str(value).casefold())
+
+
+def _column_holding(value: str, tables: dict[str, Any]) -> tuple[str, str] | None:
+    key = _norm(value)
+    for t, df in tables.items():
+        for c in df.columns:
+            if _texty(df[c]) and key in {_norm(v) for v in df[c].dropna().astype(str).unique()[:5000]}:
+                return t, str(c)
+    return None
+
+
+def column_for(phrase: str, tables: dict[str, Any]) -> tuple[str, str] | None:
+    """The given column a phrase of the task names ("clinic" -> visits['clinic_name']), or None when none or
+    several do.
+
+    >>> import pandas as pd
+    >>> column_for("patients", {"v": pd.DataFrame({"patient_id": [1], "clinic": ["a"]})})
+    ('v', 'patient_id')
+    """
+    words = [w for w in re.split(r"[\s\-_]+", phrase.lower()) if w]
+    if not words:
+        return None
+    stems = {_stem(w) for w in words}
+    head = _stem(words[-1])
+    exact, partial = [], []
+    for t, df in tables.items():
+        for c in df.columns:
+            parts = [p for p in re.split(r"[\s\-_.]+|(?<=[a-z])(?=[A-Z])", str(c)) if p]
+            col_stems = {_stem(p.lower()) for p in parts}
+            if "".join(sorted(col_stems)) == "".join(sorted(stems)) or _stem(_norm(c)) == _stem("".join(words)):
+                exact.append((t, str(c)))
+            elif head in col_stems and col_stems - stems <= {"id", "name", "code", "no", "number", "key", "type"}:
+                partial.append((t, str(c)))
+    for found in (exact, partial):
+        names = {c for _, c in found}
+        if len(names) == 1:
+            return found[0]
+    return None
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ies", "es", "s"):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
+
+
+def _items(contract: Contract, answer: Any) -> list[str]:
+    items = _as_items(answer)
+    if items is None:
+        return []
+    out = []
+    if contract.distinct or contract.kind == "set":
+        seen = [_norm(i) for i in items]
+        if len(set(seen)) < len(seen):
+            dup = len(seen) - len(set(seen))
+            out.append(
+                f"distinct values: the answer lists {dup} value(s) more than once: drop the duplicates "
+                "(`.unique()` / `drop_duplicates()`)"
+            )
+    if contract.top and len(items) > contract.top:
+        out.append(
+            f"top {contract.top}: the answer has {len(items)} items: keep the first {contract.top} "
+            "(`.head(n)` after sorting)"
+        )
+    return out
+
+
+def _as_items(answer: Any) -> list[Any] | None:
+    if isinstance(answer, list | tuple | set):
+        return list(answer)
+    if _is_series(answer):
+        return list(answer.index if answer.dtype.kind in "fi" and _texty(answer.index) else answer)
+    if _is_frame(answer):
+        return list(answer.iloc[:, 0]) if answer.shape[1] >= 1 else None
+    if type(answer).__name__ in ("ndarray", "Index"):
+        return list(answer)
+    return None
+
+
+def _per_group(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
+    per = contract.per or ""
+    n = _rows(answer)
+    distinct = _distinct_count(per, tables)
+    if distinct is None:
+        return []  # "per X" names nothing in the given data: nothing to count the rows against
+    if n is None:
+        if contract.kind == "table" and _as_number(answer) is not None and distinct > 1:
+            return [
+                f"one value per {per}: the answer is a single number; group by the {per} "
+                f"(`groupby(...).agg(...)`) and pass the table"
+            ]
+        return []
+    if n > distinct:
+        return [
+            f"one row per {per}: the given tables have {distinct} distinct {per}, the answer has {n} rows "
+            f"(one per input row?): aggregate with `groupby(...).agg(...)`, not `transform` or a merge"
+        ]
+    keys = _keys(answer)
+    if keys is not None and len(set(map(_norm, keys))) < len(keys):
+        return [f"one row per {per}: the answer repeats a {per}: aggregate so each {per} appears once"]
+    return []
+
+
+def _distinct_count(per: str, tables: dict[str, Any]) -> int | None:
+    import pandas as pd
+
+    found = column_for(per, tables)
+    if found is not None:
+        return int(tables[found[0]][found[1]].nunique())
+    head = per.split()[-1] if per else ""
+    if head not in ("month", "year", "quarter", "week"):
+        return None
+    counts = []
+    for df in tables.values():
+        for c in df.columns:
+            s = df[c]
+            if pd.api.types.is_datetime64_any_dtype(s):
+                dates = s
+            elif _texty(s) and re.search(r"date|time|day|month", str(c), re.I):
+                dates = pd.to_datetime(s, errors="coerce", format="mixed")
+            else:
+                continue
+            if dates.notna().mean() < 0.8:
+                continue
+            period = {"month": "M", "year": "Y", "quarter": "Q", "week": "W"}[head]
+            counts.append(int(dates.dropna().dt.to_period(period).nunique()))
+    return max(counts) if counts else None
+
+
+def _keys(answer: Any) -> list[Any] | None:
+    if isinstance(answer, dict):
+        return None  # keys of a dict are unique by construction
+    if _is_series(answer):
+        return list(answer.index) if _texty(answer.index) else None
+    if _is_frame(answer):
+        if _texty(answer.index) and answer.index.name is not None:
+            return list(answer.index)
+        text = [c for c in answer.columns if _texty(answer[c])]
+        return list(answer[text[0]]) if len(text) == 1 else None
+    return None
+
+
+def _named_columns(contract: Contract, answer: Any) -> list[str]:
+    have = {_norm(c) for c in answer.columns} | {_norm(n) for n in answer.index.names if n is not None}
+    missing = [c for c in contract.columns if _norm(c) not in have]
+    if not missing:
+        return []
+    return [
+        f"columns: the task names the columns {', '.join(map(repr, contract.columns))}; the answer has "
+        f"{', '.join(map(repr, map(str, answer.columns)))} (missing {', '.join(map(repr, missing))}): rename them "
+        "(`.rename(columns={...})`, `.reset_index()`)"
+    ]
+
+
+def _ordered(contract: Contract, answer: Any) -> list[str]:
+    values = None
+    if _is_series(answer) and answer.dtype.kind in "fiu":
+        values = list(answer)
+    elif isinstance(answer, dict) and all(_as_number(v) is not None for v in answer.values()):
+        values = [_as_number(v) for v in answer.values()]
+    elif _is_frame(answer):
+        numeric = [c for c in answer.columns if answer[c].dtype.kind in "fiu"]
+        if numeric and not any(_monotonic(list(answer[c]), contract.order) for c in numeric):
+            return [
+                f"order: the task asks for {'highest' if contract.order == 'desc' else 'lowest'} first; no "
+                f"numeric column of the answer is sorted that way: `.sort_values(..., ascending="
+                f"{contract.order == 'asc'})`"
+            ]
+        return []
+    if values and len(values) > 1 and not _monotonic(values, contract.order):
+        return [
+            f"order: the task asks for {'highest' if contract.order == 'desc' else 'lowest'} first; the answer "
+            f"is not sorted that way: `.sort_values(ascending={contract.order == 'asc'})`"
+        ]
+    return []
+
+
+def _monotonic(values: list[Any], order: str | None) -> bool:
+    clean = [v for v in values if v == v]  # NaN aside
+    pairs = list(zip(clean, clean[1:], strict=False))
+    return all(a >= b for a, b in pairs) if order == "desc" else all(a <= b for a, b in pairs)
+
+
+def _entity_count(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
+    x = _as_number(answer)
+    found = column_for(contract.count_of or "", tables)
+    if x is None or found is None:
+        return []
+    df = tables[found[0]]
+    rows, distinct = len(df), int(df[found[1]].nunique())
+    if int(x) == rows and distinct != rows:
+        return [
+            f"a count of {contract.count_of}: the answer {int(x)} is the number of rows of {found[0]}, which holds "
+            f"{distinct} distinct {found[1]}: count each {contract.count_of.rstrip('s')} once (`.nunique()`), "
+            "after any filter the task asks for"
+        ]
+    return []
+
+
+# -- the note ----------------------------------------------------------------------------------------------
+CONTRACT_HOLDS = 2  # holds for the contract in one run; an answer that still breaks it ends unverified
+NOTE_HEAD = "Not accepted yet: the answer does not fit what the task asks for"
+
+
+def note(found: list[str]) -> str:
+    """What the model reads when its answer breaks the task's contract.
+
+    >>> print(note(["a count: ..."]))
+    Not accepted yet: the answer does not fit what the task asks for:
+    - a count: ...
+    Fix it and call final_answer again (if the task really asks for this answer, send it again unchanged).
+    """
+    lines = "\n".join(f"- {p}" for p in found)
+    return (
+        f"{NOTE_HEAD}:\n{lines}\nFix it and call final_answer again (if the task really asks for this answer, "
+        "send it again unchanged)."
+    )
