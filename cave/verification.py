@@ -1,0 +1,161 @@
+"""Verification: ``success`` only for an answer something confirmed. ``Agent`` takes these methods from
+``Verifying``; they use its settings, its runtime and the task's contract.
+
+An answer without the task's own checks is held while it breaks the task's contract (``cave.review.contract``,
+at most ``CONTRACT_HOLDS`` times), then confirmed by agreement (``cave.review.agreement``): ``verify`` independent
+attempts, each a fresh agent with the same settings in a sibling of the run's runtime holding the given inputs as
+they were at the start, sampled with its own seed; a majority of those that answered must agree. An answer
+nothing confirmed ends ``unverified``, with the reason in ``meta["unverified"]`` and the attempts in
+``meta["verify"]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from cave.given import derive_seed, in_process, private_copy
+from cave.review import agreement
+from cave.review import contract as task_contract
+from cave.runtimes.base import Runtime
+from cave.trajectory import Trajectory
+
+__all__ = ["ATTEMPT_SETTINGS", "ATTEMPT_STEPS", "ATTEMPT_TEMPERATURE", "Verifying", "fresh_runtime"]
+
+
+class Verifying:
+    """The verification half of ``Agent`` (see the module docstring)."""
+
+    verify: int | None
+    review: Any
+    contract: task_contract.Contract
+    runtime: Runtime
+    llm: Any
+    seed: int | None
+    temperature: float
+    max_steps: int
+    _given_at_start: dict[str, Any]
+    _given_tables: Any
+
+    def _contract_hold(self, traj: Trajectory, value: Any) -> str | None:
+        """The note that holds an answer breaking the task's contract (at most ``CONTRACT_HOLDS`` times a run); an
+        answer that still breaks it after that is accepted, and left ``unverified``. The contract is part of the
+        verification: where the caller verifies (``verify=None``: a team's role, whose text is the team's task and
+        whose answer may be a verdict), it does not apply."""
+        if self.review is False or self.verify is None:
+            return None
+        found = task_contract.problems(self.contract, value, self._given_tables())
+        traj.meta.pop("contract_problems", None)
+        if not found:
+            return None
+        held_before = any(b.get("held") not in (None, "contract") for s in traj.steps for b in s.meta.get("blocks", ()))
+        if traj.meta.get("contract_holds", 0) >= task_contract.CONTRACT_HOLDS or held_before:
+            # held enough, or a specific hold already spoke: the problems stand in the record, the answer unverified
+            traj.meta["contract_problems"] = found
+            return None
+        traj.meta["contract_holds"] = traj.meta.get("contract_holds", 0) + 1
+        return task_contract.note(found)
+
+    async def _verify(self, traj: Trajectory) -> None:
+        """``success`` only for a verified answer: one that the task's contract accepts and that a majority of
+        ``verify`` independent attempts agree with; otherwise ``unverified``, with the reason."""
+        before, t0 = traj.status, time.time()
+        if traj.meta.get("contract_problems"):
+            traj.meta["verify"] = {"n": 0, "status_before": before, "attempts": [], "agreed": 0, "seconds": 0.0}
+            return _unverified(
+                traj, "it still breaks the task's contract: " + "; ".join(traj.meta["contract_problems"])
+            )
+        if self.verify <= 0:
+            return _unverified(traj, "the task declares no checks and verification is off (verify=0)")
+        votes: list[bool | None] = []
+        attempts: list[dict[str, Any]] = []
+        outcome = None
+        ordered = self.contract.kind == "list" or bool(self.contract.order)
+        while outcome is None:
+            other = await self._attempt(traj.task, len(votes))
+            answered = other.status in ANSWERED_BY_CODE
+            agrees = agreement.same(traj.final_answer, other.answer, ordered=ordered) if answered else None
+            votes.append(agrees)
+            usage = other.usage
+            attempts.append(
+                {
+                    "status": other.status,
+                    "answer": agreement.shown(other.answer) if answered else None,
+                    "agrees": agrees,
+                    "steps": len(other.trajectory.steps),
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens,
+                }
+            )
+            outcome = agreement.decide(votes, self.verify)
+        traj.meta["verify"] = {
+            "n": self.verify,
+            "status_before": before,
+            "attempts": attempts,
+            "agreed": sum(v is True for v in votes),
+            "seconds": time.time() - t0,
+        }
+        if outcome != "verified":
+            _unverified(traj, _disagreement(votes))
+
+    async def _attempt(self, task: str, i: int) -> Any:
+        """One independent attempt at ``task``: a fresh agent on the same model, in a fresh runtime of the same
+        kind holding private copies of the given inputs, sampled with its own seed."""
+        runtime = await fresh_runtime(self.runtime, self._given_at_start)
+        try:
+            same = {name: getattr(self, name) for name in ATTEMPT_SETTINGS}  # the settings the run was made with
+            seed = derive_seed(self.seed or 0, "verify", i)
+            temperature = max(self.temperature, ATTEMPT_TEMPERATURE)
+            same["max_steps"] = min(self.max_steps, ATTEMPT_STEPS)
+            other = type(self)(self.llm, runtime, temperature=temperature, seed=seed, stream=False, verify=0, **same)
+            return await other.arun(task)
+        finally:
+            await asyncio.to_thread(runtime.close)
+
+
+# -- helpers -------------------------------------------------------------------------------------
+ATTEMPT_SETTINGS = (  # what an independent attempt keeps of the agent it verifies (besides model and runtime)
+    "max_steps max_tokens stop timeout skills instructions base_prompt prompt_budget role review outputs "
+    "response_prefix insist_on_code expect_calls observation_limit max_continuations compact_at keep_recent "
+    "retry_temperature"
+).split()
+ATTEMPT_TEMPERATURE = 0.3  # attempts sample (a greedy one would repeat the first) but stay near the model's best
+ATTEMPT_STEPS = 4  # an attempt that has no answer after this many steps disagrees: verification stays under ~2x
+ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
+
+
+def _disagreement(votes: list[bool | None]) -> str:
+    """Why the attempts did not confirm an answer, e.g. '1 of 1 independent attempts disagreed with it'."""
+    answered = [v for v in votes if v is not None]
+    why = f"{answered.count(False)} of {len(answered)} independent attempts disagreed with it"
+    if len(answered) < len(votes):
+        why += f" ({len(votes) - len(answered)} more reached no answer)"
+    return why if answered else f"no independent attempt reached an answer ({len(votes)} tried)"
+
+
+def _unverified(traj: Trajectory, why: str) -> None:
+    traj.status = "unverified"
+    traj.meta["unverified"] = why
+
+
+async def fresh_runtime(runtime: Runtime, given: dict[str, Any] | None = None) -> Runtime:
+    """A sibling of ``runtime`` (same kind and options, its own working directory) holding private copies of what
+    was given to it, not what the code made: the given inputs as they were at the start (``given``: copies taken
+    then, by name)."""
+    fresh = runtime.sibling()
+    astart = getattr(fresh, "astart", None)
+    if astart is not None:
+        await astart()
+    for name, reg in runtime.registered.items():
+        if name == "final_answer":
+            continue
+        if reg.kind == "function" or reg.host:
+            fresh.inject_function(reg.value, name=name, description=reg.description)
+        elif reg.kind == "type":
+            fresh.inject_type(reg.value, description=reg.description, name=name)
+        else:
+            value = (given or {}).get(name, reg.value)
+            private = private_copy(value) if in_process(fresh) else value  # a kernel gets its own copy anyway
+            await asyncio.to_thread(fresh.inject, name, private, reg.description)
+    return fresh
