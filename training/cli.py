@@ -48,8 +48,9 @@ def configure(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="override a top-level config field, the value read as YAML (e.g. --set estimator=grpo "
-        "--set output_dir=runs/grpo); repeatable",
+        help="override a config field, the value read as YAML (e.g. --set estimator=grpo --set output_dir=runs/grpo; "
+        "a dotted name reaches into a mapping: --set team.pattern.max_rounds=2; null unsets: --set init_from=null); "
+        "repeatable",
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar; print only the run folder")
     run.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
@@ -223,7 +224,8 @@ def inspect_table(report: dict[str, Any]) -> Any:
 
 
 def field_overrides(pairs: Sequence[str]) -> dict[str, Any]:
-    """``--set FIELD=VALUE`` pairs as top-level config overrides, each value parsed as YAML.
+    """``--set FIELD=VALUE`` pairs as config overrides (FIELD may be dotted: ``team.pattern.max_rounds``), each value
+    parsed as YAML.
 
     >>> field_overrides(["estimator=grpo", "steps=3", "loss={entropy_coef: 0.01}"])
     {'estimator': 'grpo', 'steps': 3, 'loss': {'entropy_coef': 0.01}}

@@ -52,6 +52,7 @@ __all__ = [
     "load_config",
     "need",
     "parse_config",
+    "set_field",
 ]
 
 
@@ -469,12 +470,16 @@ def _validate(cfg: ConfigFile, base_dir: str | Path) -> TrainConfig:
 
 
 def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
-    """Read and validate a YAML train config; ``overrides`` replace top-level fields (e.g. ``steps=3``; a None
-    value sets the field to null, e.g. ``init_from=None`` starts from the base models)."""
+    """Read and validate a YAML train config; ``overrides`` replace fields (e.g. ``steps=3``; a dotted name reaches
+    into a mapping, ``**{"team.pattern.max_rounds": 2}``; None sets a field to null, e.g. ``init_from=None``)."""
     path = Path(path)
     file = config_files.read_config(path, what="train config", example="see training/configs/", error=ConfigError)
     if isinstance(file.data, dict):
-        file.data.update(overrides)
+        for name, value in overrides.items():
+            try:
+                set_field(file.data, name, value)
+            except ValueError as e:
+                raise ConfigError([f"{file.name}: {e}"]) from None
     cfg = _validate(file, path.resolve().parent)
     here = path.resolve().parent
     if not Path(cfg.output_dir).is_absolute():
@@ -484,6 +489,29 @@ def load_config(path: str | Path, **overrides: Any) -> TrainConfig:
     if cfg.init_from and not Path(cfg.init_from).is_absolute():
         cfg.init_from = str(here / cfg.init_from)
     return cfg
+
+
+def set_field(data: dict[str, Any], name: str, value: Any) -> None:
+    """Set ``name`` in a config mapping; a dotted name walks into nested mappings (creating missing ones).
+
+    >>> d = {"team": {"pattern": {"name": "loop", "max_rounds": 1}}, "steps": 8}
+    >>> set_field(d, "team.pattern.max_rounds", 2); set_field(d, "steps", 3); d
+    {'team': {'pattern': {'name': 'loop', 'max_rounds': 2}}, 'steps': 3}
+    >>> set_field({"team": "team.yaml"}, "team.pattern.max_rounds", 2)
+    Traceback (most recent call last):
+    ValueError: cannot set team.pattern.max_rounds: team is 'team.yaml', not a mapping; write the field out in the config
+    """
+    *parents, last = name.split(".")
+    node = data
+    for i, key in enumerate(parents):
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            where = ".".join(parents[: i + 1])
+            raise ValueError(
+                f"cannot set {name}: {where} is {child!r}, not a mapping; write the field out in the config"
+            )
+        node = child
+    node[last] = value
 
 
 # field name -> the model of its entries, for the known fields listed with an unknown-field error

@@ -43,6 +43,19 @@ def test_the_ci_config_loads_without_loading_a_model():
     assert load_config(CI_CONFIG, steps=3).steps == 3
 
 
+def test_overrides_reach_nested_fields_and_null_unsets(tmp_path):
+    from cave.training.config import ConfigError
+
+    verify = CI_CONFIG.parent / "math_verify_smollm2.yaml"
+    cfg = load_config(verify, **{"team.pattern.max_rounds": 2, "loss.entropy_coef": 0.0, "init_from": None})
+    assert cfg.team.pattern.max_rounds == 2 and cfg.loss.entropy_coef == 0.0 and cfg.init_from is None
+    assert cfg.reward == "math_verify" and cfg.team.pattern.critic == "verifier"  # the rest stays as written
+    with pytest.raises(ConfigError, match="cannot set reward.x: reward is 'math_verify', not a mapping"):
+        load_config(verify, **{"reward.x": 1})
+    with pytest.raises(ConfigError, match="max_rounds"):  # a nested override is validated like the file
+        load_config(verify, **{"team.pattern.max_rounds": 0})
+
+
 def test_defaults_give_every_role_the_base_model():
     cfg = parse_config(BASE)
     assert set(cfg.agents) == {"solver", "verifier"} and cfg.models["base"].source == "smollm2"

@@ -4,6 +4,7 @@ import doctest
 
 import cave.training.advantages
 import cave.training.cli
+import cave.training.config
 import cave.training.datasets
 import cave.training.diagnostics
 import cave.training.evaluate
@@ -30,6 +31,7 @@ import pytest
         cave.training.evaluate,
         cave.training.sft,
         cave.training.cli,
+        cave.training.config,
         cave.training.experiments.warmstart,
         cave.training.rewards,
         cave.training.experiments.drmas_claim,
