@@ -203,7 +203,7 @@ def inspect_table(report: dict[str, Any]) -> Any:
     pooled, roles = report["pooled"], report["roles"]
     table = Table(title=f"reward {report['reward']}: {report['episodes']} team runs, {report['samples']} calls; "
                         f"pooled call score mean {pooled['mean']:.3f}, std {pooled['std']:.3f}")  # fmt: skip
-    table.add_column("call scores (reward - format penalty)")
+    table.add_column("per role (score = reward - format penalty)")
     for role in roles:
         table.add_column(role, justify="right")
     num = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
@@ -211,7 +211,8 @@ def inspect_table(report: dict[str, Any]) -> Any:
         ("calls", lambda r: str(r["calls"])),
         ("mean", lambda r: num(r["mean"])),
         ("std", lambda r: num(r["std"])),
-        ("distribution (score: calls)", lambda r: ", ".join(f"{v}: {n}" for v, n in r["values"].items())),
+        ("rewards (reward: calls)", lambda r: ", ".join(f"{v}: {n}" for v, n in r.get("rewards", {}).items())),
+        ("scores (score: calls)", lambda r: ", ".join(f"{v}: {n}" for v, n in r["values"].items())),
         ("predicted inflation, per prompt", lambda r: num(r["inflation"])),
         ("predicted inflation, whole batch", lambda r: num(r["inflation_batch"])),
     ]

@@ -247,10 +247,12 @@ def reward_distribution(
     traj_ids: Sequence[Any],
     agent_ids: Sequence[Any],
     *,
+    rewards: Sequence[float] | None = None,
     norm_by_std: bool = True,
 ) -> dict[str, Any]:
-    """Per role, from one batch's calls: how many, the mean and std of their scores, how often each score occurs,
-    Dr. MAS's predicted inflation factor ``(sigma_k^2 + (mu_k - mu)^2) / sigma^2`` under one baseline per prompt
+    """Per role, from one batch's calls: how many, the mean and std of their scores, how often each score occurs
+    (``values``; with ``rewards``, the calls' rewards before the format penalty too: ``rewards``), Dr. MAS's
+    predicted inflation factor ``(sigma_k^2 + (mu_k - mu)^2) / sigma^2`` under one baseline per prompt
     group (``inflation``; ``cave.training.diagnostics.inflation_factors``, what the trainer logs) and over the
     whole batch (``inflation_batch``), and the E[A^2] every registered estimator gives the role (``adv_sq``).
 
@@ -262,6 +264,8 @@ def reward_distribution(
     ({'1': 4}, 0.3333, 0.5)
     >>> d["roles"]["v"]["adv_sq"]["drmas"], round(d["roles"]["s"]["adv_sq"]["drmas"], 4)
     (0.0, 0.75)
+    >>> reward_distribution([0.9, 0], [0, 0], [0, 1], ["s", "s"], rewards=[1, 0])["roles"]["s"]["rewards"]
+    {'0': 1, '1': 1}
     """
     import numpy as np
     from cave.training.advantages import ESTIMATORS, compute_advantages
@@ -277,16 +281,26 @@ def reward_distribution(
     }
     roles: dict[str, Any] = {}
     for role in dict.fromkeys(agents):
-        x = s[[a == role for a in agents]]
-        values = Counter(f"{v:g}" for v in np.round(x, 6))
+        mine = np.array([a == role for a in agents])
+        x = s[mine]
         batch = (x.var() + (x.mean() - mu) ** 2) / sigma**2 if sigma > 1e-12 else None
         roles[role] = {
             "calls": int(x.size),
             "mean": float(x.mean()),
             "std": float(x.std()),
-            "values": dict(sorted(values.items())),
+            "values": _value_counts(x),
             "inflation": per_group[role],
             "inflation_batch": None if batch is None else float(batch),
             "adv_sq": {name: sq[role] for name, sq in adv_sq.items()},
         }
+        if rewards is not None:
+            roles[role]["rewards"] = _value_counts(np.asarray(rewards, dtype=np.float64)[mine])
     return {"pooled": {"calls": int(s.size), "mean": mu, "std": sigma}, "roles": roles}
+
+
+def _value_counts(x: Any) -> dict[str, int]:
+    """How many times each value occurs (rounded to 6 digits), by value."""
+    import numpy as np
+
+    counts = Counter(float(v) for v in np.round(x, 6))
+    return {f"{v:g}": n for v, n in sorted(counts.items())}

@@ -294,7 +294,8 @@ def inspect_rewards(cfg: TrainConfig, batches: int = 1) -> dict[str, Any]:
         workers.close()
     if not samples:
         raise ValueError(f"no trainable samples in {episodes} team runs ({len(failed)} rewards failed: {failed[:2]})")
-    report = reward_distribution(**sample_columns(samples), norm_by_std=cfg.norm_by_std)
+    report = reward_distribution(**sample_columns(samples), rewards=[s.reward for s in samples],
+                                 norm_by_std=cfg.norm_by_std)  # fmt: skip
     return {"reward": cfg.reward, "estimator": cfg.estimator, "episodes": episodes, "samples": len(samples),
             "rewards_failed": len(failed), "init_from": cfg.init_from, **report}  # fmt: skip
 

@@ -141,6 +141,7 @@ def test_inspect_reports_each_role_s_reward_distribution_before_training(tiny_di
     solver, verifier = report["roles"]["solver"], report["roles"]["verifier"]
     assert solver["calls"] == 8 and sum(solver["values"].values()) == 8
     assert set(solver["values"]) <= {"0", "1"} and verifier["mean"] == 1.0 and verifier["std"] == 0.0
+    assert solver["rewards"] == solver["values"] and verifier["rewards"] == {"1": 8}  # no format penalty here
     assert {"drmas", "grpo", "pooled_calls", "at_grpo"} <= set(verifier["adv_sq"])
     assert verifier["adv_sq"]["drmas"] == 0.0  # all-equal (prompt, verifier) groups: no signal, whatever the baseline
     if report["pooled"]["std"] > 0:  # the pooled baseline sees two different distributions
