@@ -386,7 +386,7 @@ def evaluate_checkpoint(
 ) -> EvalReport:
     """``evaluate`` on fresh in-process workers: the config's models as they are (the base, or exported folders),
     or with ``run_dir``'s latest checkpoint loaded (a `cave train run` or `cave train sft` folder)."""
-    from cave.training.trainer import latest_checkpoint, load_checkpoint
+    from cave.training.checkpoints import latest_checkpoint, load_checkpoint
     from cave.training.workers import LocalWorkers
 
     if run_dir is not None and latest_checkpoint(run_dir) is None:
