@@ -429,6 +429,10 @@ PROSE_NEEDS_CALL_NOTE = (
     "Call final_answer in a ```python block, passing the variables that hold your results (not numbers copied "
     "from the output)."
 )
+PROSE_TO_VERIFY_NOTE = (
+    "That reply had no code, and an answer in words cannot be checked. Call final_answer in a ```python block, "
+    "passing the variable that holds your result (not a number or name copied from the output)."
+)
 PROSE_UNCHECKED_NOTE = (
     "That reply had no code: you have not looked at the data yet, so it cannot be the answer. Compute the answer "
     "with code from the variables given to you, then call final_answer(result) in a ```python block."

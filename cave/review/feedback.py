@@ -26,6 +26,7 @@ class Feedback:
     outputs: Any
     insist_on_code: bool
     expect_calls: Any
+    verify: int | None
     prompt_layout: str
     describe: Any
     _state_note: Any
@@ -99,6 +100,7 @@ class Feedback:
             text=text,
             functions=self._given_functions(),
             expect_calls=self.expect_calls,
+            verified=self.verify is not None and not self.expect_calls,
         )
         if refusal is not None or not recovery.may_refuse_prose(traj, self.insist_on_code):
             return refusal

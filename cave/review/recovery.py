@@ -209,11 +209,13 @@ def prose_refusal(
     text: str = "",
     functions: Iterable[str] = (),
     expect_calls: bool = False,
+    verified: bool = False,
 ) -> str | None:
     """Why a reply without code cannot end the run here, before the declared outputs are considered (None: it
     can, as far as the trajectory tells). ``given``: the runtime holds variables the task gave; ``text``: the
     reply; ``functions``: the functions the session was given; ``expect_calls``: the task is done by calling
-    them, so prose before any call is sent back once."""
+    them, so prose before any call is sent back once; ``verified``: the run's answer is to be verified (only an
+    object passed to final_answer can be), so a prose answer about the given data is sent back once."""
     functions = list(functions)  # read twice below (named, then uncalled)
     if checks:  # the task checks objects in the runtime: prose cannot be the answer
         return prompts.NEED_OBJECTS_NOTE
@@ -245,6 +247,9 @@ def prose_refusal(
         return prompts.PROSE_UNCHECKED_NOTE
     if "final_answer(" in traj.task:  # the task names the call: "The mean is 40.82." printed, never returned
         return prompts.PROSE_NEEDS_CALL_NOTE
+    if verified and given and not traj.meta.get("prose_to_verify"):  # once: "The top region is 'west'." after code
+        traj.meta["prose_to_verify"] = True
+        return prompts.PROSE_TO_VERIFY_NOTE
     return None
 
 

@@ -96,3 +96,14 @@ def test_attempts_that_never_answer_leave_the_answer_unverified_with_that_reason
     )
     assert result.status == "unverified" and len(result.trajectory.meta["verify"]["attempts"]) == 2
     assert "no independent attempt reached an answer (2 tried)" in result.trajectory.meta["unverified"]
+
+
+def test_a_prose_answer_about_the_given_data_is_sent_back_once_to_be_passed_to_final_answer():
+    look = "```python\nprint(visits.groupby('clinic')['wait'].median())\n```"
+    result = _agent([look, "The median wait is 2 for a and 5 for b.", RIGHT, RIGHT]).run(
+        "What is the median wait per clinic?"
+    )
+    assert result.status == "success" and result.answer.to_dict() == {"a": 2.0, "b": 5.0}
+    assert "cannot be checked" in result.trajectory.steps[1].observation
+    again = _agent([look, "It is 2 and 5.", "Still: 2 for a, 5 for b."]).run("What is the median wait per clinic?")
+    assert again.status == "no_code" and again.answer == "Still: 2 for a, 5 for b."  # asked once, then it stands
