@@ -123,7 +123,7 @@ class Replying:
             # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
             step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
-            if attempt == 0 and blocks:  # the failing code leaves the context: a small model copies what it sees
+            if attempt == 0 and recovery.repeats_failure(traj, blocks):  # the failing code leaves the context
                 error = recovery.error_line(recovery.last_code_step(traj)) or "a failed check"
                 folded = recovery.fold_failed(messages, "\n\n".join(blocks), error, start=head)
                 if folded:
@@ -176,10 +176,15 @@ class Replying:
                     return
 
     def _repeats(self, traj: Trajectory, text: str, blocks: list[str]) -> bool:
-        """Whether this reply repeats the last failing cell or the last refused prose (then it is sampled again)."""
+        """Whether this reply repeats the last failing cell, a cell already run twice, or the last refused prose
+        (then it is sampled again)."""
         if self.retry_temperature is None or self.retry_temperature <= self.temperature:
             return False
-        return recovery.repeats_failure(traj, blocks) or recovery.repeats_refused_prose(traj, text, blocks)
+        return (
+            recovery.repeats_failure(traj, blocks)
+            or recovery.repeats_twice(traj, blocks)
+            or recovery.repeats_refused_prose(traj, text, blocks)
+        )
 
     async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:
         """The backend call. Streaming or not, the final Completion (and so the usage) is the same object."""

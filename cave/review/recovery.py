@@ -43,6 +43,7 @@ __all__ = [
     "prose_refusal",
     "repeats_failure",
     "repeats_refused_prose",
+    "repeats_twice",
     "retry_temperatures",
     "uncalled",
     "unknown_function_note",
@@ -68,6 +69,23 @@ def repeats_failure(traj: Trajectory, blocks: list[str]) -> bool:
         return False
     refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
     return last.execution is None or not last.execution.ok or refused
+
+
+def repeats_twice(traj: Trajectory, blocks: list[str]) -> bool:
+    """Whether ``blocks`` are the cell that the last two code steps both ran: the model was told after the first
+    repeat to answer with its result or change the code, and greedy decoding echoes the same reply again (an
+    analyst task ran one working cell six times and ended at max_steps with the answer only printed).
+
+    >>> t = Trajectory(task="t")
+    >>> t.steps += [Step(index=i, code="print(x)") for i in range(2)]
+    >>> repeats_twice(t, ["print(x)"]), repeats_twice(t, ["print(y)"])
+    (True, False)
+    """
+    code = "\n\n".join(blocks)
+    if not blocks or "final_answer" in code:  # an answer sent again after a hold stands by being sent again
+        return False
+    ran = [s for s in traj.steps if s.kind == "action" and s.code]
+    return len(ran) >= 2 and ran[-1].code == code and ran[-2].code == code
 
 
 def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str]) -> bool:

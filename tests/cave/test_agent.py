@@ -342,6 +342,17 @@ def test_repeating_failed_code_is_resampled_once_at_a_higher_temperature():
     assert steps[1].usage == llm_usage_of(llm, [1, 2])
 
 
+def test_a_working_cell_run_twice_is_not_run_a_third_time_but_sampled_again():
+    look = code("x = 6 * 7\nprint(x)")
+    llm = RecordingScripted([look, look, look, code("final_answer(x)")])
+    result = make_agent(llm, seed=1).run("t")
+    assert result.status == "success" and result.answer == 42
+    steps = result.trajectory.steps
+    assert len(steps) == 3 and "exactly the same code" in steps[1].observation
+    assert steps[2].meta["resampled"][0]["discarded"] == look and "folded" not in steps[2].meta
+    assert [k["temperature"] for k in llm.kwargs] == [0.0, 0.0, 0.0, 0.7]
+
+
 def llm_usage_of(llm: Scripted, call_indices: list[int]) -> Usage:
     total = Usage()
     for i in call_indices:
