@@ -35,6 +35,9 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     (("TypeError",), re.compile(r"dtype '(str|object|string)' does not support operation|reduction '\w+' with string dtype"),
      "a column holds text: use only the numeric columns (df.select_dtypes('number'), or numeric_only=True), or "
      "convert it first with pd.to_numeric(df[col], errors='coerce')"),
+    (("TypeError",), re.compile(r"datetime64\S* (?:type )?does not support operation"),
+     "the frame has a date column, and a sum or mean over the whole frame reduces it too: pick the column to "
+     "reduce first, e.g. df.groupby(key)['value'].sum(), or pass numeric_only=True"),
     (("IndexError",), re.compile(r"single positional indexer is out-of-bounds|index 0 is out of bounds"),
      ".iloc[0] (or [0]) of an empty selection: the filter before it kept no row. Print len() after each step and "
      "the values of the column you filtered on (e.g. print(df[col].describe())) before picking a row"),

@@ -150,6 +150,12 @@ def test_error_hints():
         ("pd.Series(['7:13 PM']).astype(int)", "is a time of day, not a number"),  # DABench 326
         ("int('19:05')", "format='%H:%M'"),
         (
+            "t = pd.DataFrame({'date': pd.to_datetime(['2025-01-01', '2025-02-01']), 'visits': [1, 2]})\n"
+            "t.groupby(t['date'].dt.to_period('M')).sum()",
+            "the frame has a date column",
+        ),  # a per-month sum over the whole frame
+        ("pd.DataFrame({'date': pd.to_datetime(['2025-01-01']), 'v': [1]}).sum()", "pick the column to reduce"),
+        (
             "from sklearn.preprocessing import PowerTransformer\nPowerTransformer(method='log').fit([[1.0], [2.0]])",
             "a log transform is np.log(x)",
         ),  # DABench 726: yeo-johnson next, mean 0 and std 1 sent
