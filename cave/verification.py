@@ -100,8 +100,8 @@ class Verifying:
             _unverified(traj, _disagreement(votes))
 
     async def _attempt(self, task: str, i: int) -> Any:
-        """One independent attempt at ``task``: a fresh agent on the same model, in a fresh runtime of the same
-        kind holding private copies of the given inputs, sampled with its own seed."""
+        """One independent attempt at ``task``: a fresh agent on the same model with the run's settings, in a
+        sibling of the run's runtime holding the given inputs as they were at the start, sampled with its own seed."""
         runtime = await fresh_runtime(self.runtime, self._given_at_start)
         try:
             same = {name: getattr(self, name) for name in ATTEMPT_SETTINGS}  # the settings the run was made with
@@ -121,7 +121,7 @@ ATTEMPT_SETTINGS = (  # what an independent attempt keeps of the agent it verifi
     "retry_temperature"
 ).split()
 ATTEMPT_TEMPERATURE = 0.3  # attempts sample (a greedy one would repeat the first) but stay near the model's best
-ATTEMPT_STEPS = 4  # an attempt that has no answer after this many steps disagrees: verification stays under ~2x
+ATTEMPT_STEPS = 4  # an attempt with no answer after this many steps does not vote (it is run again, n at most)
 ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
 
 

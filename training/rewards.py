@@ -275,6 +275,7 @@ def reward_distribution(
     agents = [str(a) for a in agent_ids]
     mu, sigma = float(s.mean()), float(s.std())
     per_group = inflation_factors(s.tolist(), list(group_ids), agents)
+    whole_batch = inflation_factors(s.tolist(), [0] * len(s), agents)  # one baseline over every call
     adv_sq = {
         name: adv_sq_mean(compute_advantages(name, s, group_ids, traj_ids, agents, norm_by_std=norm_by_std), agents)
         for name in ESTIMATORS.names()
@@ -283,14 +284,13 @@ def reward_distribution(
     for role in dict.fromkeys(agents):
         mine = np.array([a == role for a in agents])
         x = s[mine]
-        batch = (x.var() + (x.mean() - mu) ** 2) / sigma**2 if sigma > 1e-12 else None
         roles[role] = {
             "calls": int(x.size),
             "mean": float(x.mean()),
             "std": float(x.std()),
             "values": _value_counts(x),
             "inflation": per_group[role],
-            "inflation_batch": None if batch is None else float(batch),
+            "inflation_batch": whole_batch[role],
             "adv_sq": {name: sq[role] for name, sq in adv_sq.items()},
         }
         if rewards is not None:

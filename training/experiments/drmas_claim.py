@@ -65,17 +65,18 @@ def spike_counts(norms: Sequence[float], clip: float | None, factor: float = SPI
     >>> spike_counts([0.0], clip=1.0)["median"] is None
     True
     """
-    live = sorted(g for g in norms if math.isfinite(g) and g > 1e-12)
+    from cave.training.diagnostics import LIVE, grad_norm_tail
+
+    live = [g for g in norms if math.isfinite(g) and g > LIVE]
     if not live:
         return {"steps": 0, "median": None, "max": None, "over_clip": 0, "over_5x_median": 0}
-    mid = len(live) // 2
-    median = live[mid] if len(live) % 2 else (live[mid - 1] + live[mid]) / 2
+    tail = grad_norm_tail(live, clip)  # the median and max the trainer's gradspike metrics report
     return {
         "steps": len(live),
-        "median": median,
-        "max": live[-1],
+        "median": tail["median"],
+        "max": tail["max"],
         "over_clip": None if clip is None else sum(g > clip for g in live),
-        "over_5x_median": sum(g > factor * median for g in live),
+        "over_5x_median": sum(g > factor * tail["median"] for g in live),
     }
 
 
