@@ -6,7 +6,7 @@ at most ``CONTRACT_HOLDS`` times), then confirmed by agreement (``cave.review.ag
 attempts, each a fresh agent with the same settings in a sibling of the run's runtime holding the given inputs as
 they were at the start, sampled with its own seed; a majority of those that answered must agree. An answer
 nothing confirmed ends ``unverified``, with the reason in ``meta["unverified"]`` and the attempts in
-``meta["verify"]``.
+``meta["verify"]``. A team gets the same rule as a pattern (``vote``: independent answers, the majority's wins).
 """
 
 from __future__ import annotations

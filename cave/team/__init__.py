@@ -24,7 +24,8 @@ One concept per module:
 - ``roles``: role files by name; ``files``: ``TeamSpec`` and team files with file:line errors (cave.config);
 - ``backends``: backends shared by a team's episodes, each behind a bound on in-flight requests;
 - ``patterns``: ``sequential``, ``loop`` (worker/critic with a verdict), ``router`` (a structured choice among
-  roles), ``custom`` (``async def run(team, task)``), registered by name (``@register_pattern("loop")``);
+  roles), ``vote`` (independent answers, the majority wins), ``custom`` (``async def run(team, task)``),
+  registered by name (``@register_pattern("loop")``);
 - ``results``: RoleResult, TeamResult and the events an episode emits;
 - ``team``: the Team (spec + backends + pattern); ``episode``: one run of it (TeamRun), with its own runtimes and
   the published slots (``publish("name", obj)`` moves the object, not a printout of it);
@@ -79,6 +80,7 @@ _EXPORTS = {
     "Sequential": "cave.team.patterns",
     "Loop": "cave.team.patterns",
     "Router": "cave.team.patterns",
+    "Vote": "cave.team.patterns",
     "Custom": "cave.team.patterns",
     "FINISH": "cave.team.patterns",
     "RoleResult": "cave.team.results",
@@ -129,6 +131,7 @@ __all__ = [
     "Router",
     "SamplingSpec",
     "Sequential",
+    "Vote",
     "Team",
     "TeamError",
     "TeamEvent",
@@ -180,6 +183,7 @@ if TYPE_CHECKING:
         PatternOptions,
         Router,
         Sequential,
+        Vote,
         register_pattern,
     )
     from cave.team.pools import LocalPool

@@ -120,8 +120,12 @@ class TeamRun:
         """A variable from ``role``'s runtime (the live object in-process, a copy from a kernel)."""
         return await retrieve_from(await self.runtime(role), name)
 
-    async def call(self, role: str, text: str, *, fresh: bool = False, sender: str = "user") -> RoleResult:
-        """One turn of ``role`` on ``text``. Never raises for the role's own failure: see ``RoleResult.status``."""
+    async def call(
+        self, role: str, text: str, *, fresh: bool = False, sender: str = "user", seed: int | None = None
+    ) -> RoleResult:
+        """One turn of ``role`` on ``text``. Never raises for the role's own failure: see ``RoleResult.status``.
+        ``fresh``: the role reads only ``text`` (not its earlier turns); ``seed``: sample this turn with its own
+        seed (independent answers to the same text; by default a role samples every turn with one seed)."""
         spec = self.team.role(role)
         t_setup = time.perf_counter()
         agent = await self._agent(role)
@@ -129,6 +133,8 @@ class TeamRun:
         self._setup_time += time.perf_counter() - t_setup
         if fresh:
             agent.history = []
+        if seed is not None:
+            agent.seed = seed
         n = self._calls[role] = self._calls.get(role, 0) + 1
         self.current = self.last = (role, n)
         self.message(sender, role, text)
@@ -167,6 +173,22 @@ class TeamRun:
         self.current = None
         self.emit(RoleFinished(result))
         return result
+
+    async def restart(self, role: str) -> None:
+        """Start ``role`` over: a new runtime holding the episode's inputs (and the slots it reads) and a new agent
+        at its next call, so that its next answer owes nothing to its earlier turns. A runtime the role shares with
+        others is kept."""
+        self.agents.pop(role, None)
+        rt = self.runtimes.get(role)
+        if rt is None or rt is self._shared:
+            return
+        del self.runtimes[role]
+        self._delivered = {k: v for k, v in self._delivered.items() if k[0] != id(rt)}
+        self._seen = {k: v for k, v in self._seen.items() if k[0] != id(rt)}
+        try:
+            await asyncio.to_thread(rt.close)
+        except Exception:  # closing is best-effort; a dead kernel is already closed
+            pass
 
     # -- internals -----------------------------------------------------------------------------
     async def execute(self, *, keep_runtimes: bool = False) -> TeamResult:

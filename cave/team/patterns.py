@@ -1,4 +1,4 @@
-"""Routing patterns, registered by name (``@register_pattern("loop")``): sequential, loop, router, custom."""
+"""Routing patterns, registered by name (``@register_pattern("loop")``): sequential, loop, router, vote, custom."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ __all__ = [
     "RouterOptions",
     "Sequential",
     "SequentialOptions",
+    "Vote",
+    "VoteOptions",
     "register_pattern",
 ]
 
@@ -394,6 +396,82 @@ class Router(Pattern):
                 return Outcome(result.answer, "success")
             return Outcome(last, "error", f"fallback role {o.fallback!r} failed: {result.error or result.status}")
         return Outcome(last, "max_hops")
+
+
+# -- vote --------------------------------------------------------------------------------------
+class VoteOptions(PatternOptions):
+    voters: list[str] | None = Field(
+        None, description="roles that answer, asked in turn (default: every role); several backends make an ensemble"
+    )
+    n: int = Field(3, ge=1, le=25, description="answers to collect; one that more than half of them agree with wins")
+    ordered: bool = Field(False, description="lists agree only in the same order (default: by their items)")
+    independent: bool = Field(
+        True, description="each answer in a new runtime holding the episode's inputs (default), not the role's last one"
+    )
+
+    on_role_error: Literal["fail", "skip"] = Field(
+        "skip",
+        description="a turn without an answer (an error, prose where code was asked) does not vote; it is "
+        "asked again, n times at most (default)",
+    )
+
+
+@register_pattern("vote")
+class Vote(Pattern):
+    """Independent answers, then the majority: the voters answer the task in turn, each with a fresh context and
+    its own seed, until more than half of ``n`` answers agree (``cave.review.agreement.same``: numbers within a
+    tolerance, lists and sets by their items, tables by their rows). Ends ``success`` with the majority's answer,
+    or ``unverified`` with the most agreed answer when no majority can form; ``meta["votes"]`` holds each answer.
+    The same rule confirms a single agent's answer (``verify: N``)."""
+
+    Options = VoteOptions
+    options: VoteOptions
+
+    @classmethod
+    def check(cls, options: VoteOptions, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
+        return _check_names("voters", options.voters, roles)
+
+    async def run(self, team: TeamRun, task: str) -> Outcome:
+        from cave.given import derive_seed
+        from cave.review import agreement
+
+        o = self.options
+        voters = o.voters or team.role_names
+        answers: list[Any] = []  # one per answering turn
+        groups: list[list[int]] = []  # indices into answers that agree with each other
+        asked = 0
+        while asked < 2 * o.n and len(answers) < o.n:
+            role = voters[asked % len(voters)]
+            if o.independent and asked >= len(voters):
+                await team.restart(role)
+            result = await team.call(role, task, fresh=True, seed=derive_seed(team.seed, "vote", asked))
+            asked += 1
+            if (end := self.failed(result)) is not None:
+                return end
+            entry: dict[str, Any] = {"role": role, "call": result.call, "status": result.status}
+            # an answer is a final_answer; a plain reply only from a role whose output is text
+            if result.status == "success" or (result.ok and team.team.role(role).output.kind == "text"):
+                i = len(answers)
+                answers.append(result.answer)
+                group = next(
+                    (g for g in groups if agreement.same(answers[g[0]], result.answer, ordered=o.ordered)), None
+                )
+                if group is None:
+                    groups.append(group := [])
+                group.append(i)
+                entry.update(answer=summarize(result.answer, 300), group=groups.index(group))
+            _log(team, "votes", entry)
+            best = max(groups, key=len, default=[])
+            if len(best) > o.n // 2:
+                return Outcome(answers[best[0]], "success")
+            if groups and len(best) + (o.n - len(answers)) <= o.n // 2:
+                break  # no answer can reach a majority any more
+        if not answers:
+            return Outcome(None, "error", f"no voter answered in {asked} turn(s)")
+        best = max(groups, key=len)
+        why = f"no answer had a majority: the most agreed one had {len(best)} of {len(answers)} answers (n={o.n})"
+        team.trajectory.meta["unverified"] = why
+        return Outcome(answers[best[0]], "unverified")
 
 
 # -- custom ------------------------------------------------------------------------------------

@@ -25,7 +25,8 @@ __all__ = [
 ]
 
 RoleStatus = RunStatus | Literal["timeout"]  # a role's turn: its agent's run status, or its turn timed out
-TeamStatus = Literal["success", "max_rounds", "max_hops", "error", "timeout"]  # how an episode ended
+# how an episode ended; ``unverified``: an answer nothing confirmed (a vote without a majority), ``meta["unverified"]``
+TeamStatus = Literal["success", "unverified", "max_rounds", "max_hops", "error", "timeout"]
 
 
 @dataclass

@@ -83,7 +83,10 @@ class TeamOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.result.ok and not any(o.error and o.required for o in self.outputs)
+        """As a single agent's run: ended with an answer (``success``, or ``unverified``: a vote without a
+        majority) and every required output saved."""
+        answered = self.result.ok or self.result.status == "unverified"
+        return answered and not any(o.error and o.required for o in self.outputs)
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary ``cave run --json`` prints (the single-agent summary's keys, plus roles)."""
@@ -176,7 +179,7 @@ async def _save_output(
     var = out.variable or name
     try:
         if var == "final_answer":
-            if result.status not in ("success", "max_rounds", "max_hops"):
+            if result.status not in ("success", "unverified", "max_rounds", "max_hops"):
                 raise KeyError(f"the team ended with status {result.status!r}")
             value = result.answer
         else:

@@ -711,3 +711,93 @@ def test_unknown_role_lists_role_files_only(tmp_path):
         find_role_file("helpr", [tmp_path])
     msg = str(e.value)
     assert "did you mean 'helper'" in msg and "team_task" not in msg and "broken" not in msg
+
+
+# -- the vote pattern ---------------------------------------------------------------------------------
+def vote_team(replies: dict[str, list[str]], **pattern) -> Team:
+    roles = [{"use": "solver", "name": name, "backend": name} for name in replies]
+    return Team.build(roles, {"name": "vote", **pattern}, backends={n: Scripted(r) for n, r in replies.items()})
+
+
+def test_vote_stops_once_a_majority_agrees_and_records_every_answer():
+    llm = Scripted([code("final_answer(0.3333)"), code("final_answer(1 / 3)"), code("final_answer(7)")])
+    team = Team.build([{"use": "solver", "backend": "a"}], {"name": "vote", "n": 3}, backends={"a": llm})
+    result = team.run("What is 1 / 3?", seed=0)
+    assert (result.status, result.answer) == ("success", 0.3333)  # 0.3333 and 1/3 agree within rounding
+    votes = result.trajectory.meta["votes"]
+    assert [(v["status"], v["group"]) for v in votes] == [("success", 0), ("success", 0)]  # early exit: 2 of 3
+    assert len(llm.calls) == 2
+
+
+def test_vote_without_a_majority_is_unverified_with_the_most_agreed_answer_and_why():
+    replies = [code("final_answer(5)"), code("final_answer(6)"), code("final_answer(7)")]
+    result = vote_team({"a": replies}, n=3).run("Pick a number", seed=0)
+    assert (result.status, result.answer) == ("unverified", 5)
+    assert "no answer had a majority" in result.trajectory.meta["unverified"]
+    assert [v["answer"] for v in result.trajectory.meta["votes"]] == ["5", "6", "7"]
+
+
+def test_vote_turns_without_an_answer_do_not_vote_and_are_asked_again():
+    replies = ["I cannot write code today.", code("final_answer([1, 2])"), code("final_answer([2, 1])")]
+    result = vote_team({"a": replies}, n=2, on_role_error="skip").run("Which two?", seed=0)
+    assert (result.status, result.answer) == ("success", [1, 2])  # lists agree by their items (ordered: false)
+    assert [v["status"] for v in result.trajectory.meta["votes"]] == ["no_code", "success", "success"]
+
+
+def test_vote_answers_are_independent_each_turn_a_new_runtime_and_its_own_seed():
+    seeds: list[int | None] = []
+
+    class Seeded(Scripted):
+        def _stream(self, messages, request):
+            seeds.append(request.seed)
+            return super()._stream(messages, request)
+
+    script = [code("x = 41\nfinal_answer(x + 1)"), code("final_answer(globals().get('x', 0) + 42)")]
+    team = Team.build(
+        [{"use": "solver", "name": "a", "backend": "a"}], {"name": "vote", "n": 3}, backends={"a": Seeded(script)}
+    )
+    result = team.run("What is 42?", seed=0)
+    assert (result.status, result.answer) == ("success", 42)  # the second turn did not see the first's x
+    assert len(seeds) == 2 and seeds[0] != seeds[1]
+
+
+def test_vote_across_voters_on_different_backends_and_unknown_voters_are_refused():
+    team = vote_team({"a": [code("final_answer('Paris')")], "b": [code("final_answer(' paris ')")]}, n=2)
+    result = team.run("Capital of France?", seed=0)
+    assert (result.status, result.answer) == ("success", "Paris")
+    assert [v["role"] for v in result.trajectory.meta["votes"]] == ["a", "b"]
+    with pytest.raises(TeamError, match="voters"):
+        vote_team({"a": []}, voters=["z"])
+
+
+VOTE_TEAM = """
+task: Total revenue (units x unit_price) of the sales table.
+inputs:
+  sales: {file: data/sales.csv}
+outputs:
+  answer: {variable: final_answer, format: json}
+team:
+  roles:
+    - {use: solver, name: a, backend: a}
+  pattern: {name: vote, n: 3}
+  backends:
+    a: {backend: scripted, replies: [REPLIES]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("replies", "status", "answer", "exit_code"),
+    [
+        (["float((sales.units * sales.unit_price).sum())"] * 2, "success", 8.0, 0),
+        (["1.0", "2.0", "3.0"], "unverified", 1.0, 0),  # an answer all the same, with why it is unconfirmed
+    ],
+)
+def test_vote_team_task_file_each_answer_from_the_given_inputs(tmp_path, capsys, replies, status, answer, exit_code):
+    import json
+
+    # each turn changes the data it was given: the next turn, in a new runtime, still sees it as given
+    script = ", ".join(json.dumps(f"```python\nr = {r}\nsales['units'] = 0\nfinal_answer(r)\n```") for r in replies)
+    path = team_task(tmp_path, VOTE_TEAM.replace("REPLIES", script))
+    assert team_main(path, mode="json") == exit_code
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["status"], summary["answer"]) == (status, answer)
