@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cave.review.estimators import all_nodes
+
 __all__ = [
     "REPEATED_NOTE",
     "Repeated",
@@ -102,12 +104,8 @@ def counted(code: str) -> list[str]:
     >>> counted("n = signups[signups['email'].isnull()].shape[0]")
     ["signups[signups['email'].isnull()]"]
     """
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
     names = []
-    for node in ast.walk(tree):
+    for node in all_nodes(code):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len" and node.args:
             target = node.args[0]
         elif (
