@@ -77,11 +77,20 @@ runs = Table(
     Column("meta", Text),  # JSON
 )
 
-steps = Table(
+
+def _run_records(name: str, *columns: Any) -> Table:
+    """A table of records that belong to one run: an id, the run's id, then ``columns``."""
+    return Table(
+        name,
+        metadata,
+        Column("id", Integer, primary_key=True, autoincrement=True),
+        Column("run_id", String(32), ForeignKey("runs.id"), nullable=False, index=True),
+        *columns,
+    )
+
+
+steps = _run_records(
     "steps",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(32), ForeignKey("runs.id"), nullable=False, index=True),
     Column("idx", Integer, nullable=False),
     Column("role", String(64)),
     Column("kind", String(20)),
@@ -106,22 +115,16 @@ steps = Table(
     UniqueConstraint("run_id", "idx"),
 )
 
-messages = Table(
+messages = _run_records(
     "messages",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(32), ForeignKey("runs.id"), nullable=False, index=True),
     Column("role", String(20), nullable=False),
     Column("content", Text, nullable=False),
     Column("digest", String(40), nullable=False),
     Column("extra", Text),  # JSON of other keys (name, tool_calls...), if any
 )
 
-executions = Table(
+executions = _run_records(
     "executions",
-    metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("run_id", String(32), ForeignKey("runs.id"), nullable=False, index=True),
     Column("step_idx", Integer, nullable=False),
     Column("block", Integer, nullable=False),
     Column("code", Text),
