@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import string
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from cave.blocking import run_blocking
 from cave.config import ConfigFile
 from cave.llm.base import LLM
 from cave.registry import did_you_mean
@@ -209,11 +209,7 @@ class Team:
 
     def run(self, task: str, **kwargs: Any) -> TeamResult:
         """Sync edge of ``arun``."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun(task, **kwargs))
-        raise RuntimeError("Team.run() was called inside a running event loop; use `await team.arun(...)` there")
+        return run_blocking("Team", self.arun, task, **kwargs)
 
     async def arun_many(
         self,
