@@ -73,6 +73,7 @@ class Verifying:
         outcome = None
         ordered = self.contract.kind == "list" or bool(self.contract.order)
         while outcome is None:
+            t_attempt = time.time()
             other = await self._attempt(traj.task, len(votes))
             answered = other.status in ANSWERED_BY_CODE
             agrees = agreement.same(traj.final_answer, other.answer, ordered=ordered) if answered else None
@@ -86,6 +87,7 @@ class Verifying:
                     "steps": len(other.trajectory.steps),
                     "prompt_tokens": usage.prompt_tokens,
                     "completion_tokens": usage.completion_tokens,
+                    "seconds": round(time.time() - t_attempt, 3),
                 }
             )
             outcome = agreement.decide(votes, self.verify)

@@ -94,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     if "verify_off" in rep:
         print()
         print(format_report(rep["verify_off"], f"the same runs with verify off ({rep['verified_runs']} verified)"))
+    for key in sorted(k for k in rep if k.startswith("verify_") and k[7:].isdigit()):
+        print()
+        print(format_report(rep[key], f"the same runs with verify {key[7:]} (its first attempts)"))
     if out is not None:
         _write(out, {**meta, "done": len(rows), "complete": True, **rep})
         print(f"\ntotals written to {out}")

@@ -7,7 +7,8 @@ cost, never the question, the answer or the trajectory; ``report`` sums the rows
 
 When a run's ``meta["verify"]`` holds ``status_before`` and ``seconds`` (the verification of an answer by
 independent attempts), ``report`` also gives the "verify off" view: the status before verification, the seconds
-without it.
+without it; and with each attempt's vote and seconds, the views of every smaller ``verify``: attempts are seeded
+by their position, so a run with ``verify: 3`` holds, in its first attempts, exactly the runs ``verify: 1`` makes.
 """
 
 from __future__ import annotations
@@ -102,11 +103,21 @@ async def arun(
         prompt_tokens=int(usage.prompt_tokens or 0),
         completion_tokens=int(usage.completion_tokens or 0),
         seconds=time.perf_counter() - t0,
-        verify=None
-        if verify is None
-        else {"status_before": verify["status_before"], "seconds": float(verify["seconds"])},
+        verify=None if verify is None else _verify_row(verify),
         holds=sorted({m for s in traj.steps for b in s.meta.get("blocks", ()) for m in b.get("held_by", ())}),
     )
+    return row
+
+
+def _verify_row(verify: dict[str, Any]) -> dict[str, Any]:
+    """What a row keeps of a run's verification: the status before it, its seconds, and each attempt's vote
+    (agrees: True / False, None for no answer) and seconds, when recorded."""
+    row: dict[str, Any] = {"status_before": verify["status_before"], "seconds": float(verify["seconds"])}
+    attempts = verify.get("attempts")
+    if isinstance(verify.get("n"), int) and isinstance(attempts, list) and all("seconds" in a for a in attempts):
+        row.update(
+            n=verify["n"], votes=[a.get("agrees") for a in attempts], attempt_seconds=[a["seconds"] for a in attempts]
+        )
     return row
 
 
@@ -175,12 +186,44 @@ def verify_off(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def verify_as(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]] | None:
+    """The rows as ``verify: n`` (n at most the runs' own) would have ended them: the majority rule replayed on
+    the first attempts' votes, the seconds of the attempts it needed. None when a verified row lacks its votes.
+
+    >>> row = {"status": "success", "seconds": 30.0, "verify": {"status_before": "success", "seconds": 20.0,
+    ...        "n": 3, "votes": [False, True, True], "attempt_seconds": [5.0, 7.0, 8.0]}}
+    >>> [(r["status"], r["seconds"]) for r in verify_as([row], 1)]
+    [('unverified', 15.0)]
+    """
+    from cave.review.agreement import decide
+
+    out = []
+    for r in rows:
+        v = r.get("verify")
+        if v and v.get("votes"):
+            if "n" not in v or n > v["n"]:
+                return None
+            k = next((k for k in range(1, len(v["votes"]) + 1) if decide(v["votes"][:k], n)), None)
+            if k is None:
+                return None
+            status = "success" if decide(v["votes"][:k], n) == "verified" else "unverified"
+            spent = v["seconds"] - sum(v["attempt_seconds"]) + sum(v["attempt_seconds"][:k])
+            r = {**r, "status": status, "seconds": max(0.0, r["seconds"] - v["seconds"] + spent)}
+        out.append(r)
+    return out
+
+
 def full_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """``report``, and the "verify off" view where any run was verified."""
+    """``report``, and where any run was verified the "verify off" view and the view of each smaller ``verify``."""
     out = {"verify_on": report(rows), "holds": hold_totals(rows)}
     if any(r.get("verify") for r in rows):
         out["verify_off"] = report(verify_off(rows))
         out["verified_runs"] = sum(bool(r.get("verify")) for r in rows)
+        most = max((r["verify"].get("n", 0) for r in rows if r.get("verify")), default=0)
+        for n in range(1, most):
+            view = verify_as(rows, n)
+            if view is not None:
+                out[f"verify_{n}"] = report(view)
     return out
 
 

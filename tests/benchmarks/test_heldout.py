@@ -129,6 +129,31 @@ def test_totals_and_the_verify_off_view() -> None:
     assert "correct%" in text and "max_steps 1" in text
 
 
+def test_the_views_of_a_smaller_verify_replay_the_majority_on_the_first_attempts() -> None:
+    def verified(votes, seconds):
+        return {"status_before": "success", "seconds": sum(seconds) + 1.0, "n": 3, "votes": votes,
+                "attempt_seconds": seconds}  # fmt: skip
+
+    rows = [
+        _row(seconds=20.0, verify=verified([True, True], [4.0, 5.0])),  # verified at 3 and at 1 and 2
+        _row(status="success", seconds=30.0, verify=verified([False, True, True], [4.0, 5.0, 6.0])),
+        _row(correct=False, status="unverified", seconds=20.0, verify=verified([True, False, False], [3.0, 3.0, 3.0])),
+        _row(correct=False, status="unverified", seconds=20.0, verify=verified([None, False, False], [2.0, 3.0, 3.0])),
+        _row(
+            status="unverified",
+            verify={"status_before": "success", "seconds": 0.0, "n": 0, "votes": [], "attempt_seconds": []},
+        ),  # fmt: skip - the contract: no attempts
+    ]
+    rep = hr.full_report(rows)
+    assert set(k for k in rep if k.startswith("verify_")) == {"verify_on", "verify_off", "verify_1", "verify_2"}
+    one, two = hr.verify_as(rows, 1), hr.verify_as(rows, 2)
+    assert [r["status"] for r in one] == ["success", "unverified", "success", "unverified", "unverified"]
+    assert [r["seconds"] for r in one] == [15.0, 19.0, 14.0, 17.0, 10.0]  # only the attempts n=1 needed
+    assert [r["status"] for r in two] == ["success", "unverified", "unverified", "unverified", "unverified"]
+    assert rep["verify_1"]["suite"]["wrong_among_success"] == 1 and rep["verify_on"]["suite"]["success_pct"] == 40.0
+    assert hr.verify_as(rows, 4) is None  # more attempts than the runs made
+
+
 def _solver(messages: list[dict]) -> str:
     """A scripted model that answers whichever task's question it is asked with that task's solution."""
     text = json.dumps(messages)
