@@ -141,7 +141,7 @@ class BatchedPolicyLLM(LLM):
         return self.single.count_tokens(text)
 
     async def _complete(self, messages: list[Message], **kwargs: Any) -> Completion:
-        from cave.llm.base import reply_room
+        from cave.llm.decoding import reply_room
         from cave.llm.tool_calls import take_tool_calls
 
         prefix = str(kwargs.get("prefix") or "")

@@ -37,7 +37,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cave.llm.base import LLMError, stop_position
+from cave.llm.base import LLMError
+from cave.llm.decoding import stop_position
 from cave.llm.hf import Generation, _filter_logits, _inference, cache_kwarg, cache_of, stop_token_ids
 
 __all__ = ["EngineStats", "GenerationEngine"]

@@ -29,21 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from cave.llm import models
-from cave.llm.base import (
-    LLM,
-    Completion,
-    LLMError,
-    Message,
-    Request,
-    StreamItem,
-    TextDelta,
-    Usage,
-    held_back,
-    iterate_in_thread,
-    register_backend,
-    reply_room,
-    stop_position,
-)
+from cave.llm.base import LLM, Completion, LLMError, Message, Request, StreamItem, TextDelta, Usage, register_backend
+from cave.llm.decoding import held_back, iterate_in_thread, reply_room, stop_position
 from cave.llm.tool_calls import normalize_messages, take_tool_calls
 
 __all__ = [

@@ -44,21 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from cave.llm import kv_states, models
-from cave.llm.base import (
-    LLM,
-    Completion,
-    LLMError,
-    Message,
-    Request,
-    StreamItem,
-    TextDelta,
-    Usage,
-    held_back,
-    iterate_in_thread,
-    register_backend,
-    reply_room,
-    stop_position,
-)
+from cave.llm.base import LLM, Completion, LLMError, Message, Request, StreamItem, TextDelta, Usage, register_backend
+from cave.llm.decoding import held_back, iterate_in_thread, reply_room, stop_position
 from cave.llm.tool_calls import normalize_messages, parse_tool_calls, take_tool_calls, tool_names
 
 __all__ = [
