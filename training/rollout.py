@@ -105,7 +105,8 @@ class BatchedPolicyLLM(LLM):
     still gets its own prompt ids, response ids and sampling-time logprobs, and its own seed (a seeded call samples
     what ``TransformersLLM`` samples alone with that seed, up to batching's numerical noise). Native tool calls are
     rendered with the chat template and parsed from the text, as ``TransformersLLM`` does. The engine decodes inside
-    ``generation_context()`` (under DeepSpeed ZeRO-3: the weights gathered once while it is busy).
+    ``generation_context()`` (under DeepSpeed ZeRO-3: the weights gathered once while it is busy). ``engine_options``
+    go to the ``GenerationEngine`` (``max_batch``, ``window_s``, ``max_wait_s``, ...; its defaults where not given).
     """
 
     name = "transformers-batched"
@@ -116,12 +117,10 @@ class BatchedPolicyLLM(LLM):
         model: Any,
         tokenizer: Any,
         *,
-        window_s: float = 0.05,
-        max_wait_s: float = 1.0,
-        max_batch: int = 128,
         top_k: int = 0,
         top_p: float = 1.0,
         generation_context: GenerationContext | None = None,
+        **engine_options: Any,
     ) -> None:
         from cave.llm.engine import GenerationEngine
 
@@ -132,9 +131,8 @@ class BatchedPolicyLLM(LLM):
         self.context_window = self.single.context_window
         self.supports_tools = self.single.supports_tools
         self.top_k, self.top_p = top_k, top_p
-        self.engine = GenerationEngine(model, tokenizer, max_batch=max_batch, window_s=window_s,
-                                       max_wait_s=max_wait_s, generation_context=self.generation_context)  # fmt: skip
-        self.max_batch = max_batch
+        self.engine = GenerationEngine(model, tokenizer, generation_context=self.generation_context, **engine_options)
+        self.max_batch = self.engine.max_batch
         self.batches = self.engine.stats.step_rows  # rows per decode step, for metrics (the trainer clears it)
 
     def count_tokens(self, text: str) -> int:
