@@ -83,6 +83,7 @@ from cave.runtimes.kernel_process import (
     claim_payload,
     finalize_runtime,
     recv_frame,
+    send_frame,
 )
 
 T = TypeVar("T")
@@ -485,17 +486,24 @@ class KernelRuntime(KernelLauncher, Runtime):
     ) -> tuple[dict[str, Any], bytes] | None:
         self._next_id += 1
         message["id"] = self._next_id
-        await _send(kernel, transfer.pack(message, attachment))
-        return await self._areply(kernel, message["id"], timeout, host_calls)
+        deadline = None if timeout is None else time.monotonic() + timeout  # one deadline: sending and the reply
+        await send_frame(kernel, transfer.pack(message, attachment), deadline)
+        return await self._areply(kernel, message["id"], timeout, host_calls, deadline)
 
     async def _areply(
-        self, kernel: KernelProcess, request_id: int, timeout: float | None, host_calls: str | None = None
+        self,
+        kernel: KernelProcess,
+        request_id: int,
+        timeout: float | None,
+        host_calls: str | None = None,
+        deadline: float | None = None,
     ) -> tuple[dict[str, Any], bytes] | None:
         """The reply to ``request_id``, or None after ``timeout``. One deadline for the whole wait: frames that are
         not the reply (a late reply to an interrupted request, or a cell forging frames on the channel) are skipped
         without giving the kernel more time. ``host_calls``: "serve" runs the host functions a cell calls (within
         the same deadline), "refuse" answers them with an error (the cell is past its timeout), None skips them."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        if deadline is None and timeout is not None:
+            deadline = time.monotonic() + timeout
         while True:  # recv_frame continues a kernel found stopped while it waits (every 0.25 s)
             reply = await recv_frame(kernel, deadline, self.max_frame_bytes)
             if reply is None or reply[0].get("id") == request_id:
@@ -505,7 +513,7 @@ class KernelRuntime(KernelLauncher, Runtime):
                 answer = await host_functions.answer(reply[0], functions, deadline, serve=host_calls == "serve")
                 if answer is None:
                     return None  # the deadline passed while the host function ran
-                await _send(kernel, transfer.pack(answer))
+                await send_frame(kernel, transfer.pack(answer), deadline)
 
     # -- internals: kernel lifecycle --------------------------------------------------------------------
     async def _aensure_kernel(self) -> str | None:
@@ -612,13 +620,6 @@ def _as_timeout(error: ExecError | None, timeout: float) -> ExecError:
     last = tb.rstrip("\n").rsplit("\n", 1)
     tb = (last[0] + "\n" if len(last) == 2 else "") + f"TimeoutError: {message}\n"
     return ExecError("TimeoutError", message, tb, error.lineno)
-
-
-async def _send(kernel: KernelProcess, frame: bytes) -> None:
-    try:
-        await asyncio.get_running_loop().sock_sendall(kernel.sock, frame)
-    except OSError as e:
-        raise KernelDied(str(e)) from e
 
 
 async def _in_fresh_context(fn: Any) -> Any:

@@ -416,7 +416,35 @@ async def _recv_exactly(
     return buf
 
 
-async def readable(sock: socket.socket, timeout: float) -> bool:
+async def send_frame(kernel: KernelProcess, frame: bytes, deadline: float | None) -> None:
+    """Send a request, within the call's ``deadline`` (monotonic). A kernel that does not read its channel (stopped
+    by a thread of its own, or a thread holding the GIL) once made a request larger than the socket's buffer wait
+    forever; a stopped kernel is continued as while waiting for a reply, and past the deadline the frame is half
+    sent, so the channel is broken: KernelProtocolError (the caller restarts the kernel)."""
+    sock, view = kernel.sock, memoryview(frame)
+    while view:
+        try:
+            view = view[sock.send(view) :]  # the hot path: a small frame goes at once, no waiting
+            continue
+        except BlockingIOError:
+            pass
+        except OSError as e:
+            raise KernelDied(str(e)) from e
+        remaining = None if deadline is None else deadline - time.monotonic()
+        if remaining is not None and remaining <= 0:
+            raise KernelProtocolError(
+                f"the kernel stopped reading its control channel: {len(view)} of {len(frame)} bytes of the request "
+                "were still unsent at the call's deadline"
+            )
+        wait = _LIVENESS_CHECK_S if remaining is None else min(remaining, _LIVENESS_CHECK_S)
+        if not await readable(sock, wait, write=True):
+            if not kernel.alive():
+                raise KernelDied("the kernel process exited")
+            kernel.continue_if_stopped()
+
+
+async def readable(sock: socket.socket, timeout: float, write: bool = False) -> bool:
+    """Whether ``sock`` became readable (or writable, with ``write``) within ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     fd = sock.fileno()
@@ -425,13 +453,13 @@ async def readable(sock: socket.socket, timeout: float) -> bool:
         if not fut.done():
             fut.set_result(True)
 
-    loop.add_reader(fd, ready)
+    (loop.add_writer if write else loop.add_reader)(fd, ready)
     handle = loop.call_later(timeout, lambda: fut.done() or fut.set_result(False))
     try:
         return await fut
     finally:
         handle.cancel()
-        loop.remove_reader(fd)
+        (loop.remove_writer if write else loop.remove_reader)(fd)
 
 
 def peer_pid(conn: socket.socket) -> int | None:

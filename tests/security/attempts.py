@@ -485,6 +485,13 @@ ATTEMPTS: list[Attempt] = [
     Attempt("timer-fires-between-cells", "idle",
             "import threading\nthreading.Timer(0.3, lambda: open('late.txt', 'w').write('fired')).start()",
             lambda obs: obs.recovered and obs.idle_writes == 0, False, wait_before_after=1.0),
+    Attempt("signal-handler-between-cells", "idle",  # no thread either: a timer signal wakes the main thread
+            "import signal\nsignal.signal(signal.SIGALRM, lambda *_: open('late-alarm.txt', 'w').write('x'))\n"
+            "signal.setitimer(signal.ITIMER_REAL, 0.3)",
+            lambda obs: obs.recovered and obs.idle_writes == 0, False, wait_before_after=1.0),
+    Attempt("child-writes-between-cells", "idle",  # a process of its own (the sandbox refuses to start it)
+            "import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 0.3; echo x > late-child.txt'])",
+            lambda obs: obs.recovered and obs.idle_writes == 0, False, wait_before_after=1.0),
     Attempt("huge-output", "resources", "import sys\nfor _ in range(50):\n    sys.stdout.write('x' * 2**20)",
             lambda obs: len(obs.out) < 2 * 2**20, True),
     # -- the control channel ----------------------------------------------------------------------------------

@@ -82,23 +82,89 @@ def test_process_mode_lets_threads_run_between_cells_unless_frozen():
         assert rt.execute("1 + 1").result == "2"
 
 
+def _child_writing(name: str, new_session: bool) -> str:
+    """A cell that starts a shell appending to ``name`` every 50 ms, for 30 s at most."""
+    return (
+        "import subprocess\n"
+        f"subprocess.Popen(['sh', '-c', 'for i in $(seq 600); do echo x >> {name}; sleep 0.05; done'], "
+        f"start_new_session={new_session})"
+    )
+
+
+def test_process_mode_freeze_idle_stops_the_group_but_not_a_process_that_left_it():
+    """docs/threat-model.md: process mode lets children work between cells; freeze_idle stops the kernel's process
+    group, but not a process that left it (setsid). The sandbox starts no process at all (attempt
+    child-writes-between-cells)."""
+    with _runtime("process", timeout=10) as rt:
+        assert rt.execute(_child_writing("free.log", False)).ok
+        time.sleep(0.2)
+        assert _growth(os.path.join(rt.workdir, "free.log"), 0.5) > 0
+    with _runtime("process", timeout=10, freeze_idle=True) as rt:
+        assert rt.execute(_child_writing("group.log", False)).ok
+        assert rt.execute(_child_writing("left.log", True)).ok
+        time.sleep(0.2)
+        assert _growth(os.path.join(rt.workdir, "group.log"), 0.5) == 0
+        assert _growth(os.path.join(rt.workdir, "left.log"), 0.5) > 0
+
+
 SELF_STOP = (
     "import os, signal, threading\nthreading.Timer(0.2, os.kill, (os.getpid(), signal.SIGSTOP)).start()\nkept = 7"
+)
+# a child stops its parent, the kernel (process mode: the sandbox refuses new processes)
+CHILD_STOPS_KERNEL = "import subprocess\nsubprocess.Popen(['sh', '-c', 'sleep 0.2; kill -STOP $PPID'])\nkept = 7"
+BIG = b"x" * 900_000  # sent inline with the request (below transfer.INLINE_LIMIT), more than a socket buffer holds
+
+VERBS = {
+    "describe": lambda rt: rt.describe(),
+    "execute": lambda rt: rt.execute("kept"),
+    "retrieve": lambda rt: rt.retrieve("kept"),
+    "inject": lambda rt: rt.inject("small", 3),
+    "inject-900kB": lambda rt: rt.inject("big", BIG),  # a frame the stopped kernel must read while it is sent
+}
+
+
+@pytest.mark.parametrize(
+    ("mode", "stop"), [("process", SELF_STOP), ("sandbox", SELF_STOP), ("process", CHILD_STOPS_KERNEL)]
+)
+@pytest.mark.parametrize("verb", VERBS)
+def test_a_kernel_that_stops_itself_costs_no_timeout(mode, stop, verb):
+    # timeout 30: the old fixed 60 s wait, or any wait for the timeout, fails the 3 s bound below
+    with _runtime(mode, timeout=30, transfer_timeout_s=30) as rt:
+        assert rt.execute(stop).ok
+        time.sleep(0.6)
+        t0 = time.monotonic()
+        VERBS[verb](rt)
+        assert time.monotonic() - t0 < 3, f"{mode}: a stopped kernel made {verb} wait"
+        assert rt.execute("kept").result == "7"  # continued, not restarted: its variables are still there
+        assert rt.restarts == 0
+        if verb == "inject-900kB":
+            assert rt.execute("len(big)").result == "900000"
+
+
+# A thread that holds the GIL in one long C call: the kernel lives and is not stopped, but reads nothing.
+GIL_HOG = (
+    "import threading, time\n"
+    "threading.Thread(target=lambda: time.sleep(0.2) or sum(range(10**12)), daemon=True).start()\n"
+    "kept = 7"
 )
 
 
 @pytest.mark.parametrize("mode", ["process", "sandbox"])
-def test_a_kernel_that_stops_itself_costs_no_timeout(mode):
-    # timeout 30: the old fixed 60 s wait, or any wait for the timeout, fails the 3 s bound below
-    with _runtime(mode, timeout=30) as rt:
-        assert rt.execute(SELF_STOP).ok
-        time.sleep(0.5)
-        for call in (rt.describe, lambda: rt.execute("kept"), rt.describe):
-            t0 = time.monotonic()
-            call()
-            assert time.monotonic() - t0 < 3, f"{mode}: a stopped kernel made {call} wait"
-        assert rt.execute("kept").result == "7"  # continued, not restarted: its variables are still there
-        assert rt.restarts == 0
+def test_a_request_to_a_kernel_that_reads_nothing_is_bounded(mode):
+    """A request larger than the socket's buffer once waited forever to be sent; now the call's deadline covers the
+    sending too, and the half-sent channel is replaced by a fresh kernel."""
+    from cave.runtimes.kernel_process import KernelDied
+
+    with _runtime(mode, timeout=3, transfer_timeout_s=3) as rt:
+        assert rt.execute(GIL_HOG).ok
+        time.sleep(0.6)
+        t0 = time.monotonic()
+        with pytest.raises(KernelDied, match="stopped reading its control channel"):
+            rt.inject("big", BIG)
+        assert time.monotonic() - t0 < 3 + 10  # the deadline, and a restart
+        assert rt.restarts == 1
+        rt.inject("big", BIG)  # the fresh kernel reads its channel (a failed inject registered nothing)
+        assert rt.execute("len(big)").result == "900000"
 
 
 STOP_DURING_CALLS = (
