@@ -56,6 +56,18 @@ __all__ = [
 ]
 
 
+def installed(field: str, install: str) -> Any:
+    """A field validator: the setting ``field``, when given, needs the package of the same name (``install`` says
+    how to get it), checked before any model loads."""
+
+    def check(cls: type, v: Any) -> Any:
+        if v is not None:
+            need(field, install)
+        return v
+
+    return field_validator(field)(classmethod(check))
+
+
 class ConfigError(config_files.ConfigError, ValueError):
     """A bad train config: ``str()`` lists each problem as FILE:LINE: FIELD: message, then the fix."""
 
@@ -131,12 +143,7 @@ class ModelConfig(ConfigModel):
     deepspeed: DeepSpeedSettings | None = Field(None, description="update through DeepSpeed ZeRO (None: torch AdamW)")
     rollout: RolloutSettings = Field(default_factory=RolloutSettings)
 
-    @field_validator("deepspeed")
-    @classmethod
-    def _deepspeed_installed(cls, v: DeepSpeedSettings | None) -> DeepSpeedSettings | None:
-        if v is not None:
-            need("deepspeed", "DS_BUILD_OPS=0 pip install deepspeed==0.19.8 (or the `scale` extra)")
-        return v
+    _deepspeed_installed = installed("deepspeed", "DS_BUILD_OPS=0 pip install deepspeed==0.19.8 (or the `scale` extra)")
 
     @model_validator(mode="after")
     def _bf16_needs_zero(self) -> ModelConfig:
@@ -373,12 +380,7 @@ class TrainConfig(ConfigModel):
     eval_limit: int | None = Field(50, ge=1, description="eval problems (the split's first N; None: all)")
     eval_greedy: bool = Field(True, description="also one greedy (temperature 0) run per eval problem")
 
-    @field_validator("ray")
-    @classmethod
-    def _ray_installed(cls, v: RaySettings | None) -> RaySettings | None:
-        if v is not None:
-            need("ray", "pip install 'cave[ray]' (ray[default]==2.60.0)")
-        return v
+    _ray_installed = installed("ray", "pip install 'cave[ray]' (ray[default]==2.60.0)")
 
     @field_validator("tracking")
     @classmethod
