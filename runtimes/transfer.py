@@ -15,9 +15,10 @@ Formats:
 - ``recipe``: objects that cannot be pickled but can be rebuilt, e.g. a SQLAlchemy
   Engine re-created from its URL. ``register_recipe(type, fn)`` adds your own.
 - ``arrow`` (DataFrames) and ``npy`` (arrays): the *safe* formats. ``decode(...,
-  trust=False)`` refuses pickles (unpickling runs arbitrary code); ``encode(...,
-  safe=True)`` produces only json / arrow / npy / named recipes, so data can be read
-  from an untrusted kernel without executing anything it sent.
+  trust=False)`` refuses pickles (unpickling runs arbitrary code) and recipes (rebuilding
+  one opens the database the sender names); ``encode(..., safe=True)`` produces only json /
+  arrow / npy / named recipes, so data can be read from an untrusted kernel without
+  executing anything it sent.
 
 This module runs on both sides (the kernel imports it) and imports pandas, NumPy,
 pyarrow and SQLAlchemy only when an object of theirs is being moved.
@@ -331,38 +332,15 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
 def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True, validate: bool | None = None) -> Any:
     """Rebuild an object from ``encode``'s output; deletes the payload file, if any.
 
-    With ``trust=False`` only json, tagged json, arrow, npy and named recipes are accepted. ``validate`` (default: ``not
-    trust``) treats an Arrow payload as hostile input: see ``read_arrow``.
+    With ``trust=False`` only json, tagged json, arrow and npy are accepted: not pickles (unpickling runs code), nor
+    recipes (rebuilding one opens the database file or server it names, and imports its driver). ``validate``
+    (default: ``not trust``) treats an Arrow payload as hostile input: see ``read_arrow``. Whatever goes wrong in
+    rebuilding a payload of the safe formats is a TransferError.
     """
     validate = (not trust) if validate is None else validate
     fmt = meta.get("format")
     path = meta.get("path")
     try:
-        if fmt == "json":
-            return meta["value"]
-        if fmt == "tjson":
-            return from_tagged(meta["value"])
-        if fmt == "recipe":
-            builder = BUILDERS.get(meta.get("builder", ""))
-            if builder is None:
-                raise TransferError(f"unknown recipe builder {meta.get('builder')!r}")
-            try:
-                return builder(*meta.get("args", ()), **meta.get("kwargs", {}))
-            except Exception as e:  # a bad URL, a file this side cannot see: the transfer failed, say why
-                raise TransferError(f"cannot rebuild the object here: {type(e).__name__}: {e}") from None
-        if fmt == "arrow":
-            frame = read_arrow(_checked_path(path, meta), validate=validate)
-            if meta.get("series"):
-                if frame.shape[1] != 1:
-                    raise TransferError(f"a Series payload with {frame.shape[1]} columns")
-                series = frame.iloc[:, 0]
-                series.name = meta.get("name")
-                return series
-            return frame
-        if fmt == "npy":
-            import numpy as np
-
-            return np.load(_checked_path(path, meta), allow_pickle=False)
         if fmt == "pickle5":
             if not trust:
                 raise TransferError(
@@ -370,10 +348,54 @@ def decode(meta: dict[str, Any], attachment: bytes = b"", trust: bool = True, va
                     "Retrieve DataFrames, arrays or JSON-able values, or create the runtime with trust=True."
                 )
             return _read_pickle(meta, attachment)
-        raise TransferError(f"unknown transfer format {fmt!r}")
+        return _decode_safe(fmt, meta, path, trust, validate)
+    except (TransferError, MemoryError):
+        raise
+    except Exception as e:  # a payload this side cannot rebuild (malformed, or from a hostile writer): say so
+        if fmt == "pickle5":
+            raise
+        raise TransferError(f"cannot rebuild the {fmt!r} payload: {type(e).__name__}: {str(e)[:300]}") from None
     finally:
-        if path:
+        if isinstance(path, str) and path:
             _unlink(path)
+
+
+def _decode_safe(fmt: Any, meta: dict[str, Any], path: Any, trust: bool, validate: bool) -> Any:
+    if fmt == "json":
+        return meta["value"]
+    if fmt == "tjson":
+        return from_tagged(meta["value"])
+    if fmt == "recipe":
+        builder = BUILDERS.get(meta.get("builder", ""))
+        if builder is None:
+            raise TransferError(f"unknown recipe builder {meta.get('builder')!r}")
+        if not trust:
+            raise TransferError(
+                f"refusing to rebuild {meta.get('builder')}({str(meta.get('args'))[:200]}) from an untrusted kernel: "
+                "it would open the database file or server the kernel names, on this side. Retrieve the data "
+                "instead (e.g. a DataFrame of the query), or create the runtime with trust=True."
+            )
+        try:
+            return builder(*meta.get("args", ()), **meta.get("kwargs", {}))
+        except Exception as e:  # a bad URL, a file this side cannot see: the transfer failed, say why
+            raise TransferError(f"cannot rebuild the object here: {type(e).__name__}: {e}") from None
+    if fmt == "arrow":
+        frame = read_arrow(_checked_path(path, meta), validate=validate)
+        if meta.get("series"):
+            if frame.shape[1] != 1:
+                raise TransferError(f"a Series payload with {frame.shape[1]} columns")
+            name = meta.get("name")
+            if not (name is None or type(name) in (str, int, float, bool)):
+                raise TransferError(f"a Series payload named by a {type(name).__name__}")
+            series = frame.iloc[:, 0]
+            series.name = name
+            return series
+        return frame
+    if fmt == "npy":
+        import numpy as np
+
+        return np.load(_checked_path(path, meta), allow_pickle=False)
+    raise TransferError(f"unknown transfer format {fmt!r}")
 
 
 def _checked_path(path: Any, meta: dict[str, Any]) -> str:
@@ -639,7 +661,7 @@ def _clean_attributes(attributes: Any) -> dict[str, Any]:
     return attributes
 
 
-_OFFSET_TZ = re.compile(r"[+-]\d{2}:?\d{2}")
+_OFFSET_TZ = re.compile(r"[+-]([01]\d|2[0-3]):[0-5]\d")  # as Arrow spells them; "+99:99" sent pyarrow to import pytz
 
 
 def _known_time_zone(tz: Any) -> bool:

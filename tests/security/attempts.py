@@ -512,6 +512,10 @@ ATTEMPTS: list[Attempt] = [
             _FIND_SERVER + _EVIL + "import cloudpickle\nblob = cloudpickle.dumps(Evil())\n"
             "srv._retrieve = lambda req, _: ({'ok': True, 'payload': {'format': 'pickle5', 'main': [0, len(blob)], 'buffers': [], 'recipe': False}}, blob)\nx = 1",
             refused_retrieve, False, retrieve="x"),
+    Attempt("forged-recipe-reply", "channel",  # a database the kernel names, opened by the host that rebuilds it
+            _FIND_SERVER + "srv._retrieve = lambda req, _: ({'ok': True, 'payload': {'format': 'recipe', "
+            "'builder': 'sqlite3.connect', 'args': [ctx['secret_file']]}}, b'')\nx = 1",
+            lambda obs: obs.retrieve_error is not None and canary_intact(obs), False, retrieve="x"),
     Attempt("tamper-connection-file", "channel",
             "import os, json\nd = os.path.dirname(os.environ['CAVE_CONTROL_SOCKET'])\nfor n in os.listdir(d):\n"
             "    p = os.path.join(d, n)\n    if n.endswith('.json'):\n        os.remove(p)\n        os.symlink(ctx['secret_file'], p)\n"

@@ -128,6 +128,7 @@ CHECKED_BY: dict[str, list[str]] = {
         "attempt:host-environ-via-proc",
         "attempt:fill-tmp",
         "attempt:pickle-reduce-on-retrieve",
+        "attempt:forged-recipe-reply",
     ],
     # -- the host treats the kernel as hostile input
     "Every call has one absolute deadline": [
@@ -151,6 +152,8 @@ CHECKED_BY: dict[str, list[str]] = {
         "harm:fifo-dtype-arrow",
         "attempt:forged-payload-path",
         "attempt:symlink-payload",
+        "attempt:forged-recipe-reply",
+        SEC + "test_hostile_arrow.py::test_a_forged_payload_of_any_safe_format_is_a_transfer_error",
     ],
     "Host functions run only what the host registered": [
         SEC + "test_host_functions.py::test_forged_host_calls_run_nothing_unregistered",
@@ -205,6 +208,7 @@ CHECKED_BY: dict[str, list[str]] = {
         "attempt:pickle-in-dataframe",
         "attempt:pickle-in-object-array",
         "attempt:forged-pickle-reply",
+        "attempt:forged-recipe-reply",
         RT + "test_kernel.py::test_untrusted_retrieve_uses_safe_formats_only",
     ],
     "Nothing runs between calls": [
