@@ -80,6 +80,13 @@ def build_runtime(task: Task) -> BaseRuntime:
         raise TaskError(
             [f"{task.where('runtime')}: runtime: {e}\n  fix: remove the options runtime {spec.kind!r} does not take"]
         ) from None
+    except OSError as e:  # a folder it names cannot be made (workdir: a file, a path it may not write)
+        raise TaskError(
+            [
+                f"{task.where('runtime')}: runtime: {type(e).__name__}: {e}\n  fix: give runtime options that name "
+                "folders this user can create or use (workdir, transfer_dir)"
+            ]
+        ) from None
     try:
         _inject_inputs(task, runtime)
     except BaseException:

@@ -38,6 +38,7 @@ from cave.config import (
     validate,
 )
 from cave.llm.base import BACKENDS
+from cave.registry import did_you_mean
 from cave.review.checks import ANSWER, CheckSpec, describe_check
 from cave.runtimes.base import RUNTIMES
 
@@ -121,6 +122,13 @@ class ModelSpec(ConfigModel):
     )
     base_url: str | None = Field(None, description="openai: the server's URL, e.g. http://127.0.0.1:8000/v1")
     api_key: str | None = Field(None, description="openai: the key (default: the OPENAI_API_KEY environment variable)")
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.lower().startswith(("http://", "https://")):  # httpx would refuse each request
+            raise ValueError(f"base_url {v!r} is not an http(s) URL; e.g. http://127.0.0.1:8000/v1")
+        return v
 
     @property
     def options(self) -> dict[str, Any]:
@@ -406,11 +414,40 @@ def cross_checks(spec: TaskSpec, cfg: ConfigFile) -> list[str]:
 
 
 def _backend_problems(model: ModelSpec, cfg: ConfigFile) -> list[str]:
+    problems = _option_problems(model, cfg)
+    if problems:
+        return problems
     if model.backend == "scripted":
         return _scripted_problems(model, cfg)
     if model.backend == "local":
         return _local_model_problems(model, cfg)
     return []
+
+
+def _option_problems(model: ModelSpec, cfg: ConfigFile) -> list[str]:
+    """Options the backend does not take (found when the backend was built: after the inputs, so after a
+    `function:` input had imported its module)."""
+    import inspect
+
+    try:
+        params = inspect.signature(BACKENDS.get(model.backend)).parameters
+    except (TypeError, ValueError):  # a backend without a signature: it checks its own options
+        return []
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return []
+    known = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return [
+        problem(
+            cfg.name,
+            cfg.line("model", key),
+            f"model.{key}",
+            f"backend {model.backend!r} takes no option {key!r}",
+            f"{did_you_mean(key, known)}its options: {', '.join(known)} (and max_tokens, temperature, stop, "
+            "response_prefix for every backend)",
+        )
+        for key in model.options
+        if key not in known
+    ]
 
 
 def _scripted_problems(model: ModelSpec, cfg: ConfigFile) -> list[str]:
@@ -527,7 +564,8 @@ def resolve_inputs(task: Task) -> dict[str, tuple[Any, str | None]]:
     for name, spec in ordered:
         try:
             out[name] = (_load_input(spec, task.base_dir), spec.description)
-        except Exception as e:  # report every input that fails, not only the first
+        except (Exception, SystemExit) as e:  # report every input that fails, not only the first; a module that
+            # calls sys.exit() when imported (a script) ended `cave run` with its status and no word
             problems.append(
                 f"{task.where('inputs', name)}: inputs.{name}: {type(e).__name__}: {_first_line(e)}\n"
                 f"  fix: {_input_fix(spec)}"
@@ -548,7 +586,10 @@ def _input_fix(spec: InputSpec) -> str:
     if spec.url:
         return "check the URL and that the database driver is installed"
     if spec.function:
-        return "check that the module is importable from the task's folder or installed, and the name exists"
+        return (
+            "check that the module is importable from the task's folder or installed, and the name exists "
+            "(a module that runs a script when imported: move the function into a module without top-level code)"
+        )
     return "check the value"
 
 

@@ -241,6 +241,13 @@ LATE = {
         "outputs.table.variable",
         "not a Python identifier",
     ),
+    "unknown-backend-option": (SCRIPTED + "  replies: ['x']\n  repeat: true\n", 5, "model.repeat", "takes no option"),
+    "base-url-not-http": (
+        "task: t\nmodel: {backend: openai, base_url: 'localhost:8000'}\n",
+        2,
+        "model.base_url",
+        "http",
+    ),
     "output-variable-a-dunder-path": (
         SCRIPTED + "  replies: ['x']\noutputs:\n  t: {variable: 'os.path'}\n",
         6,
@@ -363,3 +370,21 @@ def test_a_database_the_sandbox_cannot_see_exits_2_at_its_line(tmp_path, capsys)
     status, err = _cave_run(path, tmp_path, capsys)
     assert status == 2, err
     assert f"{path}:7: inputs.db: runtime 'sandbox' cannot take this input" in err and "ro_paths" in err, err
+
+
+def test_a_code_input_is_not_imported_for_a_wrong_backend_option_and_its_exit_is_an_error(tmp_path, capsys):
+    """A backend's option names are checked with the file (they were found only when the backend was built, after
+    a `function:` input had run its module); a module that calls sys.exit() when imported (a script) is an error
+    at its input's line, where it ended `cave run` with its own status and no word."""
+    marker = tmp_path / "imported.txt"
+    (tmp_path / "helper_mod.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\ndef f():\n    return 1\n")
+    wrong = write(
+        tmp_path, SCRIPTED + "  replies: ['x']\n  repeat_lst: true\ninputs:\n  f: {function: 'helper_mod:f'}\n"
+    )
+    status, err = _cave_run(wrong, tmp_path, capsys)
+    assert status == 2 and f"{wrong}:5: model.repeat_lst: backend 'scripted' takes no option" in err, err
+    assert "did you mean 'repeat_last'?" in err and not marker.exists()
+    (tmp_path / "script_mod.py").write_text("import sys\nsys.exit(0)\n")
+    exits = write(tmp_path, SCRIPTED + "  replies: ['x']\ninputs:\n  f: {function: 'script_mod:main'}\n", "e.yaml")
+    status, err = _cave_run(exits, tmp_path, capsys)
+    assert status == 2 and f"{exits}:6: inputs.f: SystemExit: 0" in err and "fix:" in err, err

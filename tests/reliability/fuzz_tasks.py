@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 GOOD = 'task: say hi\nmodel: {backend: scripted, replies: ["```python\\nfinal_answer(1)\\n```"]}\n'
 
@@ -46,6 +47,37 @@ def _csv_task(options: str) -> Callable[[Path], list[str]]:
     def make(d: Path) -> list[str]:
         (d / "t.csv").write_text("a,b\n1,2\n")
         (d / "task.yaml").write_text(GOOD + f"inputs:\n  t: {{file: t.csv, read_options: {options}}}\n")
+        return [str(d / "task.yaml")]
+
+    return make
+
+
+def _with_module(module: str, task: str, function: str = "f") -> Callable[[Path], list[str]]:
+    """A task file with a `function:` input from helper.py next to it (whose top level is ``module``)."""
+
+    def make(d: Path) -> list[str]:
+        (d / "helper.py").write_text(module + "\n")
+        (d / "task.yaml").write_text(task + f"inputs:\n  f: {{function: 'helper:{function}'}}\n")
+        return [str(d / "task.yaml")]
+
+    return make
+
+
+def _in_folder(prepare: Callable[[Path], Any], text: str) -> Callable[[Path], list[str]]:
+    def make(d: Path) -> list[str]:
+        prepare(d)
+        return _file(text)(d)
+
+    return make
+
+
+def _local_model(name: str, make_it: Callable[[Path], None]) -> Callable[[Path], list[str]]:
+    """A local-backend task file whose model path (read from the current folder, as the backend reads it) is
+    absolute here, so the case does not depend on where `cave run` starts."""
+
+    def make(d: Path) -> list[str]:
+        make_it(d / name)
+        (d / "task.yaml").write_text(f"task: t\nmodel: {{backend: local, model: '{d / name}'}}\n")
         return [str(d / "task.yaml")]
 
     return make
@@ -90,6 +122,33 @@ CASES = [
     Case("unknown-backend", _file(GOOD.replace("scripted", "scriptd"))),
     Case("unknown-field", _file(GOOD + "max_step: 3\n")),
     Case("bad-check", _file(GOOD + "checks:\n  answer: {assert: ['value >']}\n")),
+    # what used to fail only once the run started, or with exit 1 and no line (issue 40), and variations of it
+    Case("replies-items-null", _file("task: x\nmodel: {backend: scripted, replies: [null, 'x']}\n")),
+    Case("replies-a-mapping", _file("task: x\nmodel: {backend: scripted, replies: {a: b}}\n")),
+    Case("backend-option-unknown", _file(GOOD.replace("backend: scripted", "backend: scripted, repeat: true"))),
+    Case("base-url-not-http", _file("task: x\nmodel: {backend: openai, base_url: 'localhost:8000', model: m}\n")),
+    Case("local-model-a-character-device", _file("task: x\nmodel: {backend: local, model: /dev/zero}\n")),
+    Case("local-model-empty-gguf", _local_model("empty.gguf", lambda p: p.write_bytes(b""))),
+    Case("local-model-a-folder", _local_model("m.gguf", lambda p: p.mkdir())),
+    Case(
+        "local-model-a-link-to-a-fifo",
+        _local_model("l.gguf", lambda p: os.mkfifo(p.with_suffix(".fifo")) or p.symlink_to(p.with_suffix(".fifo"))),
+    ),
+    Case("output-variable-a-path", _file(GOOD + "outputs:\n  x: {variable: ../../x}\n")),
+    Case("output-variable-a-keyword", _file(GOOD + "outputs:\n  x: {variable: lambda}\n")),
+    Case("output-name-dotted", _file(GOOD + "outputs:\n  a.b: {format: csv}\n")),
+    Case(
+        "sqlite-url-a-folder",
+        _in_folder(lambda d: (d / "db").mkdir(), GOOD + "runtime: process\ninputs:\n  db: {url: 'sqlite:///db'}\n"),
+    ),
+    Case("in-memory-db-in-a-process", _file(GOOD + "runtime: process\ninputs:\n  db: {url: 'sqlite://'}\n")),
+    Case(
+        "workdir-a-file",
+        lambda d: _file(GOOD + f"runtime: {{kind: process, options: {{workdir: '{d}/task.yaml'}}}}\n")(d),
+    ),
+    Case("module-exits-when-imported", _with_module("raise SystemExit(0)\ndef f():\n    return 1", GOOD)),
+    Case("module-raises-when-imported", _with_module("raise RuntimeError('no config')\ndef f():\n    return 1", GOOD)),
+    Case("function-not-callable", _with_module("f = 1", GOOD)),
 ]
 
 _WHERE = re.compile(r"(\.yaml|\.db|[/\\]\S*):\d+|--max-steps|--db")
