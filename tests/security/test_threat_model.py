@@ -41,6 +41,8 @@ CHECKED_BY: dict[str, list[str]] = {
         "tests/cave/test_task.py::test_a_task_file_that_would_fail_late_exits_2_at_validation",
         "tests/cave/test_task.py::test_an_input_the_runtime_cannot_take_is_a_task_error_at_its_line",
         REL + "test_bad_input.py::test_malformed_task_file_exits_2_with_file_line_and_starts_nothing",
+        REL + "test_fuzz_tasks.py::test_bad_task_file_is_a_clean_error",
+        "tests/cave/test_task.py::test_a_code_input_is_not_imported_for_a_wrong_backend_option_and_its_exit_is_an_error",
     ],
     # -- trusted
     "The code runs inside your Python process": [
