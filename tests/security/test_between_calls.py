@@ -85,7 +85,7 @@ def test_process_mode_lets_threads_run_between_cells_unless_frozen():
 def _child_writing(name: str, new_session: bool) -> str:
     """A cell that starts a shell appending to ``name`` every 50 ms, for 30 s at most."""
     return (
-        "import subprocess\n"
+        f"import subprocess\nopen({name!r}, 'a').close()  # frozen before its first write, the child leaves no file\n"
         f"subprocess.Popen(['sh', '-c', 'for i in $(seq 600); do echo x >> {name}; sleep 0.05; done'], "
         f"start_new_session={new_session})"
     )
