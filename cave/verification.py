@@ -6,8 +6,9 @@ at most ``CONTRACT_HOLDS`` times), then confirmed by agreement (``cave.review.ag
 attempts, each a fresh agent with the same settings in a sibling of the run's runtime holding the given inputs as
 they were at the start, sampled with its own seed; a majority of those that answered must agree. Where instead
 a majority of the attempts (two at least) agree among themselves on another answer, theirs becomes the run's
-answer (``meta["verify"]["adopted"]``). An answer nothing confirmed ends ``unverified``, with the reason in ``meta["unverified"]`` and the attempts in
-``meta["verify"]``. A team gets the same rule as a pattern (``vote``: independent answers, the majority's wins).
+answer (``meta["verify"]["adopted"]``). An answer nothing confirmed ends ``unverified``, with the reason in
+``meta["unverified"]`` and the attempts in ``meta["verify"]``. A team gets the same rule as a pattern (``vote``:
+independent answers, the majority's wins).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ class Verifying:
             return _unverified(traj, "the task declares no checks and verification is off (verify=0)")
         votes: list[bool | None] = []
         attempts: list[dict[str, Any]] = []
-        answers: list[Any] = []  # the answering attempts' answers (live objects), for a majority among them
+        answers: list[tuple[int, Any]] = []  # (attempt, answer) of those that answered, for a majority among them
         outcome = None
         ordered = self.contract.kind == "list" or bool(self.contract.order)
         while outcome is None:
@@ -121,14 +122,8 @@ class Verifying:
         need = max(2, self.verify // 2 + 1)
         if self.outputs or len(answers) < need:
             return False
-        groups: list[list[tuple[int, Any]]] = []
-        for i, answer in answers:
-            group = next((g for g in groups if agreement.same(g[0][1], answer, ordered=ordered)), None)
-            if group is None:
-                groups.append(group := [])
-            group.append((i, answer))
-        best = max(groups, key=len)
-        (first, value) = best[0]
+        best = max(agreement.groups([a for _, a in answers], ordered=ordered), key=len)
+        first, value = answers[best[0]]
         if len(best) < need or task_contract.problems(self.contract, value, self._given_tables()):
             return False
         traj.meta["verify"]["adopted"] = {

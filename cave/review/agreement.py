@@ -6,7 +6,8 @@ is confirmed when a majority of the attempts agree with it (an attempt that reac
 once per attempt asked for). ``same(a, b)`` is that agreement: numbers within a
 tolerance (and within the rounding of the less precise one), text by its words, lists by their items (in order
 when ``ordered``), sets by their members, tables by their rows whatever their column names, and a container
-of one value as that value. ``decide(votes, n)`` is the majority rule with its early exit.
+of one value as that value. ``decide(votes, n)`` is the majority rule with its early exit; ``groups`` sorts
+answers into the sets that agree (a team's ``vote`` pattern, and attempts that agree on another answer).
 
 >>> same(0.3333, 1 / 3), same(12, 12.0), same("  Brooklyn", "brooklyn"), same([1, 2], [2, 1])
 (True, True, True, True)
@@ -25,7 +26,7 @@ import re
 from collections import Counter
 from typing import Any
 
-__all__ = ["same", "decide", "canonical", "shown"]
+__all__ = ["same", "decide", "groups", "canonical", "shown"]
 
 REL_TOL = 1e-3
 
@@ -43,6 +44,22 @@ def decide(votes: list[bool | None], n: int) -> str | None:
     if agree + max(left, 0) < need:
         return "disagreed"
     return None
+
+
+def groups(answers: list[Any], *, ordered: bool = False) -> list[list[int]]:
+    """The answers' positions grouped by agreement (each joins the first group whose first answer it agrees with),
+    groups in order of appearance: the majority's answer is that of the largest group's first position.
+
+    >>> groups([0.3333, 7, 1 / 3, [1, 2], [2, 1]])
+    [[0, 2], [1], [3, 4]]
+    """
+    found: list[list[int]] = []
+    for i, answer in enumerate(answers):
+        group = next((g for g in found if same(answers[g[0]], answer, ordered=ordered)), None)
+        if group is None:
+            found.append(group := [])
+        group.append(i)
+    return found
 
 
 def same(a: Any, b: Any, *, ordered: bool = False) -> bool:

@@ -438,7 +438,7 @@ class Vote(Pattern):
         o = self.options
         voters = o.voters or team.role_names
         answers: list[Any] = []  # one per answering turn
-        groups: list[list[int]] = []  # indices into answers that agree with each other
+        groups: list[list[int]] = []  # positions in answers that agree with each other (agreement.groups)
         asked = 0
         while asked < 2 * o.n and len(answers) < o.n:
             role = voters[asked % len(voters)]
@@ -451,15 +451,10 @@ class Vote(Pattern):
             entry: dict[str, Any] = {"role": role, "call": result.call, "status": result.status}
             # an answer is a final_answer; a plain reply only from a role whose output is text
             if result.status == "success" or (result.ok and team.team.role(role).output.kind == "text"):
-                i = len(answers)
                 answers.append(result.answer)
-                group = next(
-                    (g for g in groups if agreement.same(answers[g[0]], result.answer, ordered=o.ordered)), None
-                )
-                if group is None:
-                    groups.append(group := [])
-                group.append(i)
-                entry.update(answer=summarize(result.answer, 300), group=groups.index(group))
+                groups = agreement.groups(answers, ordered=o.ordered)
+                group = next(k for k, g in enumerate(groups) if len(answers) - 1 in g)
+                entry.update(answer=summarize(result.answer, 300), group=group)
             _log(team, "votes", entry)
             best = max(groups, key=len, default=[])
             if len(best) > o.n // 2:
