@@ -73,6 +73,7 @@ from cave.runtimes.base import (
 )
 from cave.runtimes.cells import DEFAULT_MAX_OUTPUT_CHARS
 from cave.runtimes.describe import kind_of
+from cave.runtimes.freeze import IdleFreezer
 from cave.runtimes.inprocess import check_name
 from cave.runtimes.kernel_process import (
     KernelDied,
@@ -177,6 +178,7 @@ class KernelRuntime(KernelLauncher, Runtime):
         self.inherit_env = inherit_env
         self.inherit_sys_path = inherit_sys_path
         self.freeze_idle = bool(freeze_idle)
+        self._freezer = IdleFreezer(self._signal_kernel) if self.freeze_idle else None
         self._notice: str | None = None  # a restart outside execute(), told with the next cell's output
 
         self._ctl_dir = tempfile.mkdtemp(prefix="cave-k-")  # short path: Unix socket names are limited
@@ -241,6 +243,8 @@ class KernelRuntime(KernelLauncher, Runtime):
         if self._closed:
             return
         self._closed = True
+        if self._freezer is not None:
+            self._freezer.close()
         self._finalizer()
         if self._loop is not None and not self._loop.is_running():
             self._loop.close()
@@ -572,18 +576,25 @@ class KernelRuntime(KernelLauncher, Runtime):
             self._lock.release()
 
     def _continue(self) -> None:
-        """Before every call, SIGCONT to a kernel frozen by ``freeze_idle``. A kernel that stopped itself (SIGSTOP
-        from a thread a cell left behind) is continued by the wait for its reply, within 0.25 s (it used to cost
-        the call its whole timeout, and describe() a minute)."""
-        kernel = self._kernel
-        if self.freeze_idle and kernel is not None:
-            kernel.signal(signal.SIGCONT)
+        """Before every call, SIGCONT to a kernel frozen by ``freeze_idle`` (``runtimes.freeze``). A kernel that
+        stopped itself (SIGSTOP from a thread a cell left behind) is continued by the wait for its reply, within
+        0.25 s (it used to cost the call its whole timeout, and describe() a minute)."""
+        if self._freezer is not None:
+            self._freezer.enter()
 
     def _freeze(self) -> None:
-        """With ``freeze_idle``: nothing of the kernel runs between calls (threads a cell started included)."""
+        """With ``freeze_idle``: nothing of the kernel runs between calls (threads a cell started included), from
+        ``FREEZE_AFTER_S`` after a call on (calls in a row pay nothing)."""
+        if self._freezer is not None:
+            if self._closed:
+                self._freezer.close()
+            else:
+                self._freezer.leave()
+
+    def _signal_kernel(self, signum: int) -> None:
         kernel = self._kernel
-        if self.freeze_idle and kernel is not None and not self._closed:
-            kernel.signal(signal.SIGSTOP)
+        if kernel is not None and not self._closed:
+            kernel.signal(signum)
 
     def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run a coroutine to completion from sync code, on this runtime's private loop
