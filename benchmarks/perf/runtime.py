@@ -10,7 +10,9 @@ the same process:
   an in-memory ``df.copy()`` (the physical floor);
 - a 50-line loop-heavy cell (pure-Python arithmetic, ~1e6 iterations) in-process vs
   plain ``exec`` of the same source;
-- kernel start time (launch to ready) vs a plain jupyter-client start + wait_for_ready.
+- kernel start time (launch to ready) vs a plain jupyter-client start + wait_for_ready;
+- the sandbox's between-calls freeze (``freeze_idle``, its default): a trivial cell and the DataFrame round trip
+  in a sandbox vs the same sandbox without the freeze, interleaved (only where bubblewrap can run).
 
 ``--quick`` uses 100,000 rows and fewer repeats (well under a minute). The full run
 takes about two minutes, most of it the base64 baseline, which is run once.
@@ -282,7 +284,42 @@ def run(quick: bool) -> list[Row]:
     rows.append(
         Row("kernel start (launch to ready)", t_start, "jupyter-client start", t_raw_start, "≤ ~2 s", t_start <= 2)
     )
+    rows += freeze_rows(reps, mixed_frame(n_rows))
     return rows
+
+
+def freeze_rows(reps: dict[str, int], df: Any) -> list[Row]:
+    """What the sandbox's freeze between calls costs a call: sandboxes with and without it, rounds interleaved."""
+    from cave.runtimes.sandbox import SandboxRuntime, sandbox_problems
+
+    if sandbox_problems():
+        return []
+    frozen = SandboxRuntime(timeout=600, transfer_timeout_s=600)
+    free = SandboxRuntime(timeout=600, transfer_timeout_s=600, freeze_idle=False)
+    out: dict[str, list[float]] = {"cell": [], "cell_free": [], "frame": [], "frame_free": []}
+    try:
+        for rt in (frozen, free):
+            rt.start()
+            rt.execute("x = 1")
+        for _ in range(5):
+            out["cell"] += timings(lambda: frozen.execute("x = 1"), reps["trivial"] // 5, warmup=5)
+            out["cell_free"] += timings(lambda: free.execute("x = 1"), reps["trivial"] // 5, warmup=5)
+        for _ in range(reps["frame"]):
+            for rt, key in ((frozen, "frame"), (free, "frame_free")):
+                t0 = time.perf_counter()
+                rt.inject("bench_df", df)
+                rt.retrieve("bench_df")
+                out[key].append(time.perf_counter() - t0)
+    finally:
+        frozen.close()
+        free.close()
+    m = {k: statistics.median(v) for k, v in out.items()}
+    label = f"inject+retrieve {len(df):,}x10 DataFrame, sandbox"
+    return [
+        Row("trivial cell, sandbox", m["cell"], "sandbox, freeze_idle off", m["cell_free"], "≤ 1.1x",
+            m["cell"] <= 1.1 * m["cell_free"]),
+        Row(label, m["frame"], "sandbox, freeze_idle off", m["frame_free"], "≤ 1.1x", m["frame"] <= 1.1 * m["frame_free"]),
+    ]  # fmt: skip
 
 
 def print_table(rows: list[Row], quick: bool) -> None:

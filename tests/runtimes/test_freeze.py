@@ -51,3 +51,16 @@ def test_enter_and_leave_from_many_threads_end_frozen_exactly_when_idle():
     assert sent and sent[0] == signal.SIGSTOP and sent[-1] == signal.SIGSTOP
     assert all(a != b for a, b in zip(sent, sent[1:], strict=False))
     f.close()
+
+
+def test_the_perf_benchmark_measures_the_freeze_against_a_sandbox_without_it():
+    from cave.benchmarks.perf.runtime import freeze_rows, mixed_frame
+    from cave.runtimes.sandbox import sandbox_problems
+
+    if sandbox_problems():
+        import pytest
+
+        pytest.skip("the sandbox cannot run here: " + "; ".join(sandbox_problems()))
+    rows = freeze_rows({"trivial": 10, "frame": 1}, mixed_frame(1000))
+    assert [r.baseline for r in rows] == ["sandbox, freeze_idle off"] * 2
+    assert all(r.cave_s > 0 and r.baseline_s and r.baseline_s > 0 for r in rows)
