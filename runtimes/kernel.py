@@ -177,7 +177,9 @@ class KernelRuntime(KernelLauncher, Runtime):
         self.validate_payloads = (not trust) if validate_payloads is None else validate_payloads
         self.inherit_env = inherit_env
         self.inherit_sys_path = inherit_sys_path
-        self.freeze_idle = bool(freeze_idle)
+        if not isinstance(freeze_idle, bool):  # bool("no") is True: a flag given as text must not flip
+            raise ValueError(f"freeze_idle must be true or false, got {freeze_idle!r}")
+        self.freeze_idle = freeze_idle
         self._freezer = IdleFreezer(self._signal_kernel) if self.freeze_idle else None
         self._notice: str | None = None  # a restart outside execute(), told with the next cell's output
 

@@ -64,3 +64,12 @@ def test_the_perf_benchmark_measures_the_freeze_against_a_sandbox_without_it():
     rows = freeze_rows({"trivial": 10, "frame": 1}, mixed_frame(1000))
     assert [r.baseline for r in rows] == ["sandbox, freeze_idle off"] * 2
     assert all(r.cave_s > 0 and r.baseline_s and r.baseline_s > 0 for r in rows)
+
+
+def test_freeze_idle_must_be_a_bool_not_text_that_reads_as_one():
+    import pytest
+
+    from cave.runtimes.kernel import KernelRuntime
+
+    with pytest.raises(ValueError, match="freeze_idle must be true or false, got 'no'"):
+        KernelRuntime(freeze_idle="no")
