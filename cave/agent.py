@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from cave import prompts
+from cave.blocking import run_blocking
 from cave.cells import FINAL_VAR, Cell, Cells, FinalAnswer, final_answer, is_final_error
 from cave.compaction import Compaction, next_index
 from cave.events import (
@@ -280,11 +281,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
     # -- sync and async edges ------------------------------------------------------------------
     def run(self, task: str, **kwargs: Any) -> RunResult:
         """Run to the end and return the result (sync). Use ``arun`` inside an event loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun(task, **kwargs))
-        raise RuntimeError("Agent.run() was called inside a running event loop; use `await agent.arun(...)` there")
+        return run_blocking("Agent", self.arun, task, **kwargs)
 
     async def arun(self, task: str, *, on_event: Any = None, resume: Trajectory | None = None) -> RunResult:
         traj: Trajectory | None = None
