@@ -4,11 +4,11 @@
 An answer without the task's own checks is held while it breaks the task's contract (``cave.review.contract``,
 at most ``CONTRACT_HOLDS`` times), then confirmed by agreement (``cave.review.agreement``): ``verify`` independent
 attempts, each a fresh agent with the same settings in a sibling of the run's runtime holding the given inputs as
-they were at the start, sampled with its own seed; a majority of those that answered must agree. Where instead
-a majority of the attempts (two at least) agree among themselves on another answer, theirs becomes the run's
-answer (``meta["verify"]["adopted"]``). An answer nothing confirmed ends ``unverified``, with the reason in
-``meta["unverified"]`` and the attempts in ``meta["verify"]``. A team gets the same rule as a pattern (``vote``:
-independent answers, the majority's wins).
+they were at the start, sampled with its own seed; a majority of those that answered must agree. An answer
+nothing confirmed ends ``unverified``, with the reason in ``meta["unverified"]`` and the attempts in
+``meta["verify"]``. A team gets the same rule as a pattern (``vote``: independent answers, the majority's wins).
+Taking instead an answer the attempts agree on among themselves was measured on the held-out suite and left out
+(of the 2 answers it replaced, both had been right; 1 was after).
 """
 
 from __future__ import annotations
@@ -23,14 +23,7 @@ from cave.review import contract as task_contract
 from cave.runtimes.base import Runtime
 from cave.trajectory import Trajectory
 
-__all__ = [
-    "ATTEMPT_SETTINGS",
-    "ATTEMPT_STEPS",
-    "ATTEMPT_TEMPERATURE",
-    "Verifying",
-    "answer_before_adoption",
-    "fresh_runtime",
-]
+__all__ = ["ATTEMPT_SETTINGS", "ATTEMPT_STEPS", "ATTEMPT_TEMPERATURE", "Verifying", "fresh_runtime"]
 
 
 class Verifying:
@@ -44,7 +37,6 @@ class Verifying:
     seed: int | None
     temperature: float
     max_steps: int
-    outputs: list[str]
     _given_at_start: dict[str, Any]
     _given_tables: Any
 
@@ -80,7 +72,6 @@ class Verifying:
             return _unverified(traj, "the task declares no checks and verification is off (verify=0)")
         votes: list[bool | None] = []
         attempts: list[dict[str, Any]] = []
-        answers: list[tuple[int, Any]] = []  # (attempt, answer) of those that answered, for a majority among them
         outcome = None
         ordered = self.contract.kind == "list" or bool(self.contract.order)
         while outcome is None:
@@ -89,8 +80,6 @@ class Verifying:
             answered = other.status in ANSWERED_BY_CODE
             agrees = agreement.same(traj.final_answer, other.answer, ordered=ordered) if answered else None
             votes.append(agrees)
-            if answered:
-                answers.append((len(attempts), other.answer))
             usage = other.usage
             attempts.append(
                 {
@@ -111,29 +100,8 @@ class Verifying:
             "agreed": sum(v is True for v in votes),
             "seconds": time.time() - t0,
         }
-        if outcome != "verified" and not self._adopt(traj, answers, ordered):
+        if outcome != "verified":
             _unverified(traj, _disagreement(votes))
-
-    def _adopt(self, traj: Trajectory, answers: list[tuple[int, Any]], ordered: bool) -> bool:
-        """Where the attempts agree among themselves on another answer (at least two, and a majority of ``verify``),
-        that answer is the run's: self-consistency, with the first answer as one attempt among the others. Not for
-        a run that leaves declared outputs behind (they hold the first answer's work), nor for an answer that
-        breaks the task's contract."""
-        need = max(2, self.verify // 2 + 1)
-        if self.outputs or len(answers) < need:
-            return False
-        best = max(agreement.groups([a for _, a in answers], ordered=ordered), key=len)
-        first, value = answers[best[0]]
-        if len(best) < need or task_contract.problems(self.contract, value, self._given_tables()):
-            return False
-        traj.meta["verify"]["adopted"] = {
-            "attempt": first,
-            "agreed": len(best),
-            "before": agreement.shown(traj.final_answer),
-        }
-        traj.answer_before_adoption = traj.final_answer  # not stored: for harnesses that score both
-        traj.final_answer = value
-        return True
 
     async def _attempt(self, task: str, i: int) -> Any:
         """One independent attempt at ``task``: a fresh agent on the same model with the run's settings, in a
@@ -159,12 +127,6 @@ ATTEMPT_SETTINGS = (  # what an independent attempt keeps of the agent it verifi
 ATTEMPT_TEMPERATURE = 0.3  # attempts sample (a greedy one would repeat the first) but stay near the model's best
 ATTEMPT_STEPS = 4  # an attempt with no answer after this many steps does not vote (it is run again, n at most)
 ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
-
-
-def answer_before_adoption(traj: Trajectory) -> Any:
-    """The run's own first answer, where independent attempts' majority replaced it (``meta["verify"]["adopted"]``);
-    else its final answer. Held on the live record only, not stored."""
-    return getattr(traj, "answer_before_adoption", traj.final_answer)
 
 
 def _disagreement(votes: list[bool | None]) -> str:

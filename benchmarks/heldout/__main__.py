@@ -94,12 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     if "verify_off" in rep:
         print()
         print(format_report(rep["verify_off"], f"the same runs with verify off ({rep['verified_runs']} verified)"))
-    if rep.get("adopted", {}).get("runs"):
-        a = rep["adopted"]
-        print(
-            f"\n{a['runs']} answers replaced by the attempts' majority: {a['correct']} right after, "
-            f"{a['correct_before']} right before"
-        )
     for key in sorted(k for k in rep if k.startswith("verify_") and k[7:].isdigit()):
         print()
         print(format_report(rep[key], f"the same runs with verify {key[7:]} (its first attempts)"))

@@ -24,7 +24,6 @@ from cave.benchmarks.heldout import generate as g
 from cave.benchmarks.heldout.tasks import TASKS, HeldoutTask
 
 from cave.llm.base import LLM
-from cave.verification import answer_before_adoption
 
 SUITE = "heldout"
 HERE = Path(__file__).resolve().parent
@@ -85,7 +84,10 @@ async def arun(
         row.update(correct=False, status=f"crash:{type(e).__name__}", steps=0, prompt_tokens=0, completion_tokens=0)
         row.update(seconds=time.perf_counter() - t0, verify=None)
         return row
-    correct = _checked(task, answer, seed)
+    try:
+        correct = bool(task.check(answer, seed))
+    except Exception:
+        correct = False
     usage = traj.usage
     verify = traj.meta.get("verify")
     if not (
@@ -102,27 +104,15 @@ async def arun(
         completion_tokens=int(usage.completion_tokens or 0),
         seconds=time.perf_counter() - t0,
         verify=None if verify is None else _verify_row(verify),
-        # the run's own answer, scored too where the attempts' majority replaced it (the views without adoption)
-        correct_before=_checked(task, answer_before_adoption(traj), seed)
-        if verify and verify.get("adopted")
-        else correct,
         holds=sorted({m for s in traj.steps for b in s.meta.get("blocks", ()) for m in b.get("held_by", ())}),
     )
     return row
-
-
-def _checked(task: HeldoutTask, answer: Any, seed: int) -> bool:
-    try:
-        return bool(task.check(answer, seed))
-    except Exception:
-        return False
 
 
 def _verify_row(verify: dict[str, Any]) -> dict[str, Any]:
     """What a row keeps of a run's verification: the status before it, its seconds, and each attempt's vote
     (agrees: True / False, None for no answer) and seconds, when recorded."""
     row: dict[str, Any] = {"status_before": verify["status_before"], "seconds": float(verify["seconds"])}
-    row["adopted"] = bool(verify.get("adopted"))
     attempts = verify.get("attempts")
     if isinstance(verify.get("n"), int) and isinstance(attempts, list) and all("seconds" in a for a in attempts):
         row.update(
@@ -192,7 +182,6 @@ def verify_off(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         v = r.get("verify")
         if v:
             r = {**r, "status": v["status_before"], "seconds": max(0.0, r["seconds"] - v["seconds"])}
-            r["correct"] = r.get("correct_before", r["correct"])
         out.append(r)
     return out
 
@@ -220,10 +209,6 @@ def verify_as(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]] | None
             status = "success" if decide(v["votes"][:k], n) == "verified" else "unverified"
             spent = v["seconds"] - sum(v["attempt_seconds"]) + sum(v["attempt_seconds"][:k])
             r = {**r, "status": status, "seconds": max(0.0, r["seconds"] - v["seconds"] + spent)}
-            if v.get("adopted"):  # a smaller n decides before two attempts could agree on another answer
-                if n > 2:
-                    return None
-                r["correct"] = r.get("correct_before", r["correct"])
         out.append(r)
     return out
 
@@ -234,12 +219,6 @@ def full_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if any(r.get("verify") for r in rows):
         out["verify_off"] = report(verify_off(rows))
         out["verified_runs"] = sum(bool(r.get("verify")) for r in rows)
-        adopted = [r for r in rows if r.get("verify") and r["verify"].get("adopted")]
-        out["adopted"] = {  # runs whose answer the attempts' majority replaced: right after, right before
-            "runs": len(adopted),
-            "correct": sum(r["correct"] for r in adopted),
-            "correct_before": sum(r.get("correct_before", r["correct"]) for r in adopted),
-        }
         most = max((r["verify"].get("n", 0) for r in rows if r.get("verify")), default=0)
         for n in range(1, most):
             view = verify_as(rows, n)

@@ -192,14 +192,3 @@ def test_verify_needs_an_agent_that_takes_it(monkeypatch) -> None:
         main(["--verify", "3", "--limit", "1"])
     with pytest.raises(SystemExit, match="unknown held-out task"):
         main(["--tasks", "nope"])
-
-
-def test_an_adopted_answer_is_scored_and_the_views_without_adoption_score_the_runs_own() -> None:
-    verify = {"status_before": "success", "seconds": 9.0, "n": 3, "votes": [False, False], "attempt_seconds": [4.0, 4.0],
-              "adopted": True}  # fmt: skip
-    rows = [_row(correct=True, seconds=20.0, verify=verify) | {"correct_before": False}]
-    rep = hr.full_report(rows)
-    assert rep["verify_on"]["suite"]["correct_pct"] == 100.0 and rep["verify_on"]["suite"]["success_pct"] == 100.0
-    assert rep["verify_off"]["suite"]["correct_pct"] == 0.0 and rep["verify_off"]["suite"]["wrong_among_success"] == 1
-    assert rep["verify_1"]["suite"]["correct_pct"] == 0.0 and rep["verify_1"]["suite"]["unverified_pct"] == 100.0
-    assert rep["adopted"] == {"runs": 1, "correct": 1, "correct_before": 0}

@@ -11,7 +11,6 @@ VISITS = pd.DataFrame({"clinic": ["a", "a", "b"], "wait": [1.0, 3.0, 5.0]})
 RIGHT = "```python\nfinal_answer(visits.groupby('clinic')['wait'].median())\n```"
 PER_ROW = "```python\nfinal_answer(visits.assign(m=visits.groupby('clinic')['wait'].transform('median')))\n```"
 WRONG = "```python\nfinal_answer(visits.groupby('clinic')['wait'].max())\n```"
-MEAN = "```python\nfinal_answer(visits.groupby('clinic')['wait'].mean() + 1)\n```"
 
 
 def _agent(replies, **kwargs) -> Agent:
@@ -37,27 +36,8 @@ def test_an_answer_an_attempt_disagrees_with_is_unverified_with_the_reason():
 def test_majority_of_three_with_early_exit():
     result = _agent([RIGHT, WRONG, RIGHT, RIGHT], verify=3).run("What is the median wait per clinic?")
     assert result.status == "success" and len(result.trajectory.meta["verify"]["attempts"]) == 3
-    early = _agent([RIGHT, WRONG, MEAN, RIGHT], verify=3).run("What is the median wait per clinic?")
+    early = _agent([RIGHT, WRONG, WRONG, RIGHT], verify=3).run("What is the median wait per clinic?")
     assert early.status == "unverified" and len(early.trajectory.meta["verify"]["attempts"]) == 2
-
-
-def test_attempts_that_agree_among_themselves_on_another_answer_make_it_the_runs():
-    from cave.verification import answer_before_adoption
-
-    result = _agent([WRONG, RIGHT, RIGHT], verify=3).run("What is the median wait per clinic?")
-    assert result.status == "success" and result.answer.to_dict() == {"a": 2.0, "b": 5.0}
-    adopted = result.trajectory.meta["verify"]["adopted"]
-    assert adopted["attempt"] == 0 and adopted["agreed"] == 2 and "3.0" in adopted["before"]  # a's max was 3
-    assert answer_before_adoption(result.trajectory).to_dict() == {"a": 3.0, "b": 5.0}
-    # one attempt is no majority against the run's own answer; two that disagree with each other neither
-    assert _agent([WRONG, RIGHT]).run("What is the median wait per clinic?").status == "unverified"
-    assert _agent([WRONG, RIGHT, MEAN], verify=3).run("What is the median wait per clinic?").status == "unverified"
-
-
-def test_no_adoption_where_the_run_leaves_outputs_behind():
-    leave = "```python\nm = visits.groupby('clinic')['wait'].max()\nfinal_answer(m)\n```"
-    result = _agent([leave, RIGHT, RIGHT], verify=3, outputs=["m"]).run("What is the median wait per clinic?")
-    assert result.status == "unverified" and "adopted" not in result.trajectory.meta["verify"]
 
 
 def test_verification_off_leaves_every_answer_without_checks_unverified():
