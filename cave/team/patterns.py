@@ -77,6 +77,7 @@ class Pattern:
 
     name: ClassVar[str] = "pattern"
     Options: ClassVar[type[PatternOptions]] = PatternOptions
+    role_options: ClassVar[tuple[str, ...]] = ()  # options naming roles (one name or a list), checked by ``check``
 
     def __init__(self, options: PatternOptions, team: Team) -> None:
         self.options = options
@@ -84,8 +85,13 @@ class Pattern:
 
     @classmethod
     def check(cls, options: Any, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
-        """Problems as (option, message) — e.g. an option naming a role the team does not have."""
-        return []
+        """Problems as (option, message): each option in ``role_options`` that names a role the team does not
+        have (a pattern adds its own checks on top)."""
+        problems: list[tuple[str, str]] = []
+        for option in cls.role_options:
+            value = getattr(options, option)
+            problems += _check_names(option, [value] if isinstance(value, str) else value, roles)
+        return problems
 
     def decision(self, role: str) -> Literal["verdict", "route"] | None:
         """The structured decision ``role`` makes in this pattern (its runtime gets the matching function)."""
@@ -119,11 +125,6 @@ def _check_names(option: str, names: Iterable[str] | None, roles: Sequence[RoleS
     return [_unknown_role(option, n, roles) for n in (names or []) if n not in known]
 
 
-def _check_name(option: str, name: str | None, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
-    """``_check_names`` for an option naming one role, or none (the default)."""
-    return _check_names(option, [name] if name else [], roles)
-
-
 def _log(team: TeamRun, key: str, entry: dict[str, Any]) -> None:
     """Add ``entry`` to the list ``key`` of the episode's trajectory meta (its verdicts, its routes, ...)."""
     team.trajectory.meta.setdefault(key, []).append(entry)
@@ -141,10 +142,7 @@ class Sequential(Pattern):
 
     Options = SequentialOptions
     options: SequentialOptions
-
-    @classmethod
-    def check(cls, options: SequentialOptions, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
-        return _check_names("order", options.order, roles)
+    role_options = ("order",)
 
     async def run(self, team: TeamRun, task: str) -> Outcome:
         order = self.options.order or team.role_names
@@ -205,10 +203,11 @@ class Loop(Pattern):
     Options = LoopOptions
     options: LoopOptions
 
+    role_options = ("worker", "critic")
+
     @classmethod
     def check(cls, options: LoopOptions, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
-        problems = _check_name("worker", options.worker, roles)
-        problems += _check_name("critic", options.critic, roles)
+        problems = super().check(options, roles)
         worker, critic = cls.pair(options, [r.name for r in roles])
         if critic is None:
             problems.append(("critic", "the loop pattern needs two roles, a worker and a critic; add a critic role"))
@@ -302,13 +301,12 @@ class Router(Pattern):
     Options = RouterOptions
     options: RouterOptions
 
+    role_options = ("router", "choices", "finish", "fallback")
+
     @classmethod
     def check(cls, options: RouterOptions, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
         names = [r.name for r in roles]
-        problems = _check_name("router", options.router, roles)
-        problems += _check_names("choices", options.choices, roles)
-        problems += _check_names("finish", options.finish, roles)
-        problems += _check_name("fallback", options.fallback, roles)
+        problems = super().check(options, roles)
         if options.on_missing_route != "fail":
             problems += _check_names("on_missing_route", [options.on_missing_route], roles)
         router = options.router or names[0]
@@ -426,10 +424,7 @@ class Vote(Pattern):
 
     Options = VoteOptions
     options: VoteOptions
-
-    @classmethod
-    def check(cls, options: VoteOptions, roles: Sequence[RoleSpec]) -> list[tuple[str, str]]:
-        return _check_names("voters", options.voters, roles)
+    role_options = ("voters",)
 
     async def run(self, team: TeamRun, task: str) -> Outcome:
         from cave.given import derive_seed
