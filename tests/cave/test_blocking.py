@@ -18,7 +18,9 @@ def test_inside_a_running_loop_it_says_to_await_arun():
         return task
 
     async def main() -> None:
-        with pytest.raises(RuntimeError, match=r"Team\.run\(\) was called inside .* `await team\.arun\(\.\.\.\)` there"):
+        with pytest.raises(
+            RuntimeError, match=r"Team\.run\(\) was called inside .* `await team\.arun\(\.\.\.\)` there"
+        ):
             run_blocking("Team", arun, "t")
 
     asyncio.run(main())

@@ -9,8 +9,6 @@ import pytest
 from cave.runtimes.base import ExecError, Execution, VariableInfo
 
 from cave import prompts
-
-from cave.review import held_notes
 from cave.prompts import (
     extract_code,
     format_execution,
@@ -20,6 +18,7 @@ from cave.prompts import (
     truncate_middle,
     unclosed_code,
 )
+from cave.review import held_notes
 
 
 def test_doctests():
@@ -250,7 +249,6 @@ def test_every_code_block_a_note_shows_starts_and_ends_on_its_own_line():
     import re
 
     from cave import prompts
-
     from cave.review import entities, held_notes, misreadings
 
     notes = [

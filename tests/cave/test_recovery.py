@@ -5,7 +5,6 @@ from __future__ import annotations
 from cave.runtimes.base import ExecError, Execution, VariableInfo
 
 from cave import prompts
-
 from cave.review import failure_notes, recovery
 from cave.trajectory import Step, Trajectory
 

@@ -17,16 +17,16 @@ import cave.training.forward
 import pytest
 
 import cave
-import cave.review.answers
-import cave.review.checks
 import cave.command
 import cave.config
-import cave.review.guard
 import cave.history
-import cave.review.misreadings
 import cave.prompts
-import cave.review.recovery
 import cave.registry
+import cave.review.answers
+import cave.review.checks
+import cave.review.guard
+import cave.review.misreadings
+import cave.review.recovery
 import cave.team.episode
 import cave.terminal
 from cave.config import ConfigError, ConfigModel, parse_yaml, read_config

@@ -68,7 +68,6 @@ def test_the_perf_benchmark_measures_the_freeze_against_a_sandbox_without_it():
 
 def test_freeze_idle_must_be_a_bool_not_text_that_reads_as_one():
     import pytest
-
     from cave.runtimes.kernel import KernelRuntime
 
     with pytest.raises(ValueError, match="freeze_idle must be true or false, got 'no'"):
