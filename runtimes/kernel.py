@@ -587,11 +587,8 @@ class KernelRuntime(KernelLauncher, Runtime):
     def _freeze(self) -> None:
         """With ``freeze_idle``: nothing of the kernel runs between calls (threads a cell started included), from
         ``FREEZE_AFTER_S`` after a call on (calls in a row pay nothing)."""
-        if self._freezer is not None:
-            if self._closed:
-                self._freezer.close()
-            else:
-                self._freezer.leave()
+        if self._freezer is not None:  # after close() the freezer is closed too, and leave() does nothing
+            self._freezer.leave()
 
     def _signal_kernel(self, signum: int) -> None:
         kernel = self._kernel
