@@ -585,8 +585,8 @@ class KernelRuntime(KernelLauncher, Runtime):
             self._freezer.enter()
 
     def _freeze(self) -> None:
-        """With ``freeze_idle``: nothing of the kernel runs between calls (threads a cell started included), from
-        ``FREEZE_AFTER_S`` after a call on (calls in a row pay nothing)."""
+        """With ``freeze_idle``: nothing of the kernel runs between calls (threads a cell started included): it is
+        stopped before the call returns."""
         if self._freezer is not None:  # after close() the freezer is closed too, and leave() does nothing
             self._freezer.leave()
 

@@ -223,7 +223,8 @@ CHECKED_BY: dict[str, list[str]] = {
         BETWEEN + "test_nothing_of_a_sandbox_runs_between_calls",
         BETWEEN + "test_a_frozen_sandbox_dies_with_its_host",
         BETWEEN + "test_a_sandbox_used_from_several_event_loops_keeps_its_kernel",
-        RT + "test_freeze.py::test_calls_in_a_row_send_nothing_and_an_idle_kernel_is_stopped_once",
+        RT + "test_freeze.py::test_each_call_ends_stopped_and_the_next_continues_first",
+        RT + "test_freeze.py::test_a_timer_a_cell_left_does_not_fire_while_the_host_holds_the_gil",
     ],
     "Refuses to degrade": [
         SEC + "test_sandbox.py::test_sandbox_refuses_without_bubblewrap",
