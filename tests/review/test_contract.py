@@ -137,6 +137,30 @@ def test_named_columns_order_and_distinct_lists():
     assert "more than once" in problems(d, ["south", "south"], TABLES)[0]
 
 
+def test_names_listed_twice_are_held_numbers_listed_twice_may_be_ties():
+    # "a list of clinics" has each clinic once, whether or not the text says distinct; spellings that differ only
+    # by case or spaces are one name
+    c = read("List the top 2 clinics by total wait.")
+    assert c.kind == "list" and not c.distinct
+    assert "more than once" in problems(c, ["south", "South "], TABLES)[0]
+    assert problems(c, ["south", "north"], TABLES) == []
+    assert problems(read("List the 3 longest waits."), [35.0, 25.0, 25.0], TABLES) == []
+
+
+def test_the_contract_holds_no_oracle_answer_of_the_analyst_suite():
+    """A correct answer is never held: every analyst task's oracle, on three seeds, breaks nothing its text asks."""
+    from cave.benchmarks.analyst import generate
+    from cave.benchmarks.analyst.tasks import TASKS
+
+    held = []
+    for seed in (0, 1, 2):
+        for task in TASKS.values():
+            tables = {name: generate.FRAMES[name](seed) for name in task.inputs if name != "db"}
+            found = problems(read(task.question), task.reference(seed), tables)
+            held += [(seed, task.id, found)] if found else []
+    assert held == []
+
+
 def test_column_for_names_one_column_or_none():
     assert column_for("clinic", TABLES) == ("visits", "clinic")
     assert column_for("patients", TABLES) == ("visits", "patient_id")

@@ -204,7 +204,10 @@ def _items(contract: Contract, answer: Any) -> list[str]:
     if items is None:
         return []
     out = []
-    if contract.distinct or contract.kind == "set":
+    # names listed twice are one thing listed twice ("a list of neighbourhoods" has each once), whatever the
+    # task says about distinctness; repeated numbers may be ties, and are left alone unless it asks for distinct
+    names = bool(items) and all(isinstance(i, str) for i in items)
+    if contract.distinct or contract.kind == "set" or names:
         seen = [_norm(i) for i in items]
         if len(set(seen)) < len(seen):
             dup = len(seen) - len(set(seen))
