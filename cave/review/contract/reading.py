@@ -211,7 +211,19 @@ _PERIODIC = {
 
 
 def _per(low: str) -> str | None:
-    """The X of "per X / for each X / by X" (strong phrasings first, then "by", then "per", then "monthly")."""
+    """The X of "per X / for each X / by X" (strong phrasings first, then "by", then "per", then "monthly").
+
+    >>> _per("show me each department's headcount"), _per("median latency for each of the services")
+    ('department', 'services')
+    >>> _per("per-store revenue"), _per("per-capita income by year"), _per("the mean of each of the two columns")
+    ('store', 'year', None)
+    """
+    m = re.search(r"\b(?:each|every)\s+([a-z][\w\-]*)'s\b", low)  # "each department's headcount"
+    if m and m.group(1) not in _STOP:
+        return m.group(1)
+    m = re.search(r"\bper-([a-z][a-z]+)\b", low)  # "per-store revenue"; "per-capita" is a rate
+    if m and m.group(1) not in _RATE_UNITS:
+        return m.group(1)
     for words in (_GROUP_STRONG, "by", "per"):
         pattern = rf"\b({words})\s+(?:the\s+|a\s+|an\s+|individual\s+|single\s+|distinct\s+)?"
         for m in re.finditer(pattern, low):
@@ -236,7 +248,11 @@ def _group_phrase(low: str, m: re.Match[str]) -> str | None:
         return None
     if word == "per" and _RANKING.search(clause) and not re.search(r"\b(?:average|mean|median|total)\b", clause):
         return None
-    if word == "each" and (prev in ("for", "in", "within") or low[m.end() :].startswith("of ")):
+    if word.endswith("each") and low[m.end() :].startswith("of "):
+        # "for each of the services" groups by service; "each of the two columns" counts things, it does not group
+        of = re.match(r"of\s+(?:the|its|our|their|your)\s+([a-z][\w\-]*s)\b", low[m.end() :])
+        return of.group(1) if of and of.group(1) not in _STOP and of.group(1) not in ("columns", "rows") else None
+    if word == "each" and prev in ("for", "in", "within"):
         return None
     phrase = _phrase(_tail_words(low, m.end()), 2)
     if not phrase:
