@@ -74,11 +74,13 @@ class Verifying:
         attempts: list[dict[str, Any]] = []
         outcome = None
         ordered = self.contract.kind == "list" or bool(self.contract.order)
+        # the same answer in another form agrees: a name and the one-row table naming it, 0.153 and 15.3 (%)
+        form = {"ordered": ordered, "kind": self.contract.kind, "share": agreement.asks_share(traj.task)}
         while outcome is None:
             t_attempt = time.time()
             other = await self._attempt(traj.task, len(votes))
             answered = other.status in ANSWERED_BY_CODE
-            agrees = agreement.same(traj.final_answer, other.answer, ordered=ordered) if answered else None
+            agrees = agreement.same(traj.final_answer, other.answer, **form) if answered else None
             votes.append(agrees)
             usage = other.usage
             attempts.append(

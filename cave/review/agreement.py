@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from typing import Any
 
-__all__ = ["same", "decide", "groups", "canonical", "shown"]
+__all__ = ["as_name", "asks_share", "canonical", "decide", "groups", "same", "shown"]
 
 REL_TOL = 1e-3
 
@@ -62,12 +62,68 @@ def groups(answers: list[Any], *, ordered: bool = False) -> list[list[int]]:
     return found
 
 
-def same(a: Any, b: Any, *, ordered: bool = False) -> bool:
-    """Whether answers ``a`` and ``b`` agree (see the module's doc)."""
+def same(a: Any, b: Any, *, ordered: bool = False, kind: str | None = None, share: bool = False) -> bool:
+    """Whether answers ``a`` and ``b`` agree (see the module's doc). What the task asks decides what counts as
+    the same answer in another form: ``kind="name"`` compares the names two answers give (a name, or the one
+    row, key or label that carries it: "Hotel A" and ``pd.Series({"Hotel A": 0.93})`` agree); ``share`` (the task
+    asks for a share, percentage or rate) lets a fraction agree with its percentage (0.153 and 15.3).
+
+    >>> same("Hotel A", {"Hotel A": 0.93}), same("Hotel A", {"Hotel A": 0.93}, kind="name")
+    (False, True)
+    >>> same(0.153, 15.3), same(0.153, 15.3, share=True), same(0.153, 1.53, share=True)
+    (False, True, False)
+    >>> same("2024-03", "2024-03-01"), same("March 2024", "2024-03"), same("2024-03", "2024-04-01")
+    (True, True, False)
+    """
     try:
-        return _same(canonical(a), canonical(b), ordered)
+        if kind == "name":
+            a, b = as_name(a), as_name(b)
+        return _same(canonical(a), canonical(b), ordered, share)
     except Exception:  # answers that cannot be compared do not agree
         return False
+
+
+SHARE_WORDS = re.compile(r"\b(?:share|percent|percentage|proportion|fraction|ratio|rate)s?\b|%")
+
+
+def asks_share(task: str) -> bool:
+    """Whether a task's text asks for a share, percentage or rate (its answer may be a fraction or a percentage).
+
+    >>> asks_share("What share of orders are late?"), asks_share("How many orders are late?")
+    (True, False)
+    """
+    return bool(SHARE_WORDS.search(task.lower()))
+
+
+def as_name(x: Any) -> Any:
+    """The name an answer gives, where it carries one beside other values: the label of a one-item Series or
+    dict (its value when that is the text), the one text cell of a one-row table, the text of a one-item list or
+    of a (name, value) pair; any other answer as it is.
+
+    >>> import pandas as pd
+    >>> as_name(pd.Series({"Hotel A": 0.93})), as_name({"hotel": "Hotel A"}), as_name(("Hotel A", 12))
+    ('Hotel A', 'Hotel A', 'Hotel A')
+    >>> as_name(pd.DataFrame({"hotel": ["Hotel A"], "rate": [0.93]})), as_name([1, 2])
+    ('Hotel A', [1, 2])
+    """
+    name = type(x).__name__
+    if name == "Series" and len(x) == 1:
+        return x.index[0] if not _plain_index(x) and isinstance(x.index[0], str) else as_name(x.iloc[0])
+    if isinstance(x, dict) and len(x) == 1:
+        ((k, v),) = x.items()
+        return v if isinstance(v, str) else k
+    if name == "DataFrame" and len(x) == 1:
+        texts = [v for v in x.iloc[0] if isinstance(v, str)]
+        if len(texts) == 1:
+            return texts[0]
+        if not texts and not _plain_index(x) and isinstance(x.index[0], str):
+            return x.index[0]
+        return x
+    if isinstance(x, list | tuple) and len(x) == 1:
+        return as_name(x[0])
+    if isinstance(x, tuple) and len(x) == 2 and sum(isinstance(v, str) for v in x) == 1:
+        return next(v for v in x if isinstance(v, str))
+    return x
 
 
 def canonical(x: Any) -> Any:
@@ -167,30 +223,32 @@ def _tag(x: Any) -> str | None:
     return x[0] if isinstance(x, tuple) and x and isinstance(x[0], str) and x[0] in TAGS else None
 
 
-def _same(a: Any, b: Any, ordered: bool) -> bool:
+def _same(a: Any, b: Any, ordered: bool, share: bool = False) -> bool:
     if isinstance(a, float) and isinstance(b, float):
-        return _close(a, b)
+        return _close(a, b) or (share and (_close(a, 100 * b) or _close(100 * a, b)))
     ta, tb = _tag(a), _tag(b)
     if ta is None and tb is None and isinstance(a, tuple) and isinstance(b, tuple):  # a row of cells
-        return _same_items(a, b, ordered)
+        return _same_items(a, b, ordered, share)
     if ta in ("rows", "keyed") or tb in ("rows", "keyed"):
-        return ta == tb and _same_items(a[1:], b[1:], ordered)
+        return ta == tb and _same_items(a[1:], b[1:], ordered, share)
     if ta and tb:
         if "set" in (ta, tb) or not ordered:
-            return _same_multiset(a[1], b[1])
-        return _same_items(a[1], b[1], ordered)
+            return _same_multiset(a[1], b[1], share)
+        return _same_items(a[1], b[1], ordered, share)
     if ta or tb:
         return False
+    if isinstance(a, str) and isinstance(b, str) and a != b:
+        return _same_period(a, b)
     return a == b
 
 
-def _same_items(a: Any, b: Any, ordered: bool) -> bool:
+def _same_items(a: Any, b: Any, ordered: bool, share: bool = False) -> bool:
     if isinstance(a, tuple) and isinstance(b, tuple) and _tag(a) is None and _tag(b) is None:
-        return len(a) == len(b) and all(_same(x, y, ordered) for x, y in zip(a, b, strict=True))
-    return _same(a, b, ordered)
+        return len(a) == len(b) and all(_same(x, y, ordered, share) for x, y in zip(a, b, strict=True))
+    return _same(a, b, ordered, share)
 
 
-def _same_multiset(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+def _same_multiset(a: tuple[Any, ...], b: tuple[Any, ...], share: bool = False) -> bool:
     if len(a) != len(b):
         return False
     if all(not isinstance(v, float) for v in (*a, *b)):
@@ -198,11 +256,34 @@ def _same_multiset(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
     left = sorted(a, key=repr)
     pool = list(b)
     for x in left:
-        match = next((i for i, y in enumerate(pool) if _same(x, y, False)), None)
+        match = next((i for i, y in enumerate(pool) if _same(x, y, False, share)), None)
         if match is None:
             return False
         pool.pop(match)
     return True
+
+
+_MONTHS = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
+
+
+def _period(text: str) -> tuple[int | None, int | None, int | None] | None:
+    """(year, month, day) of a date written as 2024-03, 2024-03-05, March 2024 or Mar 2024 (None where a part is
+    not written); None for other text."""
+    m = re.fullmatch(r"(\d{4})-(\d{1,2})(?:-(\d{1,2}))?(?:[ t]00:00:00)?", text)
+    if m:
+        return int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else None
+    m = re.fullmatch(r"([a-z]{3})[a-z]*\.?,?\s+(\d{4})|(\d{4})\s+([a-z]{3})[a-z]*", text)
+    if m and (m.group(1) or m.group(4)) in _MONTHS:
+        return int(m.group(2) or m.group(3)), _MONTHS[m.group(1) or m.group(4)], None
+    return None
+
+
+def _same_period(a: str, b: str) -> bool:
+    """Two dates written differently that name the same month (or day, where both give one)."""
+    pa, pb = _period(a), _period(b)
+    if pa is None or pb is None or pa[:2] != pb[:2]:
+        return False
+    return pa[2] is None or pb[2] is None or pa[2] == pb[2]
 
 
 def _close(a: float, b: float) -> bool:

@@ -39,3 +39,23 @@ def test_attempts_without_an_answer_do_not_vote_and_are_run_again_up_to_n_times(
     # 3 asked for: at most 6 attempts, so 4 without an answer leave too few to reach a majority
     assert decide([None, None, None, True], 3) is None and decide([None, None, None, None, True], 3) is None
     assert decide([None, None, None, None, True, None], 3) == "disagreed"
+
+
+def test_the_same_answer_in_another_form_agrees_where_the_task_says_what_it_is():
+    import pandas as pd
+
+    from cave.review.agreement import asks_share
+
+    # a name, and the one-row table / one-item Series / (name, value) pair that carries it
+    top = pd.DataFrame({"hotel": ["Harbour Inn"], "occupancy": [0.91]})
+    for other in (top, pd.Series({"Harbour Inn": 0.91}), ("Harbour Inn", 0.91), ["harbour inn "]):
+        assert same("Harbour Inn", other, kind="name")
+        assert not same("Bay Lodge", other, kind="name")
+    assert not same("Harbour Inn", top)  # without the task's kind a table is a table
+    # a fraction and its percentage, only where the task asks for a share
+    assert asks_share("What percentage of visits were no-shows?") and not asks_share("How many visits?")
+    assert same(0.2175, 21.75, share=True) and same([21.75, 3.0], [0.2175, 0.03], share=True)
+    assert not same(0.2175, 21.75) and not same(0.2175, 2.175, share=True)
+    # one month written three ways; another month never
+    assert same("2025-03", pd.Timestamp("2025-03-01")) and same("Mar 2025", "2025-03")
+    assert not same("2025-03", "2025-04-01") and not same("March 2024", "March 2025")
