@@ -71,6 +71,7 @@ __all__ = [
     "nan_test_note",
     "self_pick_note",
     "rewrite",
+    "spelling_note",
     "tie_note",
 ]
 
@@ -81,6 +82,7 @@ NAN_MARK = "returned nan because"  # in every note on a test over missing values
 SELF_MARK = "its correlation with itself"  # in every note on a variable picked as its own strongest correlate
 TEXT_MARK = "the alphabetically"  # in every note on .max()/.min() of text
 POLARITY_MARK = "usually means yes"  # in every note on a 'not' value picked from the yes group
+SPELLING_MARK = "spelled another way"  # in every note on a selection that missed other spellings of its value
 _NO, _YES = frozenset({"0", "0.0", "false", "no", "n", "f"}), frozenset({"1", "1.0", "true", "yes", "y", "t"})
 _ISO = re.compile(r"\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2})?)?")
 _NEGATIONS = frozenset({"not", "non", "no", "without", "never"})
@@ -259,7 +261,8 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         elif op == "test":
             note = nan_test_note(line, source, args, result)
         else:
-            note = empty_note(op, line, source, args[0] if args else None, result)
+            value = args[0] if args else None
+            note = empty_note(op, line, source, value, result) or spelling_note(op, line, source, value, kwargs)
         if note:
             from cave.runtimes.capture import first_note
 
@@ -335,6 +338,77 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     else:
         seen = f"they look like {', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}"
     return f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; {seen}. {fix}"
+
+
+def _spelled(text: str) -> str:
+    return re.sub(r"[\s_\-]+", " ", text).strip().casefold()
+
+
+def spelling_note(op: str, line: int, source: Any, value: Any, kwargs: dict[str, Any] | None = None) -> str | None:
+    """The note for a selection by a text value that matched some rows but not the same value spelled another way
+    (case, spaces, underscores): ``df['borough'] == 'Brooklyn'`` over 'Brooklyn', ' brooklyn' and 'BROOKLYN'
+    counts only the first. None when no other spelling of the value is there.
+
+    >>> import pandas as pd
+    >>> s = pd.Series(["Brooklyn", " brooklyn", "BROOKLYN", "Queens", "Brooklyn"], name="borough")
+    >>> print(spelling_note("==", 4, s, "Brooklyn"))  # doctest: +ELLIPSIS
+    Note (line 4): == 'Brooklyn' left out 2 rows of 'borough' that hold it spelled another way (' brooklyn', 'BROOKLYN'); ...
+    >>> spelling_note("==", 4, s, "Queens") is None, spelling_note("contains", 1, s, "Bro", {"case": False}) is None
+    (True, True)
+    >>> print(spelling_note("isin", 2, s, ["Queens", "brooklyn"]))  # doctest: +ELLIPSIS
+    Note (line 2): .isin(['Queens', 'brooklyn']) left out 4 rows ... e.g. df['borough'].str.strip().str.lower().isin(['queens', 'brooklyn']).
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(source, pd.Series) or len(source) == 0:
+        return None
+    if op in ("==", "==r", "contains", "startswith", "endswith"):
+        sought = [value]
+    elif op == "isin" and isinstance(value, list | tuple | set):
+        sought = list(value)
+    else:
+        return None
+    sought = [v for v in sought if isinstance(v, str) and v.strip()]
+    if not sought or (op == "contains" and (kwargs or {}).get("case") is False):
+        return None
+    if not (source.dtype.kind in "OSUT" or str(source.dtype) in ("string", "str")):
+        return None
+    counts = source.dropna().value_counts()
+    if len(counts) > 100_000:  # an id column: no spellings to speak of, and too many values to look at
+        return None
+    texts = [v for v in counts.index if isinstance(v, str)]
+    if op in ("==", "==r", "isin"):
+        wanted = {_spelled(v) for v in sought}
+        exact = set(sought)
+        others = [v for v in texts if v not in exact and _spelled(v) in wanted]
+    else:  # a substring: other values that hold it in another case
+        wanted = [_spelled(v) for v in sought]
+        method = {"contains": str.__contains__, "startswith": str.startswith, "endswith": str.endswith}[op]
+        others = [
+            v for v in texts
+            if not any(method(v, w) for w in sought) and any(method(_spelled(v), w) for w in wanted)
+        ]  # fmt: skip
+    if not others:
+        return None
+    rows = int(sum(counts[v] for v in others))
+    label = f" of {source.name!r}" if isinstance(source.name, str) else ""
+    column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
+    what = {"==": f"== {value!r}", "==r": f"== {value!r}", "isin": f".isin({value!r})"}.get(op, f".str.{op}({value!r})")
+    shown = ", ".join(repr(v) for v in others[:EXAMPLES])
+    fix = (
+        f"compare the values as one spelling, e.g. {column}.str.strip().str.lower().isin("
+        f"{[_spelled(v) for v in sought][:EXAMPLES]!r})"
+        if op == "isin"
+        else f"compare the values as one spelling, e.g. {column}.str.strip().str.lower() == "
+        f"{_spelled(str(sought[0]))!r}"
+        if op in ("==", "==r")
+        else f"match them all, e.g. {column}.str.{op}({sought[0]!r}, case=False)"
+        if op == "contains"
+        else f"match them all, e.g. {column}.str.strip().str.lower().str.{op}({_spelled(str(sought[0]))!r})"
+    )
+    return (
+        f"Note (line {line}): {what[:80]} left out {rows} rows{label} that hold it {SPELLING_MARK} ({shown}"
+        f"{', ...' if len(others) > EXAMPLES else ''}); {fix}."
+    )
 
 
 def tie_note(op: str, line: int, source: Any, kwargs: dict[str, Any] | None = None) -> str | None:

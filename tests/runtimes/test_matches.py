@@ -109,9 +109,19 @@ def test_texts_the_column_holds_written_another_way_get_the_line_to_write(bare_r
     assert "Note (line 2): == 'MISS' matched none" in ex.stderr and "compare with == 'Miss'" in ex.stderr
 
 
+def test_a_value_that_matched_some_rows_but_not_its_other_spellings_is_reported(rt):
+    # the count stays what the code asked for; the note says what it left out and the line that counts them all
+    ex = rt.execute("a = int((signups['region'] == 'North').sum())")
+    assert ex.error is None and rt.retrieve("a") == 1
+    assert "== 'North' left out 1 rows of 'region' that hold it spelled another way ('north')" in ex.stderr
+    assert "df['region'].str.strip().str.lower() == 'north'" in ex.stderr
+    ex = rt.execute("b = len(signups[signups.region.str.contains('North')])")
+    assert rt.retrieve("b") == 1 and "str.contains('North', case=False)" in ex.stderr
+
+
 def test_nothing_is_said_when_something_matched_or_nothing_was_a_series(rt):
     ex = rt.execute(
-        "a = int((signups['region'] == 'North').sum())\n"
+        "a = int((signups['region'] == 'South').sum())\n"
         "b = int(signups.region.str.lower().eq('north').sum())\n"
         "c = 0\n"
         "for i in range(5):\n"
