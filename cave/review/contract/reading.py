@@ -164,11 +164,14 @@ def _which(low: str) -> str | None:
                 return f"{word} {second.group(1)}"
             return word
     m = re.search(
-        r"\b(?:name|identify|find|report|give|return)\s+(?:me\s+)?the\s+([a-z][\w\-]*)\s+(?:with|that|which|whose|having)\b",
+        r"\b(?:name|identify|find|report|give|return)\s+(?:me\s+)?the\s+([a-z][\w\-]*)\s+(?:with|that|which|whose|having)\b"
+        r"|\bthe name of the\s+([a-z][\w\-]*)\b"  # "what is the name of the branch with ..."
+        r"|\b(?:out of|among|of all)\s+(?:all\s+)?(?:the\s+|our\s+)?([a-z][\w\-]*),\s+which\b",  # "of all stores, which"
         low,
     )
-    if m and m.group(1) not in _STOP:
-        return m.group(1)
+    word = next((g for g in m.groups() if g), None) if m else None
+    if word and word not in _STOP:
+        return word
     return None
 
 
@@ -309,6 +312,12 @@ def _top(low: str) -> int | None:
     return n if n and n > 1 else None
 
 
+_SUPERLATIVE = re.compile(
+    r"\bthe\s+(?:most|least|fewest|highest|lowest|largest|smallest|biggest|best|worst|greatest)\b|\bthe\s+[a-z]+est\b"
+    r"|\b[a-z]+est\b(?=[?.!]*$)"
+)
+
+
 def _order(low: str, top: int | None) -> str | None:
     desc = (
         r"\bdescending\b|\bdecreasing order\b|\b(?:highest|largest|biggest|most|greatest|best|top|newest|latest|"
@@ -320,12 +329,18 @@ def _order(low: str, top: int | None) -> str | None:
         r"worst)\s+(?:\w+\s+)?first\b|\bfrom (?:the )?(?:lowest|smallest|least|fewest|earliest|oldest|shortest)\b|"
         r"\balphabetical|\bchronological"
     )
+    high = r"(?:highest|largest|biggest|most|greatest|best|top|newest|latest|longest|most expensive)"
+    low_ = r"(?:lowest|smallest|least|fewest|worst|bottom|oldest|earliest|shortest|cheapest|least expensive)"
+    desc += rf"|\b{high}\s+to\s+(?:the\s+)?{low_}\b"
+    asc += rf"|\b{low_}\s+to\s+(?:the\s+)?{high}\b"
     if re.search(desc, low):
         return "desc"
     if re.search(asc, low):
         return "asc"
     if top and re.search(r"\bbottom\s+" + _NUM, low):
         return "asc"
+    if top and re.search(rf"\b{low_}\b", low) and not re.search(rf"\b{high}\b", low):
+        return "asc"  # "the three regions with the lowest churn"
     if top and re.search(r"\b(?:top|largest|biggest|highest|most|best|greatest|busiest|longest|leading)\b", low):
         return "desc"
     return None
@@ -491,7 +506,17 @@ def _kind(
         head = which.split()[-1]
         if head in DATE_PARTS or re.search(r"\b(?:when|on which day|on what day|what date)\b", low):
             return "date"
-        if top or head.endswith("s") and not head.endswith(("ss", "us", "is")):
+        plural = head.endswith("s") and not head.endswith(("ss", "us", "is"))
+        if plural and not top and re.search(r"\b(?:which|what) one of\b", low):
+            return "name"
+        if (
+            plural
+            and not top
+            and re.search(r"\b(?:which of the|of all|out of|among)\b", low)
+            and _SUPERLATIVE.search(low)
+        ):
+            return "name"  # "which of the products sold the fewest units?": one of them
+        if top or plural:
             return "list" if order or top else "set"
         return "name"
     if re.search(
