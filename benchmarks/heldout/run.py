@@ -159,11 +159,27 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "unverified_pct": round(100 * statuses.get("unverified", 0) / d, 1),
         "other_statuses": {s: c for s, c in sorted(statuses.items()) if s not in ("success", "unverified")},
+        "unverified_why": _why_unverified([r for r in rows if r["status"] == "unverified"]),
+        "right_unverified_why": _why_unverified([r for r in correct if r["status"] == "unverified"]),
         "steps": round(sum(r["steps"] for r in rows) / d, 2),
         "prompt_tokens": round(sum(r["prompt_tokens"] for r in rows) / d, 1),
         "completion_tokens": round(sum(r["completion_tokens"] for r in rows) / d, 1),
         "seconds_per_task": round(sum(r["seconds"] for r in rows) / d, 2),
     }
+
+
+def _why_unverified(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Why runs ended ``unverified``, counted: the answer broke the task's contract (no attempt ran), an attempt
+    disagreed, or no attempt reached an answer.
+
+    >>> _why_unverified([{"verify": {"votes": []}}, {"verify": {"votes": [None, False]}}, {"verify": {"votes": [None]}}])
+    {'contract': 1, 'disagreed': 1, 'no_answer': 1}
+    """
+    why: Counter[str] = Counter()
+    for r in rows:
+        votes = (r.get("verify") or {}).get("votes")
+        why["contract" if not votes else "disagreed" if False in votes else "no_answer"] += 1
+    return dict(sorted(why.items()))
 
 
 def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
