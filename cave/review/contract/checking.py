@@ -206,7 +206,9 @@ def _items(contract: Contract, answer: Any) -> list[str]:
     out = []
     # names listed twice are one thing listed twice ("a list of neighbourhoods" has each once), whatever the
     # task says about distinctness; repeated numbers may be ties, and are left alone unless it asks for distinct
-    names = bool(items) and all(isinstance(i, str) for i in items)
+    names = (
+        not _is_frame(answer) and bool(items) and all(isinstance(i, str) for i in items)
+    )  # a table's rows may repeat a name
     if contract.distinct or contract.kind == "set" or names:
         seen = [_norm(i) for i in items]
         if len(set(seen)) < len(seen):
