@@ -58,8 +58,14 @@ def kernel_main() -> None:
     from ipykernel.kernelapp import IPKernelApp
     from tornado.ioloop import IOLoop
 
+    # cave talks to the kernel over its own control channel only (below), never over ipykernel's heartbeat or the
+    # output it captures at the file-descriptor level (that went to an iopub socket nobody reads): without them,
+    # 5 of the kernel's 12 threads are never started, and a frozen kernel (freeze_idle) has fewer to wake
+    IPKernelApp.init_heartbeat = lambda self: None
     app = IPKernelApp.instance()
-    app.initialize([*sys.argv[1:], "--HistoryManager.enabled=False", "--quiet"])
+    app.initialize(
+        [*sys.argv[1:], "--HistoryManager.enabled=False", "--quiet", "--IPKernelApp.capture_fd_output=False"]
+    )
     server = _KernelServer(app.kernel.shell)
     IOLoop.current().add_callback(server.connect)
     app.start()
