@@ -106,6 +106,14 @@ def test_which_answers_a_value_of_the_column_that_holds_it():
     assert "one clinic" in problems(c, VISITS.groupby("clinic")["wait"].max(), TABLES)[0]
 
 
+def test_which_answered_with_the_measure_instead_of_the_name():
+    c = read("Which clinic has the longest total wait?")
+    assert "the measure rather than the clinic" in problems(c, 45.0, TABLES)[0]
+    assert problems(c, "east", TABLES) == []
+    numbered = {"visits": VISITS.assign(clinic=[7, 7, 8, 9, 9, 8])}  # clinics numbered: a number is a clinic
+    assert problems(c, 8.0, numbered) == [] and problems(c, 9, numbered) == []
+
+
 def test_counts_are_whole_numbers_of_the_entities_named():
     c = read("How many patients visited a clinic?")
     assert problems(c, 3, TABLES) == []

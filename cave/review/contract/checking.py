@@ -134,9 +134,21 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
             ]
         return []
     found = column_for(contract.which or "", tables)
-    if found is None or not isinstance(answer, str):
+    if found is None:
         return []
     table, col = found
+    if isinstance(answer, int | float) and not isinstance(answer, bool) and _texty(tables[table][col]):
+        keys = {_norm(v) for v in tables[table][col].dropna().astype(str)}
+        shown = int(answer) if float(answer).is_integer() else answer  # a store numbered 7 may come back as 7.0
+        if _norm(shown) not in keys:
+            return [
+                f"'which {contract.which}' asks for a value of {table}[{col!r}] (a name); the answer {answer!r} is a "
+                f"number, the measure rather than the {col} it belongs to: answer with the {col} (`.idxmax()` / "
+                "`.idxmin()` of the grouped measure, not `.max()`)"
+            ]
+        return []
+    if not isinstance(answer, str):
+        return []
     values = tables[table][col].dropna().astype(str)
     keys = {_norm(v) for v in values}
     if _norm(answer) in keys:
