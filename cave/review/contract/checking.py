@@ -35,6 +35,8 @@ def problems(contract: Contract, answer: Any, tables: dict[str, Any] | None = No
             out += _scalar_number(contract, answer, integral=kind == "count")
         elif kind == "name":
             out += _name(contract, answer, tables)
+        elif kind == "date":
+            out += _date(answer)
         elif kind in ("list", "set"):
             out += _items(contract, answer)
         elif kind == "table" or (contract.per and _rows(answer) is not None):
@@ -160,6 +162,24 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
             f"{other[0]}[{other[1]!r}]: answer with the {col} of that row"
         ]
     return []
+
+
+def _date(answer: Any) -> list[str]:
+    """A date, month or year asked for, and a number sent that cannot be one (the count or total of that period).
+
+    >>> _date(1250)[0][:48], _date(2024), _date(3), _date("2024-03")
+    ('a date: the task asks when (a day, month or year', [], [], [])
+    """
+    if not isinstance(answer, int | float) or isinstance(answer, bool):
+        return []
+    x = float(answer)
+    if x.is_integer() and (1 <= x <= 31 or 1900 <= x <= 2100):
+        return []  # a month or day number, or a year
+    return [
+        f"a date: the task asks when (a day, month or year); the answer {answer!r} is a number that is none of "
+        "them, the measure rather than the period it belongs to: answer with the period (`.idxmax()` of the "
+        "per-period measure)"
+    ]
 
 
 def _norm(value: Any) -> str:
