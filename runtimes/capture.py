@@ -13,7 +13,7 @@ from typing import Any
 
 from cave.runtimes.base import ExecError, Execution
 
-__all__ = ["CAPTURE", "Capture", "first_note"]
+__all__ = ["CAPTURE", "Capture", "first_note", "may_note"]
 
 
 class Capture:
@@ -26,7 +26,7 @@ class Capture:
         self.size = 0
         self.limit = limit
         self.dropped = [0, 0]
-        self.noted: set[Any] = set()  # notes already written in this cell (cave.runtimes.coercion)
+        self.noted: set[Any] = set()  # notes already written in this cell (first_note)
 
     def write(self, which: int, s: str) -> int:
         n = len(s)
@@ -62,15 +62,22 @@ class Capture:
 CAPTURE: contextvars.ContextVar[Capture | None] = contextvars.ContextVar("cave_capture", default=None)
 
 
+def may_note(line: int, label: Any) -> bool:
+    """Whether ``first_note`` would let a note through, without taking its turn: an audit whose check costs work
+    (counting a column's values) asks first, and skips the check where its note could not be written anyway."""
+    cap = CAPTURE.get()
+    return cap is not None and _note_key(line, label) not in cap.noted
+
+
 def first_note(line: int, label: Any) -> bool:
     """Whether the audits (coercion, matches) may write their note for this call site and column: once per cell
     (a loop or .apply calls them once per value), and never outside a cell (a function carried out of the runtime
     and called by its host has no one to tell)."""
-    cap = CAPTURE.get()
-    if cap is None:
+    if not may_note(line, label):
         return False
-    key = (line, label if isinstance(label, str | int) else None)
-    if key in cap.noted:
-        return False
-    cap.noted.add(key)
+    CAPTURE.get().noted.add(_note_key(line, label))  # type: ignore[union-attr]
     return True
+
+
+def _note_key(line: int, label: Any) -> tuple[int, Any]:
+    return (line, label if isinstance(label, str | int) else None)

@@ -261,8 +261,12 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         elif op == "test":
             note = nan_test_note(line, source, args, result)
         else:
+            from cave.runtimes.capture import may_note
+
             value = args[0] if args else None
-            note = empty_note(op, line, source, value, result) or spelling_note(op, line, source, value, kwargs)
+            note = empty_note(op, line, source, value, result)
+            if note is None and may_note(line, getattr(source, "name", None)):  # it counts the column's values
+                note = spelling_note(op, line, source, value, kwargs)
         if note:
             from cave.runtimes.capture import first_note
 
@@ -307,8 +311,8 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         return None
     shown = list(dict.fromkeys(repr(v.item() if hasattr(v, "item") else v)[:40] for v in values.iloc[:5000]))
     label = f" of {source.name!r}" if isinstance(source.name, str) else ""
-    what = {"==": f"== {value!r}", "==r": f"== {value!r}", "isin": f".isin({value!r})"}.get(op, f".str.{op}({value!r})")
-    text = values.dtype.kind in "OSUT" or str(values.dtype) in ("string", "str")
+    what = _selection(op, value)
+    text = _is_text(values)
     if isinstance(value, int | float) and text:
         fix = f"They are text: compare with {str(value)!r}, or convert the column first."
     elif isinstance(value, str) and values.dtype.kind in "iuf" and re.fullmatch(r"-?\d+(\.\d+)?", value.strip()):
@@ -316,14 +320,14 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     elif near := near_values(values, value):
         fix = near_fix(what, op, value, near)
     elif op in ("==", "==r") and text and (stamp := as_timestamp(value, values)) is not None:
-        column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
+        column = _column(source)
         day = "" if ":" in stamp else ".dt.normalize()"  # a day sought: every time of that day
         fix = (
             f"They are dates written another way, and {value!r} reads as {stamp}: compare them as dates, e.g. "
             f"pd.to_datetime({column}, format='mixed'){day} == pd.Timestamp('{stamp}')."
         )
     elif (part := date_part(value)) and text and looks_dated(values):
-        column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
+        column = _column(source)
         fix = (
             f"They are dates, and {value!r} names {part[0]}: compare that part of each date, e.g. "
             f"pd.to_datetime({column}, format='mixed'){part[1]}.isin({value!r})."
@@ -338,6 +342,20 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     else:
         seen = f"they look like {', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}"
     return f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; {seen}. {fix}"
+
+
+def _selection(op: str, value: Any) -> str:
+    """How a note names the selection: ``== 'North'``, ``.isin([...])``, ``.str.contains('x')``."""
+    return {"==": f"== {value!r}", "==r": f"== {value!r}", "isin": f".isin({value!r})"}.get(op, f".str.{op}({value!r})")
+
+
+def _column(source: Any) -> str:
+    """The Series as a fix's code names it: ``df['region']``, or ``df[col]`` when it has no name."""
+    return f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
+
+
+def _is_text(values: Any) -> bool:
+    return values.dtype.kind in "OSUT" or str(values.dtype) in ("string", "str")
 
 
 def _spelled(text: str) -> str:
@@ -370,7 +388,7 @@ def spelling_note(op: str, line: int, source: Any, value: Any, kwargs: dict[str,
     sought = [v for v in sought if isinstance(v, str) and v.strip()]
     if not sought or (op == "contains" and (kwargs or {}).get("case") is False):
         return None
-    if not (source.dtype.kind in "OSUT" or str(source.dtype) in ("string", "str")):
+    if not _is_text(source):
         return None
     counts = source.dropna().value_counts()
     if len(counts) > 100_000:  # an id column: no spellings to speak of, and too many values to look at
@@ -391,8 +409,7 @@ def spelling_note(op: str, line: int, source: Any, value: Any, kwargs: dict[str,
         return None
     rows = int(sum(counts[v] for v in others))
     label = f" of {source.name!r}" if isinstance(source.name, str) else ""
-    column = f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
-    what = {"==": f"== {value!r}", "==r": f"== {value!r}", "isin": f".isin({value!r})"}.get(op, f".str.{op}({value!r})")
+    column, what = _column(source), _selection(op, value)
     shown = ", ".join(repr(v) for v in others[:EXAMPLES])
     fix = (
         f"compare the values as one spelling, e.g. {column}.str.strip().str.lower().isin("
