@@ -139,20 +139,19 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
     if found is None:
         return []
     table, col = found
-    if isinstance(answer, int | float) and not isinstance(answer, bool) and _texty(tables[table][col]):
-        keys = {_norm(v) for v in tables[table][col].dropna().astype(str)}
+    number = isinstance(answer, int | float) and not isinstance(answer, bool)
+    if not (isinstance(answer, str) or number and _texty(tables[table][col])):
+        return []
+    keys = {_norm(v) for v in tables[table][col].dropna().astype(str)}
+    if number:
         shown = int(answer) if float(answer).is_integer() else answer  # a store numbered 7 may come back as 7.0
-        if _norm(shown) not in keys:
-            return [
-                f"'which {contract.which}' asks for a value of {table}[{col!r}] (a name); the answer {answer!r} is a "
-                f"number, the measure rather than the {col} it belongs to: answer with the {col} (`.idxmax()` / "
-                "`.idxmin()` of the grouped measure, not `.max()`)"
-            ]
-        return []
-    if not isinstance(answer, str):
-        return []
-    values = tables[table][col].dropna().astype(str)
-    keys = {_norm(v) for v in values}
+        if _norm(shown) in keys:
+            return []
+        return [
+            f"'which {contract.which}' asks for a value of {table}[{col!r}] (a name); the answer {answer!r} is a "
+            f"number, the measure rather than the {col} it belongs to: answer with the {col} (`.idxmax()` / "
+            "`.idxmin()` of the grouped measure, not `.max()`)"
+        ]
     if _norm(answer) in keys:
         return []
     other = _column_holding(answer, tables)
@@ -238,9 +237,8 @@ def _items(contract: Contract, answer: Any) -> list[str]:
     out = []
     # names listed twice are one thing listed twice ("a list of neighbourhoods" has each once), whatever the
     # task says about distinctness; repeated numbers may be ties, and are left alone unless it asks for distinct
-    names = (
-        not _is_frame(answer) and bool(items) and all(isinstance(i, str) for i in items)
-    )  # a table's rows may repeat a name
+    # (not a table's rows: they may repeat a name, as the top orders of one customer do)
+    names = not _is_frame(answer) and bool(items) and all(isinstance(i, str) for i in items)
     if contract.distinct or contract.kind == "set" or names:
         seen = [_norm(i) for i in items]
         if len(set(seen)) < len(seen):
