@@ -9,7 +9,8 @@ result handed back while the others go on. The callers (the agent loop, the runt
 How the batch is kept: one left-padded KV cache (transformers' ``DynamicCache``) for all running rows, an attention
 mask and each row's next position. New rows are prefilled together (identical prompts once: a group's N samples
 share the prompt, and a prompt prefilled earlier in the same busy period is reused, so samples that arrive a few ms
-apart still share one prefill), padded on the left to the running width and appended; finished rows are dropped
+apart still share one prefill; a start many prompts share, such as a role's system prompt, is run once and its KV
+reused, so a new prompt runs only the tokens after it), padded on the left to the running width and appended; finished rows are dropped
 from the cache, and the columns that only padded rows that left are cut. Models whose cache is not a plain
 ``DynamicLayer`` per layer (sliding windows, linear attention) still batch, but new calls wait for the running batch
 to finish.
@@ -43,6 +44,9 @@ from cave.llm.hf import Generation, _filter_logits, _inference, cache_kwarg, cac
 
 __all__ = ["EngineStats", "GenerationEngine"]
 
+MIN_PREFIX = 32  # a shared prompt start shorter than this is not worth keeping apart (a chat template's header)
+RECENT_PROMPTS = 16  # how many of the last prefilled prompts a new prompt's shared start is looked for in
+
 
 @dataclass
 class _Call:
@@ -72,13 +76,15 @@ class EngineStats:
     step_rows: list[int] = field(default_factory=list)
     prefill_calls: list[int] = field(default_factory=list)
     prefilled_prompts: int = 0  # distinct prompts actually run through a prefill (the others reused one)
+    prefill_tokens: int = 0  # prompt tokens run through the model
+    prefix_tokens: int = 0  # prompt tokens whose KV came from a kept prefix instead (not run again)
     joined: int = 0  # calls admitted while other calls were decoding
     calls: int = 0
 
     def clear(self) -> None:
         self.step_rows.clear()
         self.prefill_calls.clear()
-        self.prefilled_prompts = self.joined = self.calls = 0
+        self.prefilled_prompts = self.joined = self.calls = self.prefill_tokens = self.prefix_tokens = 0
 
 
 class GenerationEngine:
@@ -87,7 +93,8 @@ class GenerationEngine:
     ``max_batch``: the most rows decoded at once (later calls wait in the queue). ``window_s`` / ``max_wait_s``: when
     the engine is idle and a call arrives, it waits while more calls keep arriving (``window_s`` between looks, at most
     ``max_wait_s``), so the first calls of concurrent runs are prefilled together. ``prompt_cache_tokens``: how many
-    prompt tokens' KV states are kept for reuse while busy (the newest prompts). ``generation_context``: a callable
+    prompt tokens' KV states are kept for reuse while busy (the newest prompts); ``prefix_cache_tokens``: how many tokens
+    of shared prompt starts (the least recently used dropped first; 0: none, every prompt runs whole). ``generation_context``: a callable
     giving the context manager the worker decodes in (the trainer's ``for_generation``: under DeepSpeed ZeRO-3 the
     weights are gathered once for the busy period).
     """
@@ -103,6 +110,7 @@ class GenerationEngine:
         generation_context: Callable[[], contextlib.AbstractContextManager] | None = None,
         stop_ids: set[int] | None = None,
         prompt_cache_tokens: int = 16384,
+        prefix_cache_tokens: int = 8192,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.stop_ids = set(stop_ids) if stop_ids is not None else stop_token_ids(tokenizer, model)
@@ -110,7 +118,7 @@ class GenerationEngine:
         self.pad = pad if pad is not None else (min(self.stop_ids) if self.stop_ids else 0)
         self.max_batch, self.window_s, self.max_wait_s = max_batch, window_s, max_wait_s
         self.generation_context = generation_context or contextlib.nullcontext
-        self.prompt_cache_tokens = prompt_cache_tokens
+        self.prompt_cache_tokens, self.prefix_cache_tokens = prompt_cache_tokens, prefix_cache_tokens
         self.stats = EngineStats()
         self._lock = threading.Lock()
         self._pending: list[_Call] = []
@@ -267,6 +275,8 @@ class _Batch:
         self.joinable = True  # False for caches this class cannot pad (then new calls wait for an empty batch)
         self.finished: list[_Call] = []  # calls done in the last step, handed back by the worker (see _work)
         self.prompts: dict[tuple[int, ...], tuple[list[tuple[Any, Any]], Any]] = {}  # prompt -> (per-layer kv, logits)
+        self.prefixes: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}  # a shared prompt start -> its per-layer kv
+        self.recent: list[tuple[int, ...]] = []  # the last prompts prefilled, to find shared starts in
         self.stop_tensor = torch.tensor(sorted(engine.stop_ids), dtype=torch.long, device=self.device)
 
     # -- admission --------------------------------------------------------------------------------------------------------
@@ -324,21 +334,46 @@ class _Batch:
             del self.prompts[key]
 
     def _prefill(self, prompts: list[list[int]]) -> None:
-        """Run the prompts not seen in this busy period (each distinct one once) and remember their KV and logits."""
-        import torch
+        """Run the prompts not seen in this busy period (each distinct one once) and remember their KV and logits.
 
+        A prompt that starts with a prefix whose KV is kept (the role's system prompt, a problem its group's samples
+        share) runs only the tokens after it; the prefixes are learned from the prompts themselves (see _learn)."""
         todo = list(dict.fromkeys(tuple(p) for p in prompts if tuple(p) not in self.prompts))
         if not todo:
             return
         self.engine.stats.prefilled_prompts += len(todo)
-        width = max(len(p) for p in todo)
+        self._share_starts(todo)
+        groups: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
+        for p in todo:
+            groups.setdefault(self._prefix_of(p), []).append(p)
+        for prefix, group in groups.items():
+            self._run_prompts(group, prefix)
+        for p in todo:
+            self._learn(p)
+
+    def _run_prompts(self, todo: list[tuple[int, ...]], prefix: tuple[int, ...]) -> None:
+        """One forward over ``todo``'s tokens after ``prefix`` (the same for every row; () for none), on top of the
+        prefix's kept KV. Rows are left-padded, so a row's padding sits between the prefix and its own tokens."""
+        import torch
+
+        skip = len(prefix)
+        stats = self.engine.stats
+        stats.prefill_tokens += sum(len(p) - skip for p in todo)
+        stats.prefix_tokens += skip * len(todo)
+        width = max(len(p) - skip for p in todo)
         ids = torch.full((len(todo), width), self.engine.pad, dtype=torch.long, device=self.device)
-        mask = torch.zeros((len(todo), width), dtype=torch.long, device=self.device)
-        for b, p in enumerate(todo):  # left padding: every row's last prompt token is in the last column
-            ids[b, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            mask[b, width - len(p) :] = 1
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)
-        inputs = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        mask = torch.zeros((len(todo), skip + width), dtype=torch.long, device=self.device)
+        mask[:, :skip] = 1
+        for b, p in enumerate(todo):  # every row's last prompt token is in the last column
+            ids[b, width - (len(p) - skip) :] = torch.tensor(p[skip:], dtype=torch.long)
+            mask[b, skip + width - (len(p) - skip) :] = 1
+        positions = ((mask.cumsum(-1) - 1).clamp(min=0))[:, skip:]
+        inputs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True)
+        if skip:
+            kv = self.prefixes[prefix]
+            keys = [k.expand(len(todo), -1, -1, -1) for k, _ in kv]
+            values = [v.expand(len(todo), -1, -1, -1) for _, v in kv]
+            inputs[self.engine._cache_kw] = _new_cache(keys, values)
         try:  # only the last position's logits are needed
             out = self.model(**inputs, logits_to_keep=1)
         except TypeError:
@@ -348,12 +383,63 @@ class _Batch:
         logits = out.logits[:, -1, :].float()
         layers = list(_layer_kv(cache))
         for b, p in enumerate(todo):
+            start = skip + width - (len(p) - skip)
             # copies, so that the padded prefill batch is freed with the prompts it does not keep
-            kv = [
-                (k[b : b + 1, :, width - len(p) :].clone(), v[b : b + 1, :, width - len(p) :].clone())
-                for k, v in layers
-            ]
+            kv = [(torch.cat([k[b : b + 1, :, :skip], k[b : b + 1, :, start:]], dim=2),
+                   torch.cat([v[b : b + 1, :, :skip], v[b : b + 1, :, start:]], dim=2)) for k, v in layers]  # fmt: skip
             self.prompts[p] = (kv, logits[b])
+
+    def _share_starts(self, todo: list[tuple[int, ...]]) -> None:
+        """Prompts admitted together that share a start no kept prefix covers (the first calls of a role): run that
+        start once, as a prefix of its own, so that each of them runs only its own tokens after it."""
+        if self.engine.prefix_cache_tokens <= 0:
+            return
+        ordered = sorted(todo)  # the longest start a prompt shares with any other is with a neighbour in this order
+        before, after = [(), *ordered[:-1]], [*ordered[1:], ()]
+        most = {p: max(_common(p, a), _common(p, b)) for a, p, b in zip(before, ordered, after, strict=True)}
+        for p in todo:
+            shared = min(most[p], len(p) - 1)
+            kept = self._prefix_of(p)
+            if shared >= len(kept) + MIN_PREFIX:
+                start = p[:shared]
+                self._run_prompts([start], kept)
+                kv, _ = self.prompts.pop(start)
+                self.prefixes[start] = kv
+                self._evict_prefixes()
+
+    def _prefix_of(self, prompt: tuple[int, ...]) -> tuple[int, ...]:
+        """The longest kept prefix of ``prompt`` that leaves at least one token of it to run; () when none."""
+        best: tuple[int, ...] = ()
+        for prefix in self.prefixes:
+            if len(best) < len(prefix) < len(prompt) and prompt[: len(prefix)] == prefix:
+                best = prefix
+        if best:
+            self.prefixes[best] = self.prefixes.pop(best)  # the newest used last: the oldest is dropped first
+        return best
+
+    def _learn(self, prompt: tuple[int, ...]) -> None:
+        """Keep, as a prefix, the longest start ``prompt`` shares with a recent prompt (at least MIN_PREFIX tokens):
+        concurrent calls of one role share its system prompt, a group's later turns their problem. Its KV is a slice
+        of the prompt's own (a position's KV depends only on the tokens before it), so keeping it costs no forward.
+        At most ``prefix_cache_tokens`` tokens of prefixes are kept, the least recently used dropped first."""
+        if self.engine.prefix_cache_tokens <= 0:
+            return
+        shared = max((_common(prompt, q) for q in self.recent), default=0)
+        self.recent = [*self.recent[-(RECENT_PROMPTS - 1) :], prompt]
+        prefix = prompt[:shared]
+        if shared < MIN_PREFIX or prefix in self.prefixes:
+            return
+        kv, _ = self.prompts[prompt]
+        self.prefixes[prefix] = [(k[:, :, :shared].clone(), v[:, :, :shared].clone()) for k, v in kv]
+        self._evict_prefixes()
+
+    def _evict_prefixes(self) -> None:
+        kept = sum(len(key) for key in self.prefixes)
+        for key in list(self.prefixes):
+            if kept <= self.engine.prefix_cache_tokens:
+                break
+            kept -= len(key)
+            del self.prefixes[key]
 
     # -- one decode step ------------------------------------------------------------------------------------------------
     def step(self) -> None:
@@ -486,6 +572,17 @@ def _new_cache(keys: list[Any], values: list[Any]) -> Any:
     from transformers import DynamicCache
 
     return DynamicCache(ddp_cache_data=list(zip(keys, values, strict=True)))
+
+
+def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """How many tokens ``a`` and ``b`` share at their start.
+
+    >>> _common((1, 2, 3, 4), (1, 2, 5)), _common((7,), (8,))
+    (2, 0)
+    """
+    import os
+
+    return len(os.path.commonprefix([a, b]))
 
 
 def _pad_left(t: Any, width: int) -> Any:

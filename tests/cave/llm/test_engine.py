@@ -84,6 +84,34 @@ def test_calls_join_a_running_batch_and_leave_it_when_done(tiny: tuple[Any, Any]
     assert not engine.busy  # the worker is gone once idle
 
 
+def test_prompts_that_share_a_start_run_it_once_and_decode_as_alone(tiny: tuple[Any, Any]) -> None:
+    """A role's system prompt shared by many calls: the second and later prompts run only their own tokens on the
+    first's kept KV (the prefix is learned from the prompts), and every call still decodes what it decodes alone."""
+    from cave.llm.engine import MIN_PREFIX, GenerationEngine
+    from cave.llm.hf import encode_chat
+
+    model, tok = tiny
+    system = {"role": "system", "content": "You solve word problems in Python. " * 4}
+    asks = ["How many eggs are in 3 boxes of 12?", "hi", "Add 2 and 40, then print it twice.", "Sum 1..10."]
+    ids = [encode_chat(tok, [system, {"role": "user", "content": a}]) for a in asks]
+    shared = len(__import__("os").path.commonprefix(ids))
+    assert shared >= MIN_PREFIX
+    engine = GenerationEngine(model, tok, stop_ids=set(), window_s=0.001, max_wait_s=0.001)
+    first = engine.generate_many(ids[:1], max_new_tokens=8, temperature=0)  # alone: no start to share
+    assert engine.stats.prefix_tokens == 0
+    together = engine.submit_many(ids[1:3], max_new_tokens=40, temperature=0)  # their shared start runs once
+    deadline = time.monotonic() + 30
+    while len(engine.stats.step_rows) < 8 + 3 and time.monotonic() < deadline:  # they are decoding
+        time.sleep(0.001)
+    joined = engine.submit(ids[3], max_new_tokens=12, temperature=0)  # joins: runs only its tokens after the start
+    gens = first + [f.result(timeout=60) for f in together] + [joined.result(timeout=60)]
+    for p, g in zip(ids, gens, strict=True):
+        assert_same(g, alone(model, tok, p, max_new_tokens=len(g.token_ids), temperature=0, stop_ids=set()))
+    stats = engine.stats
+    assert stats.joined == 1 and stats.prefix_tokens == 3 * shared
+    assert stats.prefill_tokens == sum(map(len, ids)) - 3 * shared + shared  # the start itself ran once
+
+
 def test_each_call_keeps_its_seed_and_its_settings(tiny: tuple[Any, Any]) -> None:
     from cave.llm.engine import GenerationEngine
 
