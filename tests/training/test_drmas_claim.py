@@ -41,7 +41,7 @@ def test_the_comparison_runs_each_estimator_and_seed_and_resumes(tiny_dir, tmp_p
     assert "inflation" in printed and str(out / "summary.json") in printed  # the inspect table, before training
 
     rows = json.loads((out / "summary.json").read_text())
-    assert [(r["estimator"], r["seed"]) for r in rows] == [("drmas", 0), ("drmas", 1), ("grpo", 0), ("grpo", 1)]
+    assert [(r["estimator"], r["seed"]) for r in rows] == [("drmas", 0), ("grpo", 0), ("drmas", 1), ("grpo", 1)]
     for r in rows:
         assert r["problems"] == 2 and r["ci_low"] <= r["avg@2"] <= r["ci_high"] and r["steps"] == 1
         assert r["train_s"] > 0 and r["wall_s"] == pytest.approx(r["train_s"] + r["eval_s"])

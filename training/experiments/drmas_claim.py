@@ -9,7 +9,7 @@ For the config (default ``training/configs/math_verify_smollm2.yaml``: role-spec
 1. ``OUT/inspect.json``: one rollout batch from the warm start, each role's reward distribution and predicted
    inflation factor (``cave train inspect``), before any training;
 2. ``OUT/warm.json``: the warm start's held-out eval (the shared starting point of every run);
-3. per estimator and seed, ``RUNS/{estimator}_seed{seed}``: ``cave train run``'s trainer from ``init_from`` with
+3. per seed and estimator (every estimator on seed 0 first), ``RUNS/{estimator}_seed{seed}``: ``cave train run``'s trainer from ``init_from`` with
    the same steps, group and batch sizes (only ``estimator``, ``seed`` and ``output_dir`` differ), then its held-out
    eval (``heldout.json``: ``--limit`` test problems, ``-k`` sampled runs each and one greedy, 95% bootstrap
    intervals over problems). After each run, ``OUT/summary.json`` and ``OUT/summary.md`` are rewritten.
@@ -289,8 +289,9 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
         say(f"warm start: avg@{args.k} {warm[f'avg@{args.k}']:.3f}")
     rows: list[dict[str, Any]] = []
     reports: dict[str, list[dict[str, Any]]] = {}
-    for estimator in args.estimators:
-        for seed in args.seeds:
+    # seeds outer: a comparison stopped part way has every estimator on the same seeds (all of seed 0 first)
+    for seed in args.seeds:
+        for estimator in args.estimators:
             run_cfg = run_config(cfg, estimator, seed, runs)
             run = train_resumable(run_cfg, quiet=args.quiet)
             report = eval_cached(run_cfg, run / HELDOUT, run_dir=run, limit=args.limit, k=args.k,
