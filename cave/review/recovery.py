@@ -63,11 +63,16 @@ def last_code_step(traj: Trajectory) -> Step | None:
 
 
 def repeats_failure(traj: Trajectory, blocks: list[str]) -> bool:
-    """Whether ``blocks`` are exactly the last cell that ran, and it failed (or its answer failed the checks)."""
+    """Whether ``blocks`` are exactly the last cell that ran, and it failed (or its answer failed the checks, or
+    was held). A held answer's note says how to confirm it (``final_answer(_final_answer)``) or to fix it; the same
+    code again word for word is neither but greedy decoding's echo, and it computes the same answer with the same
+    problem (development runs: 3 of 7 held answers were echoed so, each ending failed_checks). The contract's note
+    alone asks for the answer "sent again unchanged" to confirm it, so its echo is no repeat."""
     last = last_code_step(traj)
     if not blocks or last is None or last.code != "\n\n".join(blocks):
         return False
-    refused = any(b.get("checks") for b in last.meta.get("blocks", []))  # it ran, but its answer failed checks
+    # it ran, but its answer failed checks or was held (the contract's note asks for the answer unchanged to confirm)
+    refused = any(b.get("checks") or b.get("held") not in (None, "contract") for b in last.meta.get("blocks", []))
     return last.execution is None or not last.execution.ok or refused
 
 

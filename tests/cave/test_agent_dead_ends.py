@@ -31,7 +31,7 @@ def sales() -> pd.DataFrame:
 
 
 def agent_with(replies: list, sales: pd.DataFrame | None = None, **kw) -> Agent:
-    agent = Agent(model=Scripted(replies), runtime=InProcessRuntime(), **kw)
+    agent = Agent(model=Scripted(replies, repeat_last=True), runtime=InProcessRuntime(), **kw)
     if sales is not None:
         agent.runtime.inject("sales", sales)
     return agent
@@ -280,7 +280,7 @@ def test_a_refused_prose_reply_between_two_failures_does_not_hide_the_loop(sales
     # DABench: KeyError 'year', then prose (refused: the code failed), then the very same cell: the loop is seen
     bad = code("sales[sales['year'] == 1992]")
     replies = [bad, "The data has no year column, so I cannot filter it.", bad, code("final_answer(1)")]
-    agent = Agent(model=Scripted(replies), runtime=InProcessRuntime(), retry_temperature=None)
+    agent = Agent(model=Scripted(replies, repeat_last=True), runtime=InProcessRuntime(), retry_temperature=None)
     agent.runtime.inject("sales", sales)
     steps = agent.run("t").trajectory.steps
     assert steps[1].code is None and "your last code failed" in steps[1].observation
@@ -599,7 +599,7 @@ def test_an_answer_sent_again_with_the_warning_it_was_held_for_is_not_a_success(
     # DABench 453: four means, all 27.7, held for review, then sent again as they were: the model's
     # confirmation is no evidence, so the run ends failed_checks with the answer and the warning named
     alike = "final_answer({'a': 27.7, 'b': 27.7, 'c': 27.7})"
-    result = agent_with([code(alike), code(alike)], sales).run("the mean of a, b and c")
+    result = agent_with([code(alike), code(alike)], sales).run("the mean of a, b and c")  # echoed on every sample
     assert result.status == "failed_checks" and result.answer == {"a": 27.7, "b": 27.7, "c": 27.7}
     assert result.trajectory.meta["failed_checks"] == ["the answer still has a warning: every value is the same"]
     assert "every value is the same" in result.trajectory.error
@@ -607,8 +607,8 @@ def test_an_answer_sent_again_with_the_warning_it_was_held_for_is_not_a_success(
     fixed = agent_with([code(alike), code("final_answer({'a': 1.5, 'b': 27.7, 'c': 3.0})")], sales).run("means")
     assert fixed.status == "success" and "failed_checks" not in fixed.trajectory.meta
     # a session's next turn sees the kept answer's code, as after a success
-    agent = agent_with([code(alike), code(alike), code("final_answer(1)")], sales)
-    agent.run("the mean of a, b and c")
+    agent = agent_with([code(alike), code(alike), code(alike), code(alike), code("final_answer(1)")], sales)
+    agent.run("the mean of a, b and c")  # (the echo of the held code is sampled again twice before it stands)
     assert "final_answer({'a': 27.7" in agent.history[-1]["content"]
 
 
@@ -844,7 +844,7 @@ def _tool_agent(replies: list, **kw) -> tuple[Agent, list]:
         calls.append(country)
         return "Brasília"
 
-    agent = Agent(model=Scripted(replies), runtime=InProcessRuntime(), **kw)
+    agent = Agent(model=Scripted(replies, repeat_last=True), runtime=InProcessRuntime(), **kw)
     agent.runtime.inject_function(country_capital)
     return agent, calls
 

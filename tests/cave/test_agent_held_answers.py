@@ -33,7 +33,7 @@ def sites() -> pd.DataFrame:
 
 
 def run(replies: list[str], table: pd.DataFrame, task: str, **kw):
-    agent = Agent(model=Scripted(replies), runtime=InProcessRuntime(), **kw)
+    agent = Agent(model=Scripted(replies, repeat_last=True), runtime=InProcessRuntime(), **kw)
     agent.runtime.inject("df", table)
     return agent.run(task)
 
@@ -188,7 +188,7 @@ def test_numbers_lost_to_a_coercion_come_back_with_the_code_that_keeps_them():
     )
     replies = [code("import pandas as pd\n" + lossy), code("import pandas as pd\n" + kept)]
     with KernelRuntime(timeout=30) as runtime:  # a kernel: the host keeps the table as it was given
-        agent = Agent(model=Scripted(replies), runtime=runtime)
+        agent = Agent(model=Scripted(replies, repeat_last=True), runtime=runtime)
         agent.runtime.inject("df", table)
         result = agent.run("Mean cases?")
     note = result.trajectory.steps[0].observation

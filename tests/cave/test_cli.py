@@ -95,9 +95,9 @@ def test_missing_required_output_fails_the_run(tmp_path, capsys):
     path = tmp_path / "t.yaml"
     path.write_text(
         "task: t\nverify: 0\nmodel: {backend: scripted, replies: [REPLIES]}\noutputs:\n  nothing: {}\n".replace(
-            "REPLIES", ", ".join(['"```python\\nfinal_answer(1)\\n```"'] * 3)
+            "REPLIES", ", ".join(['"```python\\nfinal_answer(1)\\n```"'] * 7)
         )
-    )  # final_answer is held back twice while `nothing` is missing, then the answer stands
+    )  # final_answer is held back twice while `nothing` is missing (each echo sampled again twice), then it stands
     assert main(["run", str(path), "--db", str(tmp_path / "c.db"), "--json"]) == 1
     summary = json.loads(capsys.readouterr().out)
     assert summary["status"] == "unverified" and summary["ok"] is False  # verify: 0 and no checks: unverified

@@ -35,7 +35,7 @@ TASK = "Perform an outlier analysis on the X-coordinate column using the Z-score
 
 
 def _run(replies: list[str]) -> object:
-    agent = Agent(model=Scripted([f"```python\n{r}\n```" for r in replies]), runtime="inprocess")
+    agent = Agent(model=Scripted([f"```python\n{r}\n```" for r in replies], repeat_last=True), runtime="inprocess")
     agent.runtime.inject("df", _positions())
     return agent.run(TASK)
 

@@ -27,7 +27,7 @@ TASK = "How many users signed up in March?"
 
 
 def run(*replies: str, table: pd.DataFrame = SIGNUPS, task: str = TASK):
-    agent = Agent(model=Scripted([f"```python\n{r}\n```" for r in replies]), runtime="inprocess")
+    agent = Agent(model=Scripted([f"```python\n{r}\n```" for r in replies], repeat_last=True), runtime="inprocess")
     agent.runtime.inject("signups", table)
     return agent.run(task)
 

@@ -77,7 +77,7 @@ FILL = "df['Age'] = df['Age'].fillna(df['Age'].median())\nfinal_answer({'young':
 
 
 def _run(codes: list[str], runtime: str = "inprocess") -> object:
-    agent = Agent(model=Scripted([f"```python\n{c}\n```" for c in codes]), runtime=runtime)
+    agent = Agent(model=Scripted([f"```python\n{c}\n```" for c in codes], repeat_last=True), runtime=runtime)
     agent.runtime.inject("df", _titanic())
     try:
         return agent.run(TASK)

@@ -71,14 +71,14 @@ def test_right_readings_and_other_comparisons_are_left_alone(code):
 
 def _run(replies: list[str]) -> object:
     rng = np.random.default_rng(0)
-    agent = Agent(model=Scripted([f"```python\n{r}\n```" for r in replies]), runtime=InProcessRuntime())
+    agent = Agent(model=Scripted([f"```python\n{r}\n```" for r in replies], repeat_last=True), runtime=InProcessRuntime())
     agent.runtime.inject("df", pd.DataFrame({"qty": rng.exponential(5.0, 300)}))
     return agent.run("Does qty follow a normal distribution? Use Shapiro-Wilk at alpha 0.05. Answer yes or no.")
 
 
 def _run_on(table: pd.DataFrame, codes: list[str], task: str, name: str = "df") -> object:
     """The agent on ``task`` with ``table`` given as ``name``, replying each of ``codes`` as a python block."""
-    agent = Agent(model=Scripted([f"```python\n{c}\n```" for c in codes]), runtime="inprocess")
+    agent = Agent(model=Scripted([f"```python\n{c}\n```" for c in codes], repeat_last=True), runtime="inprocess")
     agent.runtime.inject(name, table)
     return agent.run(task)
 
@@ -173,7 +173,8 @@ def test_the_other_standard_deviation_than_the_task_names_is_held_once():
     ):
         agent = Agent(
             model=Scripted(
-                ["```python\nfinal_answer(round(float(df['fare'].std()), 2))\n```", f"```python\n{second}\n```"]
+                ["```python\nfinal_answer(round(float(df['fare'].std()), 2))\n```", f"```python\n{second}\n```"],
+                repeat_last=True,  # an echo of the held code is sampled again (twice) before it stands
             ),
             runtime=InProcessRuntime(),
         )
@@ -249,7 +250,7 @@ def test_a_share_of_orders_answered_as_the_share_of_the_amount_is_held_once_then
         (shaped, "success", 0.4),
         (summed, "failed_checks", 360 / 420),
     ):
-        agent = Agent(model=Scripted([f"```python\n{summed}\n```", f"```python\n{second}\n```"]), runtime="inprocess")
+        agent = Agent(model=Scripted([f"```python\n{summed}\n```", f"```python\n{second}\n```"], repeat_last=True), runtime="inprocess")
         agent.runtime.inject("orders", orders)
         result = agent.run("What share of orders are over $150?")
         obs = result.trajectory.steps[0].observation
@@ -344,7 +345,7 @@ def test_a_mean_over_years_after_2000_for_2000_and_beyond_is_held_once():
     strict = "final_answer(float(df[df['Year'] > 2000].x.mean()))"
     for second, status, answer in (("final_answer(float(df[df['Year'] >= 2000].x.mean()))", "success", 6.0),
                                    (strict, "failed_checks", 7.0)):  # fmt: skip
-        agent = Agent(model=Scripted([f"```python\n{strict}\n```", f"```python\n{second}\n```"]), runtime="inprocess")
+        agent = Agent(model=Scripted([f"```python\n{strict}\n```", f"```python\n{second}\n```"], repeat_last=True), runtime="inprocess")
         agent.runtime.inject("df", df)
         result = agent.run(task)
         assert "leaves 2000 out; the task says '2000 and beyond'" in result.trajectory.steps[0].observation

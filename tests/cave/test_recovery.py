@@ -29,6 +29,12 @@ def test_a_repeat_of_the_failing_cell_is_seen_across_a_prose_reply():
     refused = ran(0, "final_answer(1)", checks=["answer: expected int"])
     refused.meta["blocks"] = [{"checks": ["answer: expected int"]}]
     assert recovery.repeats_failure(Trajectory(steps=[refused]), ["final_answer(1)"])  # ran, but failed its checks
+    held = ran(0, "final_answer(df['n'].max())")
+    held.meta["blocks"] = [{"final": True, "held": "tie"}]
+    assert recovery.repeats_failure(Trajectory(steps=[held]), ["final_answer(df['n'].max())"])  # echoed, not confirmed
+    assert not recovery.repeats_failure(Trajectory(steps=[held]), ["final_answer(_final_answer)"])  # the confirmation
+    held.meta["blocks"] = [{"final": True, "held": "contract"}]  # its note: "send it again unchanged" confirms
+    assert not recovery.repeats_failure(Trajectory(steps=[held]), ["final_answer(df['n'].max())"])
 
 
 def test_prose_is_refused_after_an_error_and_before_any_code_and_taken_after_two_refusals():

@@ -14,7 +14,7 @@ WRONG = "```python\nfinal_answer(visits.groupby('clinic')['wait'].max())\n```"
 
 
 def _agent(replies, **kwargs) -> Agent:
-    agent = Agent(model=Scripted(replies), runtime="inprocess", **kwargs)
+    agent = Agent(model=Scripted(replies, repeat_last=True), runtime="inprocess", **kwargs)
     agent.runtime.inject("visits", VISITS.copy(), description="one row per visit")
     return agent
 
