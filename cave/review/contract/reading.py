@@ -29,7 +29,8 @@ _NOT_GROUP_BEFORE_BY = frozenset(
     "generated driven affected measured used given taken weighted replaced identified determined defined "
     "exceeded exceed beaten beat won lost scaled normalized normalised adjusted weighed covered shared "
     "explained accounted go went away stand side step one up down close passed issued approved signed "
-    "assigned treated seen delivered shipped sold bought rated scored taught attended hosted operated".split()
+    "assigned treated seen delivered shipped sold bought rated scored taught attended hosted operated sent paid "
+    "done flown brought built spent caught chosen drawn kept held shown known told thrown worn ridden carried".split()
 )
 _TIME_UNITS = {"day", "week", "month", "year", "hour", "minute", "quarter", "shift", "visit", "trip", "order"}
 _RATE_UNITS = frozenset(
@@ -129,10 +130,31 @@ def _tail_words(low: str, start: int) -> list[str]:
     return [re.sub(r"'s$", "", w) for w in words]  # "each region's share": the region
 
 
+def _asked_after_comma(low: str, m: re.Match) -> bool:
+    """Whether "which/what X" after a comma asks a question ("In the shop database (two tables), which customer has
+    the most orders?"), not a relative clause ("the orders, which were late, ..."): a noun, not a verb, follows
+    it, and its sentence ends with a question mark.
+
+    >>> m = re.search(r"which (\\w+)", low := "in the shop (a, b), which customer has the most orders?")
+    >>> _asked_after_comma(low, m)
+    True
+    >>> m = re.search(r"which (\\w+)", low := "count the orders, which were late, by region.")
+    >>> _asked_after_comma(low, m)
+    False
+    """
+    word = m.group(1)
+    if word in _STOP or re.fullmatch(rf"(?:{_WHICH_VERBS})|[a-z]+ed", word):
+        return False
+    end = re.search(r"[.?!](?:\s|$)", low[m.end() :])
+    return bool(end) and end.group(0).startswith("?")
+
+
 def _which(low: str) -> str | None:
-    for m in re.finditer(r"(?<![,;]\s)(?<!,)\b(?:which|what)\s+(?:one\s+of\s+the\s+|of\s+the\s+)?([a-z][\w\-]*)", low):
+    for m in re.finditer(r"\b(?:which|what)\s+(?:one\s+of\s+the\s+|of\s+the\s+)?([a-z][\w\-]*)", low):
         word = m.group(1)
         prev = re.findall(r"[a-z]+|[^\sa-z]", low[: m.start()])[-1:]
+        if prev and prev[0] in ",;" and not _asked_after_comma(low, m):
+            continue  # "the orders, which were late": a relative clause
         if m.group(0).startswith("which") and prev and prev[0] not in _BEFORE_WHICH and prev[0].isalpha():
             continue  # "the shipments which arrived ...": a relative clause, not a question
         if word in _STOP or word in {
@@ -362,6 +384,11 @@ _COLUMNS_BEFORE = re.compile(
     r"\s*:?\s*",
     re.I,
 )
+# what comes right before "has columns" / "with columns" when they describe a given table, not the result: a
+# relative clause ("which has columns", "that has columns") or a named table ("the orders table with columns")
+_DESCRIBES_INPUT = re.compile(
+    r"(?:\b(?:which|that)\s+|\bthe\s+[\w`'\"]+\s+(?:table|frame|dataframe|data\s*frame|dataset|sheet)\s*,?\s*)$", re.I
+)
 # phrasings whose list comes first ("with `a` and `b` as its columns"), and lists that follow a result being made
 # ("return a table with a and b columns", "give me a table (a, b)"): only where the text makes the table, for
 # "the orders table (id, amount)" or "the table with price and qty columns" describe an input
@@ -388,8 +415,13 @@ def _columns(raw: str) -> tuple[str, ...]:
     ('region', 'revenue')
     >>> _columns("Using the columns price and qty, compute the revenue.")
     ()
+    >>> _columns("For the orders table, which has columns id and amount, what is the total?")
+    ()
     """
     for m in _COLUMNS_BEFORE.finditer(raw):
+        before = re.split(r"[.;!?\n]", raw[: m.start()])[-1]
+        if _DESCRIBES_INPUT.search(before[-40:]) and not re.search(_MADE, before, re.I):
+            continue  # "the orders table, which has columns id and amount": what is given, not the result
         items = _listed(raw[m.end() :])
         if items:
             return tuple(items)
