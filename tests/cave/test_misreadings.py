@@ -71,7 +71,9 @@ def test_right_readings_and_other_comparisons_are_left_alone(code):
 
 def _run(replies: list[str]) -> object:
     rng = np.random.default_rng(0)
-    agent = Agent(model=Scripted([f"```python\n{r}\n```" for r in replies], repeat_last=True), runtime=InProcessRuntime())
+    agent = Agent(
+        model=Scripted([f"```python\n{r}\n```" for r in replies], repeat_last=True), runtime=InProcessRuntime()
+    )
     agent.runtime.inject("df", pd.DataFrame({"qty": rng.exponential(5.0, 300)}))
     return agent.run("Does qty follow a normal distribution? Use Shapiro-Wilk at alpha 0.05. Answer yes or no.")
 
@@ -250,7 +252,10 @@ def test_a_share_of_orders_answered_as_the_share_of_the_amount_is_held_once_then
         (shaped, "success", 0.4),
         (summed, "failed_checks", 360 / 420),
     ):
-        agent = Agent(model=Scripted([f"```python\n{summed}\n```", f"```python\n{second}\n```"], repeat_last=True), runtime="inprocess")
+        agent = Agent(
+            model=Scripted([f"```python\n{summed}\n```", f"```python\n{second}\n```"], repeat_last=True),
+            runtime="inprocess",
+        )
         agent.runtime.inject("orders", orders)
         result = agent.run("What share of orders are over $150?")
         obs = result.trajectory.steps[0].observation
@@ -345,7 +350,10 @@ def test_a_mean_over_years_after_2000_for_2000_and_beyond_is_held_once():
     strict = "final_answer(float(df[df['Year'] > 2000].x.mean()))"
     for second, status, answer in (("final_answer(float(df[df['Year'] >= 2000].x.mean()))", "success", 6.0),
                                    (strict, "failed_checks", 7.0)):  # fmt: skip
-        agent = Agent(model=Scripted([f"```python\n{strict}\n```", f"```python\n{second}\n```"], repeat_last=True), runtime="inprocess")
+        agent = Agent(
+            model=Scripted([f"```python\n{strict}\n```", f"```python\n{second}\n```"], repeat_last=True),
+            runtime="inprocess",
+        )
         agent.runtime.inject("df", df)
         result = agent.run(task)
         assert "leaves 2000 out; the task says '2000 and beyond'" in result.trajectory.steps[0].observation
