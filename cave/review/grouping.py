@@ -150,19 +150,29 @@ def messy_keys(value: Any) -> str | None:
     the answer's 5 labels spell 2 names in several ways ('Germany', ' Germany', 'germany', 'GERMANY'): clean them before grouping, e.g. df['country'].str.strip().str.title(), then group and answer again
     >>> messy_keys(pd.Series([1, 2], index=["a", "b"])) is None
     True
+
+    A table whose labels were moved into a column (``reset_index()``) is read by its first text column:
+
+    >>> print(messy_keys(counts.reset_index(name="n")).split(":")[0])
+    the answer's 5 labels spell 2 names in several ways ('Germany', ' Germany', 'germany', 'GERMANY')
     """
     kind = type(value).__name__
     if isinstance(value, dict):
         labels, name = list(value)[:10_000], None
     elif kind in ("Series", "DataFrame") and type(value).__module__.startswith("pandas"):
         labels, name = list(value.index[:10_000]), value.index.name
+        if kind == "DataFrame" and _default_index(value.index):
+            text = [c for c in value.columns if value[c].dtype == object or str(value[c].dtype).startswith("str")]
+            if not text or not value[text[0]].is_unique:
+                return None  # a listing of rows (a value may repeat), not one row per label
+            labels, name = list(value[text[0]].iloc[:10_000]), text[0]
     else:
         return None
     groups: dict[str, list[str]] = {}
     for label in labels:
         if isinstance(label, str):
             groups.setdefault(re.sub(r"\s+", " ", label.strip().casefold()), []).append(label)
-    messy = [g for g in groups.values() if len(g) > 1]
+    messy = [list(dict.fromkeys(g)) for g in groups.values() if len(set(g)) > 1]  # spelled apart, not repeated
     if not messy:
         return None
     column = f"df[{name!r}]" if isinstance(name, str) else "df[col]"
@@ -171,6 +181,11 @@ def messy_keys(value: Any) -> str | None:
         f"the answer's {len(labels)} labels spell {len(groups)} names in several ways ({shown}): clean them before "
         f"grouping, e.g. {column}.str.strip().str.title(), then group and answer again"
     )
+
+
+def _default_index(index: Any) -> bool:
+    """Whether ``index`` is pandas' default 0..n-1 row numbering (no labels of its own)."""
+    return type(index).__name__ == "RangeIndex" and index.name is None and index.start == 0 and index.step == 1
 
 
 def _has_column(pd: Any, frame: Any, column: Any) -> bool:

@@ -113,6 +113,19 @@ def test_labels_that_spell_one_name_several_ways_are_held_and_cannot_stand():
     assert kept.status == "failed_checks" and "several ways" in kept.trajectory.error
 
 
+def test_labels_moved_into_a_column_are_read_there_and_a_listing_of_rows_is_left_alone():
+    # the same messy labels after .reset_index(): a key column of a table with no index of its own
+    import pandas as pd
+
+    from cave.review.grouping import messy_keys
+
+    counts = pd.Series([3, 1, 2], index=["Spain", " spain", "Italy"], name="n").rename_axis("country")
+    assert "labels spell 2 names in several ways" in messy_keys(counts.reset_index())
+    rows = pd.DataFrame({"country": ["Spain", "Spain", "spain "], "amount": [1, 2, 3]})  # rows: a value repeats
+    assert messy_keys(rows) is None
+    assert messy_keys(pd.Series([1, 2], index=["Spain", "Spain"])) is None  # repeated, not spelled apart
+
+
 def test_counts_per_group_of_rows_where_the_task_counts_users_are_held_once():
     # analyst users_per_country: value_counts() of the (cleaned) country, 43 rows for 39 German users; checked task
     table = SIGNUPS.assign(country=["Spain", "Spain", "Spain", "Italy", "Italy", "Italy", "Spain"])
