@@ -176,14 +176,15 @@ class Replying:
                     return
 
     def _repeats(self, traj: Trajectory, text: str, blocks: list[str]) -> bool:
-        """Whether this reply repeats the last failing cell, a cell already run twice, or the last refused prose
-        (then it is sampled again)."""
+        """Whether this reply repeats the last failing cell, a cell already run twice, the last refused prose or a
+        reply already cut off at the length limit (then it is sampled again)."""
         if self.retry_temperature is None or self.retry_temperature <= self.temperature:
             return False
         return (
             recovery.repeats_failure(traj, blocks)
             or recovery.repeats_twice(traj, blocks)
             or recovery.repeats_refused_prose(traj, text, blocks)
+            or recovery.repeats_cut_off(traj, text)
         )
 
     async def _call(self, messages: list[Message], *, prose: bool = False) -> AsyncIterator[TextDelta | Completion]:

@@ -6,6 +6,7 @@ do; none of them calls the model or the runtime, so each is testable on a hand-b
 
 - ``repeats_failure``: is this reply the cell that just failed, again? (then it is sampled again, hotter:
   ``retry_temperatures``)
+- ``repeats_cut_off``: is this reply one that was already cut off at the length limit? (sampled again too)
 - ``prose_refusal``: why a reply without code cannot be the answer here (None: it can be);
 - ``loop_note``: the failing line and the real objects, when the same error comes back (or a column/attribute
   is missing the first time);
@@ -41,6 +42,7 @@ __all__ = [
     "named_uncalled",
     "needs_review",
     "prose_refusal",
+    "repeats_cut_off",
     "repeats_failure",
     "repeats_refused_prose",
     "repeats_twice",
@@ -91,6 +93,19 @@ def repeats_twice(traj: Trajectory, blocks: list[str]) -> bool:
         return False
     ran = [s for s in traj.steps if s.kind == "action" and s.code]
     return len(ran) >= 2 and ran[-1].code == code and ran[-2].code == code
+
+
+def repeats_cut_off(traj: Trajectory, text: str) -> bool:
+    r"""Whether ``text`` is, word for word, a reply of this run that was cut off at the length limit (and so not
+    run): greedy decoding writes the same over-long cell again after the note (a development task typed the given
+    table in four times, each cut off, with a prose reply between, until max_steps).
+
+    >>> t = Trajectory(task="t", steps=[Step(index=0, completion="```python\nx = [1, 2,", meta={"cut_off": True})])
+    >>> repeats_cut_off(t, "```python\nx = [1, 2,"), repeats_cut_off(t, "```python\nx = df.x\n```")
+    (True, False)
+    """
+    said = text.strip()
+    return bool(said) and any(s.meta.get("cut_off") and (s.completion or "").strip() == said for s in traj.steps)
 
 
 def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str]) -> bool:

@@ -91,6 +91,20 @@ def test_a_cell_cut_off_at_max_tokens_is_reported_and_not_run(sales):
     assert "data typed in by hand" in first.observation
 
 
+def test_a_reply_cut_off_before_is_sampled_again_not_taken_again(sales):
+    # a development task: the given table typed in, cut off, a prose reply, then the same cut reply word for word,
+    # four times until max_steps; the repeat is sampled again at retry_temperature instead
+    typed = Completion(text="```python\norders = pd.DataFrame({'a': [1, 2, 3,", usage=Usage(10, 20, 30),
+                       finish_reason="length")  # fmt: skip
+    llm = Scripted([typed, "I built the table.", typed, code("final_answer(int(sales.units.sum()))")])
+    agent = Agent(model=llm, runtime=InProcessRuntime(), max_continuations=0)
+    agent.runtime.inject("sales", sales)
+    result = agent.run("units?")
+    assert result.status == "success" and result.answer == 10
+    again = result.trajectory.steps[2]
+    assert again.meta["resampled"][0]["discarded"] == typed.text and not again.meta.get("cut_off")
+
+
 def test_a_continuation_that_would_overflow_the_context_window_is_not_asked_for(sales):
     # a small window (a 1.5B at n_ctx=4096): continuing a long cut cell would overflow it, which ended the run
     # with an LLMError; the cell stays cut off instead, and the run goes on
