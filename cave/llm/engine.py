@@ -326,12 +326,7 @@ class _Batch:
         self.rows.extend(calls)
         # keep the newest prompts' states, at most prompt_cache_tokens tokens of them (the KV of a 135M model takes
         # ~46 kB a token in fp32): a group's samples arrive within a few decode steps of each other
-        cached = sum(len(key) for key in self.prompts)
-        for key in list(self.prompts):
-            if cached <= self.engine.prompt_cache_tokens:
-                break
-            cached -= len(key)
-            del self.prompts[key]
+        _evict(self.prompts, self.engine.prompt_cache_tokens)
 
     def _prefill(self, prompts: list[list[int]]) -> None:
         """Run the prompts not seen in this busy period (each distinct one once) and remember their KV and logits.
@@ -405,7 +400,7 @@ class _Batch:
                 self._run_prompts([start], kept)
                 kv, _ = self.prompts.pop(start)
                 self.prefixes[start] = kv
-                self._evict_prefixes()
+                _evict(self.prefixes, self.engine.prefix_cache_tokens)
 
     def _prefix_of(self, prompt: tuple[int, ...]) -> tuple[int, ...]:
         """The longest kept prefix of ``prompt`` that leaves at least one token of it to run; () when none."""
@@ -431,15 +426,7 @@ class _Batch:
             return
         kv, _ = self.prompts[prompt]
         self.prefixes[prefix] = [(k[:, :, :shared].clone(), v[:, :, :shared].clone()) for k, v in kv]
-        self._evict_prefixes()
-
-    def _evict_prefixes(self) -> None:
-        kept = sum(len(key) for key in self.prefixes)
-        for key in list(self.prefixes):
-            if kept <= self.engine.prefix_cache_tokens:
-                break
-            kept -= len(key)
-            del self.prefixes[key]
+        _evict(self.prefixes, self.engine.prefix_cache_tokens)
 
     # -- one decode step ------------------------------------------------------------------------------------------------
     def step(self) -> None:
@@ -572,6 +559,21 @@ def _new_cache(keys: list[Any], values: list[Any]) -> Any:
     from transformers import DynamicCache
 
     return DynamicCache(ddp_cache_data=list(zip(keys, values, strict=True)))
+
+
+def _evict(kept: dict[tuple[int, ...], Any], budget: int) -> None:
+    """Drop the oldest entries of ``kept`` (token tuple -> state, oldest first) until their tokens fit ``budget``.
+
+    >>> kept = {(1, 2): "a", (3,): "b", (4, 5): "c"}
+    >>> _evict(kept, 3); list(kept)
+    [(3,), (4, 5)]
+    """
+    total = sum(len(key) for key in kept)
+    for key in list(kept):
+        if total <= budget:
+            break
+        total -= len(key)
+        del kept[key]
 
 
 def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
