@@ -10,8 +10,8 @@ How the batch is kept: one left-padded KV cache (transformers' ``DynamicCache``)
 mask and each row's next position. New rows are prefilled together (identical prompts once: a group's N samples
 share the prompt, and a prompt prefilled earlier in the same busy period is reused, so samples that arrive a few ms
 apart still share one prefill; a start many prompts share, such as a role's system prompt, is run once and its KV
-reused, so a new prompt runs only the tokens after it), padded on the left to the running width and appended; finished rows are dropped
-from the cache, and the columns that only padded rows that left are cut. Models whose cache is not a plain
+reused, so a new prompt runs only the tokens after it), padded on the left to the running width and appended;
+finished rows are dropped from the cache, and the columns that only padded rows that left are cut. Models whose cache is not a plain
 ``DynamicLayer`` per layer (sliding windows, linear attention) still batch, but new calls wait for the running batch
 to finish.
 
@@ -93,9 +93,9 @@ class GenerationEngine:
     ``max_batch``: the most rows decoded at once (later calls wait in the queue). ``window_s`` / ``max_wait_s``: when
     the engine is idle and a call arrives, it waits while more calls keep arriving (``window_s`` between looks, at most
     ``max_wait_s``), so the first calls of concurrent runs are prefilled together. ``prompt_cache_tokens``: how many
-    prompt tokens' KV states are kept for reuse while busy (the newest prompts); ``prefix_cache_tokens``: how many tokens
-    of shared prompt starts (the least recently used dropped first; 0: none, every prompt runs whole). ``generation_context``: a callable
-    giving the context manager the worker decodes in (the trainer's ``for_generation``: under DeepSpeed ZeRO-3 the
+    prompt tokens' KV states are kept for reuse while busy (the newest prompts); ``prefix_cache_tokens``: how many
+    tokens of shared prompt starts (the least recently used dropped first; 0: none, every prompt runs whole).
+    ``generation_context``: a callable giving the context manager the worker decodes in (the trainer's ``for_generation``: under DeepSpeed ZeRO-3 the
     weights are gathered once for the busy period).
     """
 
@@ -337,13 +337,15 @@ class _Batch:
         if not todo:
             return
         self.engine.stats.prefilled_prompts += len(todo)
-        self._share_starts(todo)
+        sharing = self.engine.prefix_cache_tokens > 0
+        if sharing:
+            self._share_starts(todo)
         groups: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
         for p in todo:
             groups.setdefault(self._prefix_of(p), []).append(p)
         for prefix, group in groups.items():
             self._run_prompts(group, prefix)
-        for p in todo:
+        for p in todo if sharing else ():
             self._learn(p)
 
     def _run_prompts(self, todo: list[tuple[int, ...]], prefix: tuple[int, ...]) -> None:
@@ -387,8 +389,6 @@ class _Batch:
     def _share_starts(self, todo: list[tuple[int, ...]]) -> None:
         """Prompts admitted together that share a start no kept prefix covers (the first calls of a role): run that
         start once, as a prefix of its own, so that each of them runs only its own tokens after it."""
-        if self.engine.prefix_cache_tokens <= 0:
-            return
         ordered = sorted(todo)  # the longest start a prompt shares with any other is with a neighbour in this order
         before, after = [(), *ordered[:-1]], [*ordered[1:], ()]
         most = {p: max(_common(p, a), _common(p, b)) for a, p, b in zip(before, ordered, after, strict=True)}
@@ -398,9 +398,7 @@ class _Batch:
             if shared >= len(kept) + MIN_PREFIX:
                 start = p[:shared]
                 self._run_prompts([start], kept)
-                kv, _ = self.prompts.pop(start)
-                self.prefixes[start] = kv
-                _evict(self.prefixes, self.engine.prefix_cache_tokens)
+                self._keep(start, self.prompts.pop(start)[0])
 
     def _prefix_of(self, prompt: tuple[int, ...]) -> tuple[int, ...]:
         """The longest kept prefix of ``prompt`` that leaves at least one token of it to run; () when none."""
@@ -417,15 +415,17 @@ class _Batch:
         concurrent calls of one role share its system prompt, a group's later turns their problem. Its KV is a slice
         of the prompt's own (a position's KV depends only on the tokens before it), so keeping it costs no forward.
         At most ``prefix_cache_tokens`` tokens of prefixes are kept, the least recently used dropped first."""
-        if self.engine.prefix_cache_tokens <= 0:
-            return
         shared = max((_common(prompt, q) for q in self.recent), default=0)
         self.recent = [*self.recent[-(RECENT_PROMPTS - 1) :], prompt]
         prefix = prompt[:shared]
         if shared < MIN_PREFIX or prefix in self.prefixes:
             return
         kv, _ = self.prompts[prompt]
-        self.prefixes[prefix] = [(k[:, :, :shared].clone(), v[:, :, :shared].clone()) for k, v in kv]
+        self._keep(prefix, [(k[:, :, :shared].clone(), v[:, :, :shared].clone()) for k, v in kv])
+
+    def _keep(self, prefix: tuple[int, ...], kv: list[tuple[Any, Any]]) -> None:
+        """Keep ``prefix``'s per-layer KV as the newest prefix, within ``prefix_cache_tokens``."""
+        self.prefixes[prefix] = kv
         _evict(self.prefixes, self.engine.prefix_cache_tokens)
 
     # -- one decode step ------------------------------------------------------------------------------------------------

@@ -9,10 +9,10 @@ For the config (default ``training/configs/math_verify_smollm2.yaml``: role-spec
 1. ``OUT/inspect.json``: one rollout batch from the warm start, each role's reward distribution and predicted
    inflation factor (``cave train inspect``), before any training;
 2. ``OUT/warm.json``: the warm start's held-out eval (the shared starting point of every run);
-3. per seed and estimator (every estimator on seed 0 first), ``RUNS/{estimator}_seed{seed}``: ``cave train run``'s trainer from ``init_from`` with
-   the same steps, group and batch sizes (only ``estimator``, ``seed`` and ``output_dir`` differ), then its held-out
-   eval (``heldout.json``: ``--limit`` test problems, ``-k`` sampled runs each and one greedy, 95% bootstrap
-   intervals over problems). After each run, ``OUT/summary.json`` and ``OUT/summary.md`` are rewritten.
+3. per seed and estimator (every estimator on seed 0 first), ``RUNS/{estimator}_seed{seed}``: ``cave train run``'s
+   trainer from ``init_from`` with the same steps, group and batch sizes (only ``estimator``, ``seed`` and
+   ``output_dir`` differ), then its held-out eval (``heldout.json``: ``--limit`` test problems, ``-k`` sampled runs
+   each and one greedy, 95% bootstrap intervals over problems). After each run, ``OUT/summary.json`` and ``OUT/summary.md`` are rewritten.
 
 Resumable: a run whose eval exists is skipped; a run with a checkpoint short of ``steps`` resumes from it; a run
 folder without a checkpoint starts over. ``summary.json`` is a list of rows, one per finished run: estimator, seed,
