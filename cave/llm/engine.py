@@ -41,11 +41,9 @@ from typing import Any
 from cave.llm.base import LLMError
 from cave.llm.decoding import stop_position
 from cave.llm.hf import Generation, _filter_logits, _inference, cache_kwarg, cache_of, stop_token_ids
+from cave.llm.prefixes import PrefixCache, evict
 
 __all__ = ["EngineStats", "GenerationEngine"]
-
-MIN_PREFIX = 32  # a shared prompt start shorter than this is not worth keeping apart (a chat template's header)
-RECENT_PROMPTS = 16  # how many of the last prefilled prompts a new prompt's shared start is looked for in
 
 
 @dataclass
@@ -275,8 +273,7 @@ class _Batch:
         self.joinable = True  # False for caches this class cannot pad (then new calls wait for an empty batch)
         self.finished: list[_Call] = []  # calls done in the last step, handed back by the worker (see _work)
         self.prompts: dict[tuple[int, ...], tuple[list[tuple[Any, Any]], Any]] = {}  # prompt -> (per-layer kv, logits)
-        self.prefixes: dict[tuple[int, ...], list[tuple[Any, Any]]] = {}  # a shared prompt start -> its per-layer kv
-        self.recent: list[tuple[int, ...]] = []  # the last prompts prefilled, to find shared starts in
+        self.prefixes = PrefixCache(engine.prefix_cache_tokens)  # shared prompt starts -> their per-layer kv
         self.stop_tensor = torch.tensor(sorted(engine.stop_ids), dtype=torch.long, device=self.device)
 
     # -- admission --------------------------------------------------------------------------------------------------------
@@ -326,27 +323,28 @@ class _Batch:
         self.rows.extend(calls)
         # keep the newest prompts' states, at most prompt_cache_tokens tokens of them (the KV of a 135M model takes
         # ~46 kB a token in fp32): a group's samples arrive within a few decode steps of each other
-        _evict(self.prompts, self.engine.prompt_cache_tokens)
+        evict(self.prompts, self.engine.prompt_cache_tokens)
 
     def _prefill(self, prompts: list[list[int]]) -> None:
         """Run the prompts not seen in this busy period (each distinct one once) and remember their KV and logits.
 
-        A prompt that starts with a prefix whose KV is kept (the role's system prompt, a problem its group's samples
-        share) runs only the tokens after it; the prefixes are learned from the prompts themselves (see _learn)."""
+        A prompt that starts with a kept prefix (the role's system prompt, a problem its group's samples share) runs
+        only the tokens after it; the prefixes are learned from the prompts themselves (``cave.llm.prefixes``)."""
         todo = list(dict.fromkeys(tuple(p) for p in prompts if tuple(p) not in self.prompts))
         if not todo:
             return
         self.engine.stats.prefilled_prompts += len(todo)
-        sharing = self.engine.prefix_cache_tokens > 0
-        if sharing:
-            self._share_starts(todo)
+        sharing = self.prefixes.on
+        for start, kept in self.prefixes.shared_starts(todo) if sharing else ():
+            self._run_prompts([start], kept)  # a start the prompts admitted together share: run once, kept
+            self.prefixes.keep(start, self.prompts.pop(start)[0])
         groups: dict[tuple[int, ...], list[tuple[int, ...]]] = {}
         for p in todo:
-            groups.setdefault(self._prefix_of(p), []).append(p)
+            groups.setdefault(self.prefixes.longest(p) if sharing else (), []).append(p)
         for prefix, group in groups.items():
             self._run_prompts(group, prefix)
         for p in todo if sharing else ():
-            self._learn(p)
+            self.prefixes.learn(p, self.prompts[p][0], cut=_first_positions)
 
     def _run_prompts(self, todo: list[tuple[int, ...]], prefix: tuple[int, ...]) -> None:
         """One forward over ``todo``'s tokens after ``prefix`` (the same for every row; () for none), on top of the
@@ -385,48 +383,6 @@ class _Batch:
             kv = [(torch.cat([k[b : b + 1, :, :skip], k[b : b + 1, :, start:]], dim=2),
                    torch.cat([v[b : b + 1, :, :skip], v[b : b + 1, :, start:]], dim=2)) for k, v in layers]  # fmt: skip
             self.prompts[p] = (kv, logits[b])
-
-    def _share_starts(self, todo: list[tuple[int, ...]]) -> None:
-        """Prompts admitted together that share a start no kept prefix covers (the first calls of a role): run that
-        start once, as a prefix of its own, so that each of them runs only its own tokens after it."""
-        ordered = sorted(todo)  # the longest start a prompt shares with any other is with a neighbour in this order
-        before, after = [(), *ordered[:-1]], [*ordered[1:], ()]
-        most = {p: max(_common(p, a), _common(p, b)) for a, p, b in zip(before, ordered, after, strict=True)}
-        for p in todo:
-            shared = min(most[p], len(p) - 1)
-            kept = self._prefix_of(p)
-            if shared >= len(kept) + MIN_PREFIX:
-                start = p[:shared]
-                self._run_prompts([start], kept)
-                self._keep(start, self.prompts.pop(start)[0])
-
-    def _prefix_of(self, prompt: tuple[int, ...]) -> tuple[int, ...]:
-        """The longest kept prefix of ``prompt`` that leaves at least one token of it to run; () when none."""
-        best: tuple[int, ...] = ()
-        for prefix in self.prefixes:
-            if len(best) < len(prefix) < len(prompt) and prompt[: len(prefix)] == prefix:
-                best = prefix
-        if best:
-            self.prefixes[best] = self.prefixes.pop(best)  # the newest used last: the oldest is dropped first
-        return best
-
-    def _learn(self, prompt: tuple[int, ...]) -> None:
-        """Keep, as a prefix, the longest start ``prompt`` shares with a recent prompt (at least MIN_PREFIX tokens):
-        concurrent calls of one role share its system prompt, a group's later turns their problem. Its KV is a slice
-        of the prompt's own (a position's KV depends only on the tokens before it), so keeping it costs no forward.
-        At most ``prefix_cache_tokens`` tokens of prefixes are kept, the least recently used dropped first."""
-        shared = max((_common(prompt, q) for q in self.recent), default=0)
-        self.recent = [*self.recent[-(RECENT_PROMPTS - 1) :], prompt]
-        prefix = prompt[:shared]
-        if shared < MIN_PREFIX or prefix in self.prefixes:
-            return
-        kv, _ = self.prompts[prompt]
-        self._keep(prefix, [(k[:, :, :shared].clone(), v[:, :, :shared].clone()) for k, v in kv])
-
-    def _keep(self, prefix: tuple[int, ...], kv: list[tuple[Any, Any]]) -> None:
-        """Keep ``prefix``'s per-layer KV as the newest prefix, within ``prefix_cache_tokens``."""
-        self.prefixes[prefix] = kv
-        _evict(self.prefixes, self.engine.prefix_cache_tokens)
 
     # -- one decode step ------------------------------------------------------------------------------------------------
     def step(self) -> None:
@@ -561,30 +517,9 @@ def _new_cache(keys: list[Any], values: list[Any]) -> Any:
     return DynamicCache(ddp_cache_data=list(zip(keys, values, strict=True)))
 
 
-def _evict(kept: dict[tuple[int, ...], Any], budget: int) -> None:
-    """Drop the oldest entries of ``kept`` (token tuple -> state, oldest first) until their tokens fit ``budget``.
-
-    >>> kept = {(1, 2): "a", (3,): "b", (4, 5): "c"}
-    >>> _evict(kept, 3); list(kept)
-    [(3,), (4, 5)]
-    """
-    total = sum(len(key) for key in kept)
-    for key in list(kept):
-        if total <= budget:
-            break
-        total -= len(key)
-        del kept[key]
-
-
-def _common(a: tuple[int, ...], b: tuple[int, ...]) -> int:
-    """How many tokens ``a`` and ``b`` share at their start.
-
-    >>> _common((1, 2, 3, 4), (1, 2, 5)), _common((7,), (8,))
-    (2, 0)
-    """
-    import os
-
-    return len(os.path.commonprefix([a, b]))
+def _first_positions(kv: list[tuple[Any, Any]], n: int) -> list[tuple[Any, Any]]:
+    """A copy of the first ``n`` positions of per-layer KV ``[B, H, L, D]`` (a kept prefix of a prompt's own KV)."""
+    return [(k[:, :, :n].clone(), v[:, :, :n].clone()) for k, v in kv]
 
 
 def _pad_left(t: Any, width: int) -> Any:

@@ -87,8 +87,9 @@ def test_calls_join_a_running_batch_and_leave_it_when_done(tiny: tuple[Any, Any]
 def test_prompts_that_share_a_start_run_it_once_and_decode_as_alone(tiny: tuple[Any, Any]) -> None:
     """A role's system prompt shared by many calls: the second and later prompts run only their own tokens on the
     first's kept KV (the prefix is learned from the prompts), and every call still decodes what it decodes alone."""
-    from cave.llm.engine import MIN_PREFIX, GenerationEngine
+    from cave.llm.engine import GenerationEngine
     from cave.llm.hf import encode_chat
+    from cave.llm.prefixes import MIN_PREFIX
 
     model, tok = tiny
     system = {"role": "system", "content": "You solve word problems in Python. " * 4}
