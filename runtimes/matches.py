@@ -28,6 +28,11 @@ False
 >>> rewrite(tree), ast.unparse(tree).splitlines()[1]
 (True, "    part = df[__cave_match__(2, '==', df['continent'], c)]")
 
+One value written several ways: ``df['species'] == 'Dog'`` over 'Dog', ' dog' and 'DOG' selects a third of the
+dogs, and a development probe sent their mean fee as a `success`. The note names the other spellings and the
+comparison that takes them all; an ``idxmax`` over groups whose labels split one value that way ('Acme', 'acme ',
+'ACME' ranked as three suppliers) is noted too, and ``one_spelling`` rewrites the cell for the review's note.
+
 A group picked by its position: ``df.groupby('eligible')['runs'].mean().iloc[0]`` is the group whose label sorts
 first (eligible = 0), and a development task sent it as the mean of the eligible players, `success`. ``.iloc[k]`` with a
 constant ``k`` goes through the helper too, which notes which label the position holds when the index is one of
@@ -71,7 +76,9 @@ __all__ = [
     "nan_test_note",
     "self_pick_note",
     "rewrite",
+    "one_spelling",
     "spelling_note",
+    "split_note",
     "tie_note",
 ]
 
@@ -253,7 +260,11 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(source.str, op)(*args, **kwargs)
     try:
         if op in PICKS:
-            note = self_pick_note(op, line, source, result) or tie_note(op, line, source, kwargs)
+            note = (
+                self_pick_note(op, line, source, result)
+                or tie_note(op, line, source, kwargs)
+                or split_note(op, line, source, result)
+            )
         elif op == "iloc":
             note = label_note(line, source, args[0], kwargs.get("target"))
         elif op in EXTREMES:
@@ -454,6 +465,129 @@ def tie_note(op: str, line: int, source: Any, kwargs: dict[str, Any] | None = No
         "usually mean the grouping is finer than the question (one group per timestamp or id, each of one row); "
         "group by what the task asks about (e.g. df['timestamp'].dt.hour) and look at the counts first."
     )
+
+
+def split_note(op: str, line: int, source: Any, result: Any) -> str | None:
+    """The note for an idxmax/idxmin over groups whose labels split one value written several ways: a total per
+    supplier over 'Acme', 'acme ' and 'ACME' ranks three parts of Acme, and the pick may be another supplier's.
+
+    >>> import pandas as pd
+    >>> per = pd.Series([50, 40, 30, 20], index=pd.Index(["Cobalt", "Acme", "acme ", "ACME"], name="supplier"))
+    >>> print(split_note("idxmax", 3, per, "Cobalt"))  # doctest: +ELLIPSIS
+    Note (line 3): idxmax() picked 'Cobalt' from groups of 'supplier' that hold one label spelled another way ('Acme'/'acme '/'ACME'); ...
+    >>> split_note("idxmax", 3, per.iloc[:2], "Cobalt") is None
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(source, pd.Series) or not 2 <= len(source) <= 100_000:
+        return None
+    if isinstance(source.index, pd.MultiIndex) or not _is_text(source.index):
+        return None
+    groups: dict[str, list[str]] = {}
+    for label in source.index:
+        if isinstance(label, str) and label.strip():
+            groups.setdefault(_spelled(label), []).append(label)
+    split = [g for g in groups.values() if len(g) > 1]
+    if not split:
+        return None
+    shown = "; ".join("/".join(repr(v) for v in g[:EXAMPLES]) for g in split[:2])
+    name = source.index.name
+    key = f"df[{name!r}]" if isinstance(name, str) else "df[col]"
+    label = f" of {name!r}" if isinstance(name, str) else ""
+    return (
+        f"Note (line {line}): {op}() picked {result!r} from groups{label} that hold one label {SPELLING_MARK} ({shown}"
+        f"{'; ...' if len(split) > 2 else ''}); group the values as one spelling first, e.g. "
+        f"df.groupby({key}.str.strip().str.lower())[...], and pick again."
+    )
+
+
+_SPELLED_COLUMN = re.compile(r"of '([^']+)' that hold (?:it|one label) " + SPELLING_MARK)
+_FOLD = ".str.strip().str.lower()"
+
+
+def one_spelling(code: str, notes: str) -> str | None:
+    """``code`` with each selection by, and grouping on, a column that a spelling note in ``notes`` names rewritten
+    to take the column's values as one spelling (stripped, lower case); None when nothing changes. Told to compare
+    the values as one spelling, the 1.5B ran the same selection again (a development probe): the code to run is
+    what it uses.
+
+    >>> note = "Note (line 1): == 'Dog' left out 3 rows of 'species' that hold it spelled another way"
+    >>> print(one_spelling("n = (pets['species'] == 'Dog').sum()  # dogs\\nfinal_answer(n)", note))
+    n = (pets['species'].str.strip().str.lower() == 'dog').sum()  # dogs
+    final_answer(n)
+    >>> print(one_spelling("t = d.groupby('species')['fee'].sum()\\nx = d[d.species.isin(['Cat', 'Dog '])]", note))
+    t = d.groupby(d['species'].str.strip().str.lower())['fee'].sum()
+    x = d[d.species.str.strip().str.lower().isin(['cat', 'dog'])]
+    >>> one_spelling("n = (pets['vet'] == 'Lee').sum()", note) is None
+    True
+    """
+    columns = set(_SPELLED_COLUMN.findall(notes))
+    if not columns:
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    lines = code.splitlines(keepends=True)
+    starts = [0]
+    for text in lines:
+        starts.append(starts[-1] + len(text))
+
+    def at(line: int, col: int) -> int:  # ast offsets are UTF-8 bytes within a line
+        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
+
+    def span(node: ast.AST) -> tuple[int, int]:
+        return at(node.lineno, node.col_offset), at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined,arg-type]
+
+    def text(node: ast.AST) -> str:
+        a, b = span(node)
+        return code[a:b]
+
+    def column(node: ast.AST) -> bool:
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            return node.slice.value in columns
+        return isinstance(node, ast.Attribute) and node.attr in columns
+
+    def words(node: ast.AST) -> list[str] | None:
+        items = node.elts if isinstance(node, ast.List | ast.Tuple | ast.Set) else []
+        found = [e.value for e in items if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return found if found and len(found) == len(items) else None
+
+    edits: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq | ast.NotEq):
+            left, right = node.left, node.comparators[0]
+            if column(right) and not column(left):
+                left, right = right, left
+            if column(left) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+                op = "==" if isinstance(node.ops[0], ast.Eq) else "!="
+                edits.append((*span(node), f"{text(left)}{_FOLD} {op} {right.value.strip().lower()!r}"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            func, args = node.func, node.args
+            if func.attr == "isin" and column(func.value) and len(args) == 1 and words(args[0]):
+                folded = [w.strip().lower() for w in words(args[0]) or []]
+                edits.append((*span(node), f"{text(func.value)}{_FOLD}.isin({list(dict.fromkeys(folded))!r})"))
+            elif func.attr == "groupby" and args and isinstance(args[0], ast.Constant) and args[0].value in columns:
+                edits.append((*span(args[0]), f"{text(func.value)}[{args[0].value!r}]{_FOLD}"))
+            elif (
+                func.attr in ("contains", "startswith", "endswith")
+                and isinstance(func.value, ast.Attribute)
+                and func.value.attr == "str"
+                and column(func.value.value)
+                and len(args) == 1
+                and isinstance(args[0], ast.Constant)
+                and isinstance(args[0].value, str)
+                and not node.keywords
+            ):
+                sought = args[0].value.strip().lower()
+                edits.append((*span(node), f"{text(func.value.value)}{_FOLD}.str.{func.attr}({sought!r})"))
+    if not edits:
+        return None
+    out, end = code, len(code) + 1
+    for a, b, new in sorted(edits, reverse=True):  # right to left: earlier offsets stay valid; nested edits skipped
+        if b <= end:
+            out, end = out[:a] + new + out[b:], a
+    return out if out != code else None
 
 
 def label_note(line: int, source: Any, position: int, target: str | None = None) -> str | None:

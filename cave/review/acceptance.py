@@ -99,6 +99,8 @@ class Acceptance:
                     return f"{note} For the task's question, e.g.: {pick}"
                 if kind == "epoch":  # the misread dates may have been written into a given table: as given again
                     return note + await self._restored()
+                if kind == "spelling" and (fixed := matches.one_spelling(_answering_code(traj, code), stderr)):
+                    return note + held_notes.SPELLING_FIX.format(code=fixed)
                 kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
                 if kept is None:
                     return note
@@ -337,7 +339,7 @@ class Acceptance:
             value=value,
             summary=summary,
             held_summary=traj.meta.get("held_summary", ""),
-            again={kind for kind, mark, _ in _NOTED if mark in stderr},
+            again=_again(stderr, code, summary == traj.meta.get("held_summary", "")),
             given=self.given_tables(),
         )
 
@@ -438,19 +440,35 @@ def _run_code(traj: Trajectory, code: str) -> list[str]:
 
 
 # What a cell's stderr note says about the data an answer came from (the mark is in every such note), and the
-# note that holds the answer once for it: a coercion dropped values, a selection matched no row, idxmax picked from
+# note that holds the answer once for it: a coercion dropped values, a selection matched no row or left out its
+# value written another way, idxmax picked from
 # a wide tie, a test returned nan over missing values, the strongest correlate picked was the variable itself, the
 # largest of a text column is its alphabetically last, a value named for the 'not' group came from the yes group.
 _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("loss", coercion.LOSS_MARK, held_notes.LOSS_HELD_NOTE),
     ("epoch", coercion.EPOCH_MARK, held_notes.EPOCH_HELD_NOTE),
     ("empty", matches.MARK, held_notes.EMPTY_HELD_NOTE),
+    ("spelling", matches.SPELLING_MARK, held_notes.SPELLING_HELD_NOTE),
     ("tie", matches.TIE_MARK, held_notes.TIE_HELD_NOTE),
     ("nan", matches.NAN_MARK, held_notes.NAN_HELD_NOTE),
     ("self", matches.SELF_MARK, held_notes.SELF_HELD_NOTE),
     ("text", matches.TEXT_MARK, held_notes.TEXT_HELD_NOTE),
     ("polarity", matches.POLARITY_MARK, held_notes.POLARITY_HELD_NOTE),
 )
+
+
+def _again(stderr: str, code: str, same: bool) -> set[str]:
+    """The kinds of note an answer sent again after a hold still comes from: its cells wrote the note again. A
+    selection by one spelling is still one when the same answer comes back from code that did not run it again
+    (``total = part['n'].sum()`` over the part selected before), but not when it is confirmed as it was
+    (``final_answer(_final_answer)``: the task means that spelling; its notes are then the earlier cell's)."""
+    kinds = {kind for kind, mark, _ in _NOTED if mark in stderr}
+    confirmed = "_final_answer" in code and not _computes(code)
+    if "spelling" in kinds and confirmed:
+        kinds.discard("spelling")
+    elif same and not confirmed:
+        kinds.add("spelling")  # kept_problems reads it only where the answer was held for spellings
+    return kinds
 
 
 def _counts(value: Any) -> bool:

@@ -17,6 +17,8 @@ __all__ = [
     "REVIEW_NOTE",
     "SELF_HELD_NOTE",
     "TEXT_HELD_NOTE",
+    "SPELLING_FIX",
+    "SPELLING_HELD_NOTE",
     "TIE_HELD_NOTE",
     "TYPED_FIX",
     "TYPED_NOTE",
@@ -55,6 +57,13 @@ EMPTY_HELD_NOTE = (
     "counts or averages no rows. Look at the values (e.g. print(df[col].unique()[:20])), match what they hold and "
     "answer again; if no row truly matches, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
+SPELLING_HELD_NOTE = (
+    "Not accepted yet: the column this answer was computed from holds one value written several ways (the Note "
+    "above: another case, spaces around it), so a selection by one spelling leaves rows out and a grouping splits "
+    "one value into parts. Compare or group the values as one spelling (the Note gives the line), run it and answer "
+    "again; only if the task means the exact spelling, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
+)
+SPELLING_FIX = "\nYour code with the values taken as one spelling (run it):\n```python\n{code}\n```"
 TIE_HELD_NOTE = (
     "Not accepted yet: this answer was picked from a wide tie (the Note above): idxmax/idxmin took the first of "
     "many equal entries, so it says nothing about the task. Group by what the task asks about, look at the "

@@ -445,13 +445,14 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
 
 
-HeldFor = Literal["loss", "epoch", "empty", "tie", "nan", "self", "text", "polarity", "form", "warning"]
+HeldFor = Literal["loss", "epoch", "empty", "spelling", "tie", "nan", "self", "text", "polarity", "form", "warning"]
 
 # What an answer held for a cell's note still is when it comes back with the same note or the same summary.
 _STILL: dict[str, str] = {
     "loss": "the answer is the one computed after a conversion turned values into NaN; they were not recovered",
     "epoch": "the answer still comes from Unix times read as nanoseconds (every moment in the first second of 1970)",
     "empty": "the answer is the one computed from a selection that matched no row",
+    "spelling": "the answer still comes from a selection or grouping that keeps a value's other spellings apart",
     "tie": "the answer is still the first of many tied entries, not what the task asks about",
     "nan": "the answer still rests on a test that returned nan over missing values",
     "self": "the answer is still the variable itself, picked from its own correlation of 1",
@@ -504,7 +505,9 @@ def kept_problems(
     problems: list[str] = []
     for kind in dict.fromkeys(held):
         if kind in _STILL:
-            same = kind in again or summary == held_summary
+            # a selection of one spelling confirmed as it was (final_answer(_final_answer)) is the task's choice;
+            # code that computes it again and still leaves the other spellings out is not
+            same = kind in again or (summary == held_summary and kind != "spelling")
             # only an answer of nothing (0, NaN, empty) is the empty selection's: a total of the other rows stands
             if same and (kind != "empty" or _nothing(value)):
                 problems.append(_STILL[kind])

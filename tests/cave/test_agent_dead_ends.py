@@ -808,6 +808,51 @@ def test_an_answer_picked_from_a_wide_tie_is_held_once():
     assert agent.run("What hour of the day gets the most requests?").answer == 9  # the suggested line is right
 
 
+def test_an_answer_from_a_selection_that_left_out_other_spellings_is_held_once():
+    # a dev probe: clinic['species'] == 'Dog' over 'Dog', ' dog', 'DOG' averaged a third of the dogs' fees, `success`
+    clinic = pd.DataFrame({"species": ["Dog", " dog", "DOG", "Cat", "Dog "], "fee": [10.0, 20.0, 30.0, 99.0, 40.0]})
+    exact = code("dogs = clinic[clinic['species'] == 'Dog']\nfinal_answer(round(dogs['fee'].mean(), 2))")
+    fixed = code("final_answer(round(clinic[clinic['species'].str.strip().str.lower() == 'dog']['fee'].mean(), 2))")
+    for second, status, answer in (
+        (fixed, "success", 25.0),
+        (exact, "failed_checks", 10.0),  # computed again the same way: it still leaves the other spellings out
+        (code("final_answer(round(dogs['fee'].mean(), 2))"), "failed_checks", 10.0),  # from the same selection
+        (code("final_answer(_final_answer)"), "success", 10.0),  # confirmed as it was: the task means that spelling
+    ):
+        agent = agent_with([exact, second])
+        agent.runtime.inject("clinic", clinic)
+        result = agent.run("What is the average fee of visits for dogs?")
+        first = result.trajectory.steps[0].observation
+        assert "left out 3 rows of 'species' that hold it spelled another way" in first
+        assert "Not accepted yet: the column this answer was computed from holds one value written several" in first
+        assert "dogs = clinic[clinic['species'].str.strip().str.lower() == 'dog']\n" in first  # the code to run
+        assert result.status == status and result.answer == answer and len(result.trajectory.steps) == 2
+    agent = agent_with([fixed])  # a selection that takes every spelling is not held
+    agent.runtime.inject("clinic", clinic)
+    result = agent.run("What is the average fee of visits for dogs?")
+    assert result.status == "success" and result.answer == 25.0 and len(result.trajectory.steps) == 1
+
+
+def test_a_pick_among_groups_that_split_one_value_by_its_spelling_is_held_once():
+    # a dev probe: units per supplier over 'Acme', 'acme ', 'ACME' ranks three parts of Acme; Cobalt came out on top
+    deliveries = pd.DataFrame(
+        {"supplier": ["Acme", "acme ", "ACME", "Cobalt", "Cobalt", "Acme"], "units": [20, 30, 25, 40, 30, 10]}
+    )
+    split = code("final_answer(deliveries.groupby('supplier')['units'].sum().idxmax())")
+    fixed = code(
+        "final_answer(deliveries.groupby(deliveries['supplier'].str.strip().str.lower())['units'].sum().idxmax())"
+    )
+    for second, status, answer in ((fixed, "success", "acme"), (split, "failed_checks", "Cobalt")):
+        agent = agent_with([split, second])
+        agent.runtime.inject("deliveries", deliveries)
+        result = agent.run("Which supplier delivered the most units in total?")
+        first = result.trajectory.steps[0].observation
+        assert "idxmax() picked 'Cobalt' from groups of 'supplier' that hold one label spelled another way" in first
+        assert "df.groupby(df['supplier'].str.strip().str.lower())" in first and "Not accepted yet" in first
+        assert "deliveries.groupby(deliveries['supplier'].str.strip().str.lower())['units']" in first
+        assert result.status == status and result.answer == answer
+
+
 def test_a_total_beside_an_empty_selection_can_be_confirmed():
     # no order was refunded: the total of the others is the answer, and confirming it stands
     orders = pd.DataFrame({"status": ["paid", "paid"], "amount": [5.0, 7.0]})
