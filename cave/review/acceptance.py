@@ -100,12 +100,12 @@ class Acceptance:
                 if kind == "epoch":  # the misread dates may have been written into a given table: as given again
                     return note + await self._restored()
                 if kind == "spelling" and (fixed := matches.one_spelling(_answering_code(traj, code), stderr)):
-                    return note + held_notes.SPELLING_FIX.format(code=fixed)
+                    return held_notes.SPELLING_FIX.format(code=fixed)
                 kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
                 if kept is None:
                     return note
                 # the lossy line wrote into a given table: the code to run needs the values as they were given
-                return note + await self._restored() + held_notes.NUMBERS_KEPT_FIX.format(code=kept)
+                return held_notes.NUMBERS_KEPT_FIX.format(restored=await self._restored(), code=kept)
         if self.review and not traj.meta.get("typed_asked"):
             seen = typed.seen_text(traj)
             numbers = typed.typed_numbers(code, seen) or typed.prose_guesses(traj, code, seen)

@@ -41,29 +41,47 @@ COMPUTED_OTHER_NOTE = (
     "final_answer are guesses; send what the computed value gives by the task's rule."
 )
 TYPED_FIX = " Run:\n```python\n{call}\n```"
-LOSS_HELD_NOTE = (
-    "Not accepted yet: this answer was computed after a conversion (or pd.cut's bins) turned values into NaN (the Note above), so "
-    "it leaves them out. If those values hold data the task needs, recover them and answer again; if they are "
-    "truly missing, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
+_LOSS_WHY = (
+    "Not accepted yet: this answer was computed after a conversion (or pd.cut's bins) turned values into NaN (the "
+    "Note above), so it leaves them out. "
 )
+_LOSS_CONFIRM = "if they are truly missing, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
+LOSS_HELD_NOTE = _LOSS_WHY + "If those values hold data the task needs, recover them and answer again; " + _LOSS_CONFIRM
 EPOCH_HELD_NOTE = (
     "Not accepted yet: this answer was computed from Unix times that pd.to_datetime read as nanoseconds (the Note "
     "above), so every moment is in the first second of 1970. Convert them with the unit the Note gives and answer "
     "again."
 )
-NUMBERS_KEPT_FIX = "\nYour code with the number in each value kept (run it):\n```python\n{code}\n```"
+# the code to run comes before the confirmation: a reply that copies the note runs its first block
+NUMBERS_KEPT_FIX = (
+    _LOSS_WHY
+    + "{restored}\nYour code with the number in each value kept (run it):\n```python\n{code}\n```\nOr, "
+    + _LOSS_CONFIRM
+)
 EMPTY_HELD_NOTE = (
     "Not accepted yet: this answer was computed from a selection that matched nothing (the Note above), so it "
     "counts or averages no rows. Look at the values (e.g. print(df[col].unique()[:20])), match what they hold and "
     "answer again; if no row truly matches, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
-SPELLING_HELD_NOTE = (
+_SPELLING_WHY = (
     "Not accepted yet: the column this answer was computed from holds one value written several ways (the Note "
     "above: another case, spaces around it), so a selection by one spelling leaves rows out and a grouping splits "
-    "one value into parts. Compare or group the values as one spelling (the Note gives the line), run it and answer "
-    "again; only if the task means the exact spelling, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
+    "one value into parts. "
 )
-SPELLING_FIX = "\nYour code with the values taken as one spelling (run it):\n```python\n{code}\n```"
+_SPELLING_CONFIRM = (
+    "only if the task means the exact spelling, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
+)
+SPELLING_HELD_NOTE = (
+    _SPELLING_WHY
+    + "Compare or group the values as one spelling (the Note gives the line), run it and answer again; "
+    + _SPELLING_CONFIRM
+)
+# the code to run comes first: a reply that copies the note runs its first block (a development probe confirmed)
+SPELLING_FIX = (
+    _SPELLING_WHY
+    + "Your code with the values taken as one spelling (run it):\n```python\n{code}\n```\nOr, "
+    + _SPELLING_CONFIRM
+)
 TIE_HELD_NOTE = (
     "Not accepted yet: this answer was picked from a wide tie (the Note above): idxmax/idxmin took the first of "
     "many equal entries, so it says nothing about the task. Group by what the task asks about, look at the "

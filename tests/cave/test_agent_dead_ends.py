@@ -826,6 +826,7 @@ def test_an_answer_from_a_selection_that_left_out_other_spellings_is_held_once()
         assert "left out 3 rows of 'species' that hold it spelled another way" in first
         assert "Not accepted yet: the column this answer was computed from holds one value written several" in first
         assert "dogs = clinic[clinic['species'].str.strip().str.lower() == 'dog']\n" in first  # the code to run
+        assert first.index("dogs = clinic[") < first.index("final_answer(_final_answer)")  # first: a copy runs it
         assert result.status == status and result.answer == answer and len(result.trajectory.steps) == 2
     agent = agent_with([fixed])  # a selection that takes every spelling is not held
     agent.runtime.inject("clinic", clinic)

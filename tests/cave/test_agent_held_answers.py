@@ -194,6 +194,7 @@ def test_numbers_lost_to_a_coercion_come_back_with_the_code_that_keeps_them():
     note = result.trajectory.steps[0].observation
     assert "`df` had been changed by earlier code" in note  # the lossy line wrote into it: back as given
     assert "Your code with the number in each value kept (run it):\n```python\nimport pandas as pd\n" + kept in note
+    assert note.index("number in each value kept") < note.index("final_answer(_final_answer)")  # the fix first
     assert result.status == "success" and result.answer == 221117
 
 
