@@ -1065,3 +1065,17 @@ def test_a_table_sent_where_the_task_asks_for_an_integer_comes_back(sales):
     assert "'big' is a table of" in result.trajectory.steps[0].observation
     assert "the task asks for an integer (for a count of rows: len(...))" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer == {"big": int((sales.units > 3).sum())}
+
+
+def test_none_from_a_call_that_works_in_place_comes_back_with_the_line_that_keeps_the_result():
+    # a dev probe: `hotels = list(groups.keys()).sort()` is None, sent as the answer twice, then failed_checks
+    stays = pd.DataFrame({"hotel": ["Inn", "Plaza", "Inn", "Lodge"], "status": ["no-show", "ok", "no-show", "no-show"]})
+    slip = code("hotels = list(stays[stays.status == 'no-show']['hotel'].unique()).sort()\nfinal_answer(hotels)")
+    fixed = code("hotels = sorted(list(stays[stays.status == 'no-show']['hotel'].unique()))\nfinal_answer(hotels)")
+    agent = agent_with([slip, fixed])
+    agent.runtime.inject("stays", stays)
+    result = agent.run("List the hotels that had at least one no-show, alphabetically.")
+    first = result.trajectory.steps[0].observation
+    assert "set hotels to None: .sort() changes the object in place and returns None" in first
+    assert "hotels = sorted(list(stays[stays.status == 'no-show']['hotel'].unique()))" in first
+    assert result.status == "success" and result.answer == ["Inn", "Lodge"]
