@@ -51,6 +51,19 @@ def test_the_tasks_own_checks_verify_without_attempts():
     assert result.status == "success" and "verify" not in result.trajectory.meta
 
 
+def test_a_per_row_series_comes_back_with_the_line_that_aggregates_it_by_the_tasks_group():
+    # a dev probe: each booking's nights x rate sent for "revenue per hotel"; the 1.5B could not build the groupby
+    per_row = "```python\nfinal_answer(visits['wait'] * 2)\n```"
+    line = "_final_answer.groupby(visits.loc[_final_answer.index, 'clinic']).median()"
+    attempt = "```python\nfinal_answer((visits['wait'] * 2).groupby(visits['clinic']).median())\n```"
+    result = _agent([per_row, f"```python\nfinal_answer({line})\n```", attempt]).run(
+        "What is the median wait per clinic?"
+    )
+    first = result.trajectory.steps[0].observation
+    assert f"e.g. final_answer({line})" in first
+    assert result.status == "success" and result.answer.to_dict() == {"a": 4.0, "b": 10.0}
+
+
 def test_the_contract_holds_a_per_row_answer_and_the_fix_is_verified():
     result = _agent([PER_ROW, RIGHT, RIGHT]).run("What is the median wait per clinic?")
     assert result.status == "success" and result.trajectory.meta["contract_holds"] == 1

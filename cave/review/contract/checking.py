@@ -284,11 +284,35 @@ def _per_group(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[
         return [
             f"one row per {per}: the given tables have {distinct} distinct {per}, the answer has {n} rows "
             f"(one per input row?): aggregate with `groupby(...).agg(...)`, not `transform` or a merge"
+            + _regroup(contract, answer, tables)
         ]
     keys = _keys(answer)
     if keys is not None and len(set(map(_norm, keys))) < len(keys):
         return [f"one row per {per}: the answer repeats a {per}: aggregate so each {per} appears once"]
     return []
+
+
+def _regroup(contract: Contract, answer: Any, tables: dict[str, Any]) -> str:
+    """A line that aggregates a per-row answer by the task's X, when its rows are rows of the table holding X
+    (a development probe: nights x rate of each confirmed booking sent for "revenue per hotel"); '' otherwise.
+    ``_final_answer`` is the answer just sent, in the runtime.
+
+    >>> import pandas as pd
+    >>> from cave.review.contract import read
+    >>> stays = pd.DataFrame({"hotel": ["Inn", "Inn", "Lodge"], "nights": [1, 2, 3], "rate": [10.0, 20.0, 30.0]})
+    >>> print(_regroup(read("Revenue per hotel, highest first"), stays.nights * stays.rate, {"stays": stays}))
+    ; e.g. final_answer(_final_answer.groupby(stays.loc[_final_answer.index, 'hotel']).sum().sort_values(ascending=False))
+    """
+    found = column_for(contract.per or "", tables)
+    if found is None or not (_is_series(answer) or _is_frame(answer)) or getattr(answer, "ndim", 0) != 1:
+        return ""
+    table, column = found
+    if not answer.index.isin(tables[table].index).all() or answer.dtype.kind not in "iufb":
+        return ""
+    agg = {"count": "size"}.get(contract.agg or "sum", contract.agg or "sum")
+    order = {"desc": ".sort_values(ascending=False)", "asc": ".sort_values()"}.get(contract.order or "", "")
+    line = f"_final_answer.groupby({table}.loc[_final_answer.index, {column!r}]).{agg}(){order}"
+    return f"; e.g. final_answer({line})"
 
 
 def _distinct_count(per: str, tables: dict[str, Any]) -> int | None:

@@ -64,6 +64,7 @@ class Contract:
     kind: str | None = None  # number count name list set date table frame bool
     decimals: int | None = None
     distinct: bool = False
+    agg: str | None = None  # what one value per group is: "median" "mean" "sum" "count" (where the text says)
 
     def describe(self) -> str:
         """One line for the prompt or a log: the fields the text set."""
@@ -98,6 +99,7 @@ def read(text: str) -> Contract:
         kind=kind,
         decimals=decimals,
         distinct=distinct,
+        agg=_agg(low) if per else None,
     )
 
 
@@ -233,6 +235,23 @@ _PERIODIC = {
     "quarterly": "quarter",
     "hourly": "hour",
 }
+
+
+_AGGREGATES = (
+    ("median", r"\bmedians?\b"),
+    ("mean", r"\b(?:average|avg|mean)\b"),
+    ("count", r"\b(?:how many|number of|count of|counts?)\b"),
+    ("sum", r"\b(?:total|sum|revenue|spend|spent)\b"),
+)
+
+
+def _agg(low: str) -> str | None:
+    """What the one value per group is, where the text names it (the first named of median, mean, count, sum).
+
+    >>> _agg("median wait per ward"), _agg("average price by city"), _agg("revenue per hotel"), _agg("visits per day")
+    ('median', 'mean', 'sum', None)
+    """
+    return next((name for name, pattern in _AGGREGATES if re.search(pattern, low)), None)
 
 
 def _per(low: str) -> str | None:
