@@ -238,7 +238,45 @@ def uncalled(functions: Iterable[str], traj: Trajectory, code: str = "") -> list
     return names
 
 
-def prose_refusal(
+def prose_refusal(traj: Trajectory, **kwargs: Any) -> str | None:
+    """Why a reply without code cannot end the run here (see ``_prose_refusal``), with the call that sends the
+    result the last code left, where a call is what is missing: the 1.5B, told to call final_answer after a
+    prose summary of its printed result, typed the given table in by hand four times (a development task)."""
+    note = _prose_refusal(traj, **kwargs)
+    if note in (prompts.NEED_OBJECTS_NOTE, prompts.PROSE_NEEDS_CALL_NOTE, prompts.PROSE_TO_VERIFY_NOTE):
+        name = last_result(traj)
+        if name is not None:
+            note += f" Your last code left `{name}`; if it holds the result, run:\n```python\nfinal_answer({name})\n```"
+    return note
+
+
+def last_result(traj: Trajectory) -> str | None:
+    """The variable the last code step that ran without error assigned last (at its top level), else None.
+
+    >>> from cave.runtimes.base import Execution
+    >>> traj = Trajectory(task="t")
+    >>> traj.steps.append(Step(index=0, code="x = 1\\nby_month = t.groupby('m').sum()\\nprint(by_month)", execution=Execution()))
+    >>> last_result(traj)
+    'by_month'
+    """
+    step = last_code_step(traj)
+    if step is None or not step.code or (step.execution is not None and not step.execution.ok):
+        return None
+    try:
+        tree = ast.parse(step.code)
+    except SyntaxError:
+        return None
+    names = [
+        t.id
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(t, ast.Name) and not t.id.startswith("_")
+    ]
+    return names[-1] if names else None
+
+
+def _prose_refusal(
     traj: Trajectory,
     *,
     checks: bool,

@@ -120,3 +120,23 @@ def test_a_prose_answer_about_the_given_data_is_sent_back_once_to_be_passed_to_f
     assert "cannot be checked" in result.trajectory.steps[1].observation
     again = _agent([look, "It is 2 and 5.", "Still: 2 for a, 5 for b."]).run("What is the median wait per clinic?")
     assert again.status == "no_code" and again.answer == "Still: 2 for a, 5 for b."  # asked once, then it stands
+
+
+def test_prose_after_a_per_day_result_gets_the_call_and_then_the_line_that_makes_it_per_month():
+    # analyst revenue_per_month_2025: a per-day sum printed, a prose summary, then the given table typed in by hand
+    orders = pd.DataFrame(
+        {"date": ["2025-01-05", "2025-01-05", "2025-01-20", "2025-02-03"], "amount": [10.0, 5.0, 1.0, 7.0]}
+    )
+    daily = "```python\nrevenue_per_month = orders.groupby('date')['amount'].sum()\nprint(revenue_per_month)\n```"
+    prose = "The revenue per month is stored in revenue_per_month."
+    monthly = "_final_answer.groupby(pd.to_datetime(_final_answer.index).to_period('M').astype(str)).sum()"
+    replies = [daily, prose, "```python\nfinal_answer(revenue_per_month)\n```", f"```python\nimport pandas as pd; final_answer({monthly})\n```",
+               "```python\nfinal_answer(orders.groupby(orders['date'].str[:7])['amount'].sum())\n```"]  # fmt: skip
+    agent = Agent(model=Scripted(replies, repeat_last=True), runtime="inprocess")
+    agent.runtime.inject("orders", orders)
+    result = agent.run("revenue per month in 2025")
+    steps = result.trajectory.steps
+    assert "Your last code left `revenue_per_month`" in steps[1].observation
+    assert "final_answer(revenue_per_month)" in steps[1].observation
+    assert "Not accepted yet" in steps[2].observation and ".dt.to_period('M')" in steps[2].observation  # per month
+    assert result.status == "success" and result.answer.to_dict() == {"2025-01": 16.0, "2025-02": 7.0}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from typing import Any
 
 from cave.review.contract.reading import Contract
@@ -302,17 +303,48 @@ def _regroup(contract: Contract, answer: Any, tables: dict[str, Any]) -> str:
     >>> stays = pd.DataFrame({"hotel": ["Inn", "Inn", "Lodge"], "nights": [1, 2, 3], "rate": [10.0, 20.0, 30.0]})
     >>> print(_regroup(read("Revenue per hotel, highest first"), stays.nights * stays.rate, {"stays": stays}))
     ; e.g. final_answer(_final_answer.groupby(stays.loc[_final_answer.index, 'hotel']).sum().sort_values(ascending=False))
+    >>> daily = pd.Series([1.0, 2.0, 4.0], index=["2025-01-05", "2025-01-09", "2025-02-01"])
+    >>> print(_regroup(read("revenue per month in 2025"), daily, {}))
+    ; e.g. import pandas as pd; final_answer(_final_answer.groupby(pd.to_datetime(_final_answer.index).to_period('M').astype(str)).sum())
     """
-    found = column_for(contract.per or "", tables)
-    if found is None or not (_is_series(answer) or _is_frame(answer)) or getattr(answer, "ndim", 0) != 1:
-        return ""
-    table, column = found
-    if not answer.index.isin(tables[table].index).all() or answer.dtype.kind not in "iufb":
+    if not _is_series(answer) or answer.dtype.kind not in "iufb":
         return ""
     agg = {"count": "size"}.get(contract.agg or "sum", contract.agg or "sum")
     order = {"desc": ".sort_values(ascending=False)", "asc": ".sort_values()"}.get(contract.order or "", "")
+    period = _PERIODS.get((contract.per or "").split()[-1] if contract.per else "")
+    if period is not None and _dated(answer.index):  # one row per day sent for "per month"
+        line = f"_final_answer.groupby(pd.to_datetime(_final_answer.index).to_period({period!r}).astype(str)).{agg}()"
+        return f"; e.g. import pandas as pd; final_answer({line}{order})"
+    found = column_for(contract.per or "", tables)
+    if found is None:
+        return ""
+    table, column = found
+    if not answer.index.isin(tables[table].index).all():
+        return ""
     line = f"_final_answer.groupby({table}.loc[_final_answer.index, {column!r}]).{agg}(){order}"
     return f"; e.g. final_answer({line})"
+
+
+_PERIODS = {"month": "M", "year": "Y", "quarter": "Q", "week": "W"}
+
+
+def _dated(index: Any) -> bool:
+    """Whether an index holds moments (datetimes, or most of its text reads as dates).
+
+    >>> import pandas as pd
+    >>> _dated(pd.Index(["2025-01-05", "2025-01-06"])), _dated(pd.Index(["Inn", "Lodge"])), _dated(pd.RangeIndex(3))
+    (True, False, False)
+    """
+    import pandas as pd
+
+    if pd.api.types.is_datetime64_any_dtype(index):
+        return True
+    if not _texty(index) or len(index) == 0:
+        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        parsed = pd.to_datetime(pd.Series(index.astype(str)), errors="coerce", format="mixed")
+    return bool(parsed.notna().mean() >= 0.8)
 
 
 def _distinct_count(per: str, tables: dict[str, Any]) -> int | None:
