@@ -180,3 +180,13 @@ def test_column_for_names_one_column_or_none():
 def test_an_empty_contract_checks_nothing():
     assert problems(Contract(), VISITS, TABLES) == []
     assert read("Please look at the data.").describe() == ""
+
+
+def test_a_count_of_things_answered_with_the_number_of_their_kinds_is_a_problem():
+    # a dev probe: "How many different cats visited?" answered clinic['species'].nunique()
+    clinic = pd.DataFrame({"pet_id": [1, 2, 2, 3, 4, 5], "species": ["Cat", "Dog", "Dog", "Cat", "cat", "Bird"]})
+    contract = read("How many different cats visited the clinic?")
+    found = problems(contract, 4, {"clinic": clinic})
+    assert found and "number of distinct values of clinic['species']" in found[0] and "'Cat'" in found[0]
+    assert problems(contract, 3, {"clinic": clinic}) == []  # the cats' ids, counted once each
+    assert problems(read("How many different species visited the clinic?"), 4, {"clinic": clinic}) == []

@@ -430,6 +430,8 @@ def _monotonic(values: list[Any], order: str | None) -> bool:
 def _entity_count(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
     x = _as_number(answer)
     found = column_for(contract.count_of or "", tables)
+    if x is not None and found is None:
+        return _kinds_counted(contract.count_of or "", x, tables)
     if x is None or found is None:
         return []
     df = tables[found[0]]
@@ -439,6 +441,46 @@ def _entity_count(contract: Contract, answer: Any, tables: dict[str, Any]) -> li
             f"a count of {contract.count_of}: the answer {int(x)} is the number of rows of {found[0]}, which holds "
             f"{distinct} distinct {found[1]}: count each {contract.count_of.rstrip('s')} once (`.nunique()`), "
             "after any filter the task asks for"
+        ]
+    return []
+
+
+def _kinds_counted(counted: str, x: float, tables: dict[str, Any]) -> list[str]:
+    """ "How many different cats" answered with the number of distinct values of the column that holds 'Cat' (the
+    species): the kinds were counted, not the cats (a development probe). The problem, with the rows to count.
+
+    >>> import pandas as pd
+    >>> pets = pd.DataFrame({"pet_id": [1, 2, 2, 3, 4, 5], "species": ["Cat", "Dog", "Dog", "Cat", "cat", "Bird"]})
+    >>> _kinds_counted("cats", 4, {"pets": pets})[0][:81]
+    "a count of cats: the answer 4 is the number of distinct values of pets['species']"
+    >>> _kinds_counted("cats", 3, {"pets": pets}), _kinds_counted("visits", 4, {"pets": pets})
+    ([], [])
+    """
+    words = counted.split()
+    if not words or len(words) > 2:
+        return []
+    last = words[-1]
+    for stem in dict.fromkeys(
+        [last, last[:-1] if last.endswith("s") else last, last[:-2] if last.endswith("es") else last]
+    ):
+        holding = _column_holding(stem, tables) if len(stem) > 2 else None
+        if holding is None:
+            continue
+        table, column = holding
+        values = tables[table][column]
+        kinds = int(values.nunique())
+        if int(x) != x or int(x) != kinds or kinds < 2:
+            return []
+        df = tables[table]
+        chosen = df[values.astype(str).map(_norm) == _norm(stem)]
+        ids = [c for c in df.columns if c != column and re.search(r"(?:^|_)id$|_id|^id", str(c), re.I)]
+        if len(chosen) == x or any(chosen[c].nunique() == x for c in ids):
+            return []  # the right count happens to be the same number: nothing to say
+        shown = next(v for v in values.dropna().astype(str).unique() if _norm(v) == _norm(stem))
+        return [
+            f"a count of {counted}: the answer {int(x)} is the number of distinct values of {table}[{column!r}], "
+            f"one of which is {shown!r}: count the {counted} themselves, the rows where {column} is {shown!r} (or "
+            "the distinct ids among them)"
         ]
     return []
 
