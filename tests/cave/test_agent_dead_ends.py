@@ -808,6 +808,15 @@ def test_an_answer_picked_from_a_wide_tie_is_held_once():
     assert agent.run("What hour of the day gets the most requests?").answer == 9  # the suggested line is right
 
 
+def ran(replies: list, task: str, **tables: pd.DataFrame):
+    """The run of scripted ``replies`` on ``task`` with ``tables`` given, and its first observation."""
+    agent = agent_with(replies)
+    for name, table in tables.items():
+        agent.runtime.inject(name, table)
+    result = agent.run(task)
+    return result, result.trajectory.steps[0].observation
+
+
 def test_an_answer_from_a_selection_that_left_out_other_spellings_is_held_once():
     # a dev probe: clinic['species'] == 'Dog' over 'Dog', ' dog', 'DOG' averaged a third of the dogs' fees, `success`
     clinic = pd.DataFrame({"species": ["Dog", " dog", "DOG", "Cat", "Dog "], "fee": [10.0, 20.0, 30.0, 99.0, 40.0]})
@@ -819,18 +828,13 @@ def test_an_answer_from_a_selection_that_left_out_other_spellings_is_held_once()
         (code("final_answer(round(dogs['fee'].mean(), 2))"), "failed_checks", 10.0),  # from the same selection
         (code("final_answer(_final_answer)"), "success", 10.0),  # confirmed as it was: the task means that spelling
     ):
-        agent = agent_with([exact, second])
-        agent.runtime.inject("clinic", clinic)
-        result = agent.run("What is the average fee of visits for dogs?")
-        first = result.trajectory.steps[0].observation
+        result, first = ran([exact, second], "What is the average fee of visits for dogs?", clinic=clinic)
         assert "left out 3 rows of 'species' that hold it spelled another way" in first
         assert "Not accepted yet: the column this answer was computed from holds one value written several" in first
         assert "dogs = clinic[clinic['species'].str.strip().str.lower() == 'dog']\n" in first  # the code to run
         assert first.index("dogs = clinic[") < first.index("final_answer(_final_answer)")  # first: a copy runs it
         assert result.status == status and result.answer == answer and len(result.trajectory.steps) == 2
-    agent = agent_with([fixed])  # a selection that takes every spelling is not held
-    agent.runtime.inject("clinic", clinic)
-    result = agent.run("What is the average fee of visits for dogs?")
+    result, _ = ran([fixed], "What is the average fee of visits for dogs?", clinic=clinic)  # every spelling: not held
     assert result.status == "success" and result.answer == 25.0 and len(result.trajectory.steps) == 1
 
 
@@ -844,10 +848,7 @@ def test_a_pick_among_groups_that_split_one_value_by_its_spelling_is_held_once()
         "final_answer(deliveries.groupby(deliveries['supplier'].str.strip().str.lower())['units'].sum().idxmax())"
     )
     for second, status, answer in ((fixed, "success", "acme"), (split, "failed_checks", "Cobalt")):
-        agent = agent_with([split, second])
-        agent.runtime.inject("deliveries", deliveries)
-        result = agent.run("Which supplier delivered the most units in total?")
-        first = result.trajectory.steps[0].observation
+        result, first = ran([split, second], "Which supplier delivered the most units in total?", deliveries=deliveries)
         assert "idxmax() picked 'Cobalt' from groups of 'supplier' that hold one label spelled another way" in first
         assert "df.groupby(df['supplier'].str.strip().str.lower())" in first and "Not accepted yet" in first
         assert "deliveries.groupby(deliveries['supplier'].str.strip().str.lower())['units']" in first
@@ -1072,10 +1073,7 @@ def test_none_from_a_call_that_works_in_place_comes_back_with_the_line_that_keep
     stays = pd.DataFrame({"hotel": ["Inn", "Plaza", "Inn", "Lodge"], "status": ["no-show", "ok", "no-show", "no-show"]})
     slip = code("hotels = list(stays[stays.status == 'no-show']['hotel'].unique()).sort()\nfinal_answer(hotels)")
     fixed = code("hotels = sorted(list(stays[stays.status == 'no-show']['hotel'].unique()))\nfinal_answer(hotels)")
-    agent = agent_with([slip, fixed])
-    agent.runtime.inject("stays", stays)
-    result = agent.run("List the hotels that had at least one no-show, alphabetically.")
-    first = result.trajectory.steps[0].observation
+    result, first = ran([slip, fixed], "List the hotels that had at least one no-show, alphabetically.", stays=stays)
     assert "set hotels to None: .sort() changes the object in place and returns None" in first
     assert "hotels = sorted(list(stays[stays.status == 'no-show']['hotel'].unique()))" in first
     assert result.status == "success" and result.answer == ["Inn", "Lodge"]
