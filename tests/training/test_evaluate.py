@@ -167,3 +167,19 @@ def test_eval_at_start_false_leaves_out_the_step_0_eval(tiny_dir, tmp_path):
     )
     run = Trainer(tiny_config(config), quiet=True).train()
     assert [r["step"] for r in read_eval(run)] == [1]
+
+
+def test_a_labelled_checkpoint_eval_loads_the_checkpoint(tiny_dir, tmp_path, monkeypatch):
+    # the drmas_claim and search_team drivers name their checkpoints ("latest (step 8)"); the label once replaced
+    # the load, so a trained run was evaluated as the untrained base (avg@4 0.000 after 8 steps)
+    import cave.training.checkpoints as checkpoints
+    from cave.training.evaluate import eval_examples, evaluate_checkpoint
+
+    config = tiny_yaml(tiny_dir, tmp_path / "tiny.yaml")
+    run = Trainer(tiny_config(config), quiet=True).train()
+    loaded = []
+    real = checkpoints.load_checkpoint
+    monkeypatch.setattr(checkpoints, "load_checkpoint", lambda d, w: loaded.append(d) or real(d, w))
+    cfg = tiny_config(config)
+    report = evaluate_checkpoint(cfg, eval_examples(cfg, "test", 1), run_dir=run, k=1, greedy=False, label="step one")
+    assert loaded == [Path(run)] and report.checkpoint == "step one"
