@@ -393,9 +393,8 @@ def evaluate_checkpoint(
         raise ValueError(f"{run_dir}: no checkpoint (checkpoints/latest); train it first")
     workers = LocalWorkers(cfg.model_copy(update={"ray": None}))
     try:
-        if (
-            run_dir is not None
-        ):  # loaded first: a label given by the caller names the checkpoint, it does not replace it
+        if run_dir is not None:
+            # loaded first: a label given by the caller names the checkpoint, it does not replace it
             step = load_checkpoint(Path(run_dir), workers)
             label = label or f"latest (step {step})"
         return evaluate(cfg, workers.engines, examples, k=k, greedy=greedy, split=split, checkpoint=label or "base")

@@ -36,6 +36,7 @@ from cave.review import (
     grouping,
     held_notes,
     imputing,
+    in_place,
     misreadings,
     recovery,
     typed,
@@ -84,12 +85,12 @@ class Acceptance:
                 traj.meta["calls_asked"] = True
                 return prompts.answer_without_calls_note(uncalled)
         if value is None and not traj.meta.get("none_asked"):
-            name = _sent_name(code)
-            in_place = recovery.none_from_in_place(_answering_code(traj, code), name) if name else None
-            if in_place is not None:  # once: None from x = y.sort() is a slip, not the answer (a development probe)
+            name = recovery.answer_name(code)
+            note = in_place.none_from_in_place(_answering_code(traj, code), name) if name else None
+            if note is not None:  # once: None from x = y.sort() is a slip, not the answer (a development probe)
                 traj.meta["none_asked"] = traj.meta["gave_up_asked"] = True
                 await _held_for(traj, "warning", value)
-                return "Not accepted yet: the answer is None. " + in_place
+                return "Not accepted yet: the answer is None. " + note
         if not traj.meta.get("gave_up_asked"):
             gave_up = recovery.gave_up_note(traj, value)
             if gave_up is not None:  # once: nothing, right after a failed cell, is giving up
@@ -462,12 +463,6 @@ _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("text", matches.TEXT_MARK, held_notes.TEXT_HELD_NOTE),
     ("polarity", matches.POLARITY_MARK, held_notes.POLARITY_HELD_NOTE),
 )
-
-
-def _sent_name(code: str) -> str | None:
-    """The variable the code's last final_answer call sends (``final_answer(total)`` -> 'total'), else None."""
-    calls = re.findall(r"final_answer\(\s*([A-Za-z_]\w*)\s*\)", code)
-    return calls[-1] if calls else None
 
 
 def _again(stderr: str, code: str, same: bool) -> set[str]:

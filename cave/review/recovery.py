@@ -251,7 +251,8 @@ def prose_refusal(traj: Trajectory, **kwargs: Any) -> str | None:
 
 
 def last_result(traj: Trajectory) -> str | None:
-    """The variable the last code step that ran without error assigned last (at its top level), else None.
+    """The variable the last code step that ran without error assigned last (at its top level; not a ``_`` name),
+    else None.
 
     >>> from cave.runtimes.base import Execution
     >>> traj = Trajectory(task="t")
@@ -262,18 +263,7 @@ def last_result(traj: Trajectory) -> str | None:
     step = last_code_step(traj)
     if step is None or not step.code or (step.execution is not None and not step.execution.ok):
         return None
-    try:
-        tree = ast.parse(step.code)
-    except SyntaxError:
-        return None
-    names = [
-        t.id
-        for node in tree.body
-        if isinstance(node, ast.Assign | ast.AnnAssign)
-        for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-        if isinstance(t, ast.Name) and not t.id.startswith("_")
-    ]
-    return names[-1] if names else None
+    return last_assigned(step.code, private=False)
 
 
 def _prose_refusal(
@@ -355,65 +345,6 @@ def gave_up_note(traj: Trajectory, value: Any) -> str | None:
     return None if error is None else prompts.GAVE_UP_NOTE.format(value=repr(value), error=error[:200])
 
 
-# methods that change their object in place and return None (list, dict, set, random.shuffle, DataFrame.update)
-_IN_PLACE = frozenset({"sort", "reverse", "append", "extend", "insert", "remove", "update", "clear", "shuffle"})
-
-
-def none_from_in_place(code: str, name: str | None = None) -> str | None:
-    """The note for a variable set to None by a call that works in place (``x = names.sort()``,
-    ``df = df.dropna(inplace=True)``), with the line that keeps the result; None when ``code`` has no such line
-    (for ``name`` only, when given). A dev probe sent ``sorted_hotels = list(groups.keys()).sort()``, None, twice.
-
-    >>> print(none_from_in_place("h = list(g.keys()).sort()\\nfinal_answer(h)"))  # doctest: +NORMALIZE_WHITESPACE
-    `h = list(g.keys()).sort()` set h to None: .sort() changes the object in place and returns None. Keep the
-    result instead:
-    ```python
-    h = sorted(list(g.keys()))
-    ```
-    >>> print(none_from_in_place("df = df.dropna(subset=['a'], inplace=True)").splitlines()[-2])
-    df = df.dropna(subset=['a'])
-    >>> none_from_in_place("h = sorted(names)") is None, none_from_in_place("x = a.sort()", name="y") is None
-    (True, True)
-    """
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
-            continue
-        target, call = node.targets[0].id, node.value
-        if (name is not None and target != name) or not isinstance(call, ast.Call):
-            continue
-        func = call.func
-        method = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        inplace = [
-            k for k in call.keywords if k.arg == "inplace" and isinstance(k.value, ast.Constant) and k.value.value
-        ]
-        line = ast.get_source_segment(code, node) or ""
-        if inplace:
-            kept = [k for k in call.keywords if k.arg != "inplace"]
-            fix = f"{target} = " + ast.unparse(ast.Call(func=func, args=call.args, keywords=kept))
-            why = "inplace=True changes the table in place and returns None"
-        elif method in _IN_PLACE and isinstance(func, ast.Attribute):
-            obj = ast.unparse(func.value)
-            if method == "sort":
-                keys = "".join(f", {ast.unparse(k)}" for k in call.keywords)
-                fix = f"{target} = sorted({obj}{keys})"
-            elif method == "reverse":
-                fix = f"{target} = list(reversed({obj}))"
-            else:
-                fix = f"{ast.unparse(call)}\n{target} = {obj}"
-            why = f".{method}() changes the object in place and returns None"
-        elif method == "shuffle" and call.args:
-            fix = f"{ast.unparse(call)}\n{target} = {ast.unparse(call.args[0])}"
-            why = "shuffle() changes the list in place and returns None"
-        else:
-            continue
-        return f"`{line[:160]}` set {target} to None: {why}. Keep the result instead:\n```python\n{fix}\n```"
-    return None
-
-
 def error_line(step: Step | None) -> str | None:
     """``"KeyError: 'date'"`` for a step whose code failed; None when it did not (or there is no step)."""
     err = step.execution.error if step is not None and step.execution is not None else None
@@ -439,11 +370,12 @@ def uncalled_answer(reply: str, code: str, names: Iterable[str]) -> str | None:
     return next((m.group(1) for m in _PROSE_CALL.finditer(prose) if m.group(1) in live), None)
 
 
-def last_assigned(code: str) -> str | None:
-    r"""The last name a top-level statement of ``code`` assigns (what a cell that printed its result computed).
+def last_assigned(code: str, *, private: bool = True) -> str | None:
+    r"""The last name a top-level statement of ``code`` assigns (what a cell that printed its result computed);
+    ``private=False`` leaves out ``_`` names.
 
-    >>> last_assigned("x = 1\ntotal = x + 1\nprint(total)")
-    'total'
+    >>> last_assigned("x = 1\ntotal = x + 1\nprint(total)"), last_assigned("t = 1\n_n = 2", private=False)
+    ('total', 't')
     """
 
     try:
@@ -451,6 +383,7 @@ def last_assigned(code: str) -> str | None:
     except SyntaxError:
         return None
     names = [t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
+    names = [n for n in names if private or not n.startswith("_")]
     return names[-1] if names else None
 
 
