@@ -33,6 +33,7 @@ __all__ = [
     "eval_examples",
     "evaluate",
     "evaluate_checkpoint",
+    "format_failure_counts",
     "format_failure_rates",
     "greedy_team",
     "is_success",
@@ -41,14 +42,18 @@ __all__ = [
     "pass_at_k",
     "per_problem",
     "plot_eval",
+    "rates",
+    "read_parts",
     "report_table",
     "score_episodes",
+    "Tally",
 ]
 
 EVAL = "eval.jsonl"  # RUN_DIR/eval.jsonl: one EvalReport per periodic evaluation
 SUCCESS_TOL = 1e-9
 CI_RESAMPLES = 2000  # bootstrap resamples of the problems
 CI_LEVEL = 0.95  # the percentile interval's coverage
+PART_PROBLEMS = 10  # problems per kept share of a resumable evaluation: a stop loses at most this many
 LOOP_CALLS = frozenset({"summary", "compaction"})  # the loop's own calls: not the roles' answers (samples.py)
 
 
@@ -143,12 +148,7 @@ def format_failure_rates(trajectories: Sequence[Any]) -> dict[str, float]:
     >>> format_failure_rates([t])
     {'solver': 0.5, 'verifier': 0.0}
     """
-    calls: dict[str, list[bool]] = {}
-    for traj in trajectories:
-        for step in traj.steps:
-            if step.kind not in LOOP_CALLS:
-                calls.setdefault(step.role, []).append(step.meta.get("format_ok") is False)
-    return {role: sum(bad) / len(bad) for role, bad in calls.items()}
+    return rates(format_failure_counts(trajectories))
 
 
 def mean_turns(trajectories: Sequence[Any]) -> float:
@@ -309,53 +309,210 @@ def evaluate(
     split: str = "test",
     checkpoint: str = "base",
     step: int | None = None,
+    parts: str | Path | None = None,
+    chunk: int = PART_PROBLEMS,
 ) -> EvalReport:
     """Run the team on ``examples`` exactly as rollouts do (k sampled runs each, plus one greedy) and score it.
 
     ``engines``: model name -> rollout engine (``LocalWorkers.engines``), serving the weights to evaluate.
+    ``parts``: a JSONL file that keeps each finished share of ``chunk`` problems, so an evaluation that was stopped
+    goes on where it stopped (a share counts when its problems, k, greedy and ``checkpoint`` are the same); the
+    shares are seeded as the whole batch would be, so the report is the one a single run gives. Without ``parts``
+    the problems run as one batch.
     """
     from cave.training.rewards import get_reward
-    from cave.training.workers import build_team, run_rollout
 
     if not examples:
         raise ValueError(f"no {split} examples to evaluate")
     reward_fn = get_reward(cfg.reward)
     t0 = time.perf_counter()
-    sampled_cfg = cfg.model_copy(update={"group_size": k})
-    roll = run_rollout(sampled_cfg, build_team(cfg, engines), engines, examples, step=0)
-    errors = score_episodes(roll.episodes, reward_fn)
-    successes = [[is_success(ep.reward) for ep in roll.episodes[i * k : (i + 1) * k]] for i in range(len(examples))]
-    trajs = [ep.trajectory for ep in roll.episodes]
-    greedy_runs, greedy_fmt = None, {}
-    if greedy:
-        groll = run_rollout(cfg.model_copy(update={"group_size": 1}), greedy_team(cfg, engines), engines, examples, 0)
-        errors += score_episodes(groll.episodes, reward_fn)
-        greedy_runs = [is_success(ep.reward) for ep in groll.episodes]
-        greedy_fmt = format_failure_rates([ep.trajectory for ep in groll.episodes])
-    rewards = [ep.reward for ep in roll.episodes if ep.reward is not None]
+    kept = read_parts(parts, k=k, greedy=greedy, checkpoint=checkpoint) if parts else {}
+    size = max(1, chunk) if parts else len(examples)
+    tallies, seconds = [], 0.0
+    for start in range(0, len(examples), size):
+        share = examples[start : start + size]
+        tally = kept.get((start, examples_digest(share)))
+        if tally is None:
+            tally = run_part(cfg, engines, share, k=k, greedy=greedy, offset=start, reward_fn=reward_fn)
+            if parts:
+                write_part(parts, tally, k=k, greedy=greedy, checkpoint=checkpoint)
+        else:
+            seconds += tally.seconds  # its time was spent before the stop
+        tallies.append(tally)
+    whole = Tally.join(tallies)
+    greedy_runs = whole.greedy_successes if greedy else None
     return EvalReport(
         split=split,
         k=k,
         problems=len(examples),
-        avg_at_k=avg_at_k(successes),
-        pass_at_k=pass_at_k(successes),
+        avg_at_k=avg_at_k(whole.successes),
+        pass_at_k=pass_at_k(whole.successes),
         greedy=sum(greedy_runs) / len(greedy_runs) if greedy_runs else None,
-        format_failure=format_failure_rates(trajs),
-        mean_turns=mean_turns(trajs),
-        mean_tokens=mean_tokens(trajs),
-        reward_mean=sum(rewards) / len(rewards) if rewards else float("nan"),
-        reward_errors=len(errors),
-        seconds=time.perf_counter() - t0,
+        format_failure=rates(whole.calls),
+        mean_turns=whole.turns / whole.runs if whole.runs else float("nan"),
+        mean_tokens=whole.tokens / whole.runs if whole.runs else float("nan"),
+        reward_mean=sum(whole.rewards) / len(whole.rewards) if whole.rewards else float("nan"),
+        reward_errors=len(whole.errors),
+        seconds=seconds + time.perf_counter() - t0,
         temperature=cfg.temperature,
         checkpoint=checkpoint,
         step=step,
-        greedy_format_failure=greedy_fmt,
-        errors=errors[:3],
-        ci=intervals(successes, greedy_runs, k),
-        successes=successes,
+        greedy_format_failure=rates(whole.greedy_calls),
+        errors=whole.errors[:3],
+        ci=intervals(whole.successes, greedy_runs, k),
+        successes=whole.successes,
         greedy_successes=greedy_runs or [],
-        role_reward_mean=role_reward_means(trajs),
+        role_reward_mean={role: total / n for role, (total, n) in whole.role_rewards.items()},
     )
+
+
+# -- a share of the problems, kept so a stopped evaluation goes on -----------------------------------------
+
+
+@dataclass
+class Tally:
+    """What one share of the problems contributes to the report: sums and counts, so shares add up."""
+
+    start: int  # the index of the share's first problem
+    digest: str  # examples_digest of the share's problems
+    successes: list[list[bool]]
+    greedy_successes: list[bool]
+    rewards: list[float]  # the sampled runs' rewards (unscored runs left out)
+    errors: list[str]
+    calls: dict[str, list[int]]  # role -> [calls with an invalid format, calls] (sampled runs)
+    greedy_calls: dict[str, list[int]]
+    turns: int  # model calls over the sampled runs
+    tokens: int
+    runs: int
+    role_rewards: dict[str, list[float]]  # role -> [sum, count]
+    seconds: float = 0.0
+
+    @staticmethod
+    def join(tallies: Sequence[Tally]) -> Tally:
+        """The tally of all the shares, in order.
+
+        >>> a = Tally(0, "", [[True]], [True], [1.0], [], {"s": [0, 2]}, {}, 2, 5, 1, {"s": [1.0, 1]})
+        >>> b = Tally(1, "", [[False]], [False], [0.0], ["x"], {"s": [1, 2]}, {}, 3, 7, 1, {"s": [0.0, 1]})
+        >>> j = Tally.join([a, b]); j.successes, j.calls, j.turns, j.role_rewards
+        ([[True], [False]], {'s': [1, 4]}, 5, {'s': [1.0, 2]})
+        """
+        out = Tally(0, "", [], [], [], [], {}, {}, 0, 0, 0, {})
+        for t in tallies:
+            out.successes += t.successes
+            out.greedy_successes += t.greedy_successes
+            out.rewards += t.rewards
+            out.errors += t.errors
+            for mine, theirs in ((out.calls, t.calls), (out.greedy_calls, t.greedy_calls),
+                                 (out.role_rewards, t.role_rewards)):  # fmt: skip
+                for role, (a, b) in theirs.items():
+                    mine[role] = [x + y for x, y in zip(mine.get(role, [0, 0]), (a, b), strict=True)]
+            out.turns, out.tokens, out.runs = out.turns + t.turns, out.tokens + t.tokens, out.runs + t.runs
+            out.seconds += t.seconds
+        return out
+
+
+def rates(calls: Mapping[str, Sequence[int]]) -> dict[str, float]:
+    """Per role, invalid calls over calls.
+
+    >>> rates({"solver": [1, 4], "verifier": [0, 0]})
+    {'solver': 0.25}
+    """
+    return {role: bad / n for role, (bad, n) in calls.items() if n}
+
+
+def format_failure_counts(trajectories: Sequence[Any]) -> dict[str, list[int]]:
+    """Per role: [its calls whose ``step.meta["format_ok"]`` is False, its calls] (the loop's summaries left out)."""
+    calls: dict[str, list[int]] = {}
+    for traj in trajectories:
+        for step in traj.steps:
+            if step.kind not in LOOP_CALLS:
+                count = calls.setdefault(step.role, [0, 0])
+                count[0] += step.meta.get("format_ok") is False
+                count[1] += 1
+    return calls
+
+
+def examples_digest(examples: Sequence[Mapping[str, Any]]) -> str:
+    """A short hash of the problems, so a kept share is used only for the same problems.
+
+    >>> examples_digest([{"q": "1+1"}]) == examples_digest([{"q": "1+1"}]) != examples_digest([{"q": "2+2"}])
+    True
+    """
+    import hashlib
+
+    text = json.dumps(list(examples), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def run_part(cfg: Any, engines: Mapping[str, Any], examples: Sequence[Mapping[str, Any]], *, k: int, greedy: bool,
+             offset: int, reward_fn: Any) -> Tally:  # fmt: skip
+    """The k sampled runs and the greedy run of a share of the problems, seeded as its place in the whole batch."""
+    from cave.training.rewards import ROLE_REWARDS
+    from cave.training.workers import build_team, run_rollout
+
+    t0 = time.perf_counter()
+    sampled = cfg.model_copy(update={"group_size": k})
+    roll = run_rollout(sampled, build_team(cfg, engines), engines, examples, step=0, offset=offset)
+    errors = score_episodes(roll.episodes, reward_fn)
+    trajs = [ep.trajectory for ep in roll.episodes]
+    greedy_runs, greedy_calls = [], {}
+    if greedy:
+        one = cfg.model_copy(update={"group_size": 1})
+        groll = run_rollout(one, greedy_team(cfg, engines), engines, examples, 0, offset=offset)
+        errors += score_episodes(groll.episodes, reward_fn)
+        greedy_runs = [is_success(ep.reward) for ep in groll.episodes]
+        greedy_calls = format_failure_counts([ep.trajectory for ep in groll.episodes])
+    role_rewards: dict[str, list[float]] = {}
+    for traj in trajs:
+        for role, r in (traj.meta.get(ROLE_REWARDS) or {}).items():
+            total = role_rewards.setdefault(role, [0.0, 0])
+            total[0], total[1] = total[0] + r, total[1] + 1
+    return Tally(
+        start=offset,
+        digest=examples_digest(examples),
+        successes=[[is_success(ep.reward) for ep in roll.episodes[i * k : (i + 1) * k]] for i in range(len(examples))],
+        greedy_successes=greedy_runs,
+        rewards=[ep.reward for ep in roll.episodes if ep.reward is not None],
+        errors=errors,
+        calls=format_failure_counts(trajs),
+        greedy_calls=greedy_calls,
+        turns=sum(sum(s.kind not in LOOP_CALLS for s in t.steps) for t in trajs),
+        tokens=sum(len(s.token_ids or ()) for t in trajs for s in t.steps),
+        runs=len(trajs),
+        role_rewards=role_rewards,
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def write_part(path: str | Path, tally: Tally, *, k: int, greedy: bool, checkpoint: str) -> None:
+    """Append a finished share to ``path`` (one JSON line), with what it was run for."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    row = {"k": k, "greedy": greedy, "checkpoint": checkpoint, **asdict(tally)}
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def read_parts(path: str | Path, *, k: int, greedy: bool, checkpoint: str) -> dict[tuple[int, str], Tally]:
+    """The shares kept in ``path`` for this k, greedy and checkpoint, by (start, digest); a torn last line (a stop
+    while it was written) and shares of another evaluation are left out."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if (row.pop("k", None), row.pop("greedy", None), row.pop("checkpoint", None)) != (k, greedy, checkpoint):
+            continue
+        try:
+            tally = Tally(**row)
+        except TypeError:
+            continue
+        out[(tally.start, tally.digest)] = tally
+    return out
 
 
 def role_reward_means(trajectories: Sequence[Any]) -> dict[str, float]:
@@ -383,9 +540,11 @@ def evaluate_checkpoint(
     greedy: bool = True,
     split: str = "test",
     label: str | None = None,
+    parts: str | Path | None = None,
 ) -> EvalReport:
     """``evaluate`` on fresh in-process workers: the config's models as they are (the base, or exported folders),
-    or with ``run_dir``'s latest checkpoint loaded (a `cave train run` or `cave train sft` folder)."""
+    or with ``run_dir``'s latest checkpoint loaded (a `cave train run` or `cave train sft` folder). ``parts``: keep
+    finished shares there, so a stopped evaluation goes on (``evaluate``)."""
     from cave.training.checkpoints import latest_checkpoint, load_checkpoint
     from cave.training.workers import LocalWorkers
 
@@ -397,7 +556,8 @@ def evaluate_checkpoint(
             # loaded first: a label given by the caller names the checkpoint, it does not replace it
             step = load_checkpoint(Path(run_dir), workers)
             label = label or f"latest (step {step})"
-        return evaluate(cfg, workers.engines, examples, k=k, greedy=greedy, split=split, checkpoint=label or "base")
+        return evaluate(cfg, workers.engines, examples, k=k, greedy=greedy, split=split, checkpoint=label or "base",
+                        parts=parts)  # fmt: skip
     finally:
         workers.close()
 

@@ -183,3 +183,41 @@ def test_a_labelled_checkpoint_eval_loads_the_checkpoint(tiny_dir, tmp_path, mon
     cfg = tiny_config(config)
     report = evaluate_checkpoint(cfg, eval_examples(cfg, "test", 1), run_dir=run, k=1, greedy=False, label="step one")
     assert loaded == [Path(run)] and report.checkpoint == "step one"
+
+
+def test_a_stopped_evaluation_goes_on_from_its_kept_shares(tiny_dir, tmp_path, monkeypatch):
+    # a 100-problem eval takes 40 min on CPU; a stop (a session's end) loses at most one share of it
+    import cave.training.evaluate as ev
+    from cave.training.workers import LocalWorkers
+
+    cfg = tiny_config(tiny_yaml(tiny_dir, tmp_path / "tiny.yaml"))
+    examples = ev.eval_examples(cfg, "test", 3)
+    parts = tmp_path / "heldout.parts.jsonl"
+    ran = []
+    real = ev.run_part
+    monkeypatch.setattr(ev, "run_part", lambda *a, **kw: ran.append(kw["offset"]) or real(*a, **kw))
+    workers = LocalWorkers(cfg)
+    try:
+        first = ev.evaluate(cfg, workers.engines, examples, k=2, parts=parts, chunk=2, checkpoint="c")
+        assert ran == [0, 2] and len(parts.read_text().splitlines()) == 2
+        assert len(first.successes) == 3 and all(len(r) == 2 for r in first.successes)
+        assert len(first.greedy_successes) == 3 and first.mean_turns >= 1 and set(first.format_failure) <= {
+            "solver", "verifier"}  # fmt: skip
+
+        # stopped while writing the second share: the first is kept, the torn line is left out
+        kept = parts.read_text().splitlines()[0]
+        parts.write_text(kept + "\n" + '{"k": 2, "gree')
+        ran.clear()
+        again = ev.evaluate(cfg, workers.engines, examples, k=2, parts=parts, chunk=2, checkpoint="c")
+        assert ran == [2] and again.successes[:2] == first.successes[:2]
+        assert again.greedy_successes[:2] == first.greedy_successes[:2] and again.problems == 3
+
+        # another checkpoint's (or k's) shares are not this evaluation's
+        ran.clear()
+        ev.evaluate(cfg, workers.engines, examples, k=1, parts=parts, chunk=2, checkpoint="c", greedy=False)
+        assert ran == [0, 2]
+        ran.clear()
+        ev.evaluate(cfg, workers.engines, examples, k=2, parts=parts, chunk=2, checkpoint="other")
+        assert ran == [0, 2]
+    finally:
+        workers.close()

@@ -227,7 +227,8 @@ def eval_cached(cfg: Any, out: Path, *, run_dir: Path | None, limit: int, k: int
                 label: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The held-out eval of ``run_dir``'s latest checkpoint (None: the config's models), read from ``out`` when
     it is an eval of that size (and, given a ``label``, of that checkpoint), else run (``limit`` test problems, k
-    sampled runs + one greedy each) and written to ``out``."""
+    sampled runs + one greedy each) and written to ``out``. Finished shares of the problems are kept beside it
+    (``<out>.parts.jsonl``, removed once ``out`` is written), so a stopped driver loses at most one share."""
     from cave.training.evaluate import eval_examples, evaluate_checkpoint
 
     if out.is_file():
@@ -238,9 +239,11 @@ def eval_cached(cfg: Any, out: Path, *, run_dir: Path | None, limit: int, k: int
     examples = eval_examples(cfg, "test", limit)
     if len(examples) < limit:
         raise ValueError(f"the test split has {len(examples)} problems, fewer than --limit {limit}; lower --limit")
-    report = evaluate_checkpoint(cfg, examples, run_dir=run_dir, k=k, greedy=greedy, label=label)
+    parts = out.with_name(out.stem + ".parts.jsonl")
+    report = evaluate_checkpoint(cfg, examples, run_dir=run_dir, k=k, greedy=greedy, label=label, parts=parts)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report.to_json(indent=2) + "\n", encoding="utf-8")
+    parts.unlink(missing_ok=True)
     return report.to_dict()
 
 
