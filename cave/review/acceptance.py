@@ -347,7 +347,8 @@ class Acceptance:
             value=value,
             summary=summary,
             held_summary=traj.meta.get("held_summary", ""),
-            again=_again(stderr, code, summary == traj.meta.get("held_summary", "")),
+            again=_again(stderr, code),
+            confirmed=_confirmed(code),
             given=self.given_tables(),
         )
 
@@ -465,18 +466,17 @@ _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
 )
 
 
-def _again(stderr: str, code: str, same: bool) -> set[str]:
+def _again(stderr: str, code: str) -> set[str]:
     """The kinds of note an answer sent again after a hold still comes from: its cells wrote the note again. A
-    selection by one spelling is still one when the same answer comes back from code that did not run it again
-    (``total = part['n'].sum()`` over the part selected before), but not when it is confirmed as it was
-    (``final_answer(_final_answer)``: the task means that spelling; its notes are then the earlier cell's)."""
+    selection by one spelling confirmed as it was (``final_answer(_final_answer)``: the task means that spelling)
+    is not one again: its notes are the earlier cell's."""
     kinds = {kind for kind, mark, _ in _NOTED if mark in stderr}
-    confirmed = "_final_answer" in code and not _computes(code)
-    if "spelling" in kinds and confirmed:
-        kinds.discard("spelling")
-    elif same and not confirmed:
-        kinds.add("spelling")  # kept_problems reads it only where the answer was held for spellings
-    return kinds
+    return kinds - {"spelling"} if _confirmed(code) else kinds
+
+
+def _confirmed(code: str) -> bool:
+    """Whether ``code`` sends the held answer back as it was (``final_answer(_final_answer)``), computing nothing."""
+    return "_final_answer" in code and not _computes(code)
 
 
 def _counts(value: Any) -> bool:

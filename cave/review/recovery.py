@@ -508,6 +508,7 @@ def kept_problems(
     summary: str,
     held_summary: str,
     again: Collection[str] = (),
+    confirmed: bool = False,
     given: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """What is still wrong with an answer that was held once for each of ``held`` and then sent again.
@@ -518,7 +519,8 @@ def kept_problems(
     itself: ``summary`` is this answer's ``answer_summary``, ``held_summary`` the held one's, and ``again`` the
     kinds whose note the cell that sent it wrote again ("loss": a coercion dropped values, "empty": a selection
     matched no row, "tie": a pick from a wide tie, "nan": a test over missing values, "self": a variable picked as
-    its own strongest correlate). ``given``: the session's
+    its own strongest correlate). ``confirmed``: the answer came back as it was (``final_answer(_final_answer)``),
+    which for a selection of one spelling says the task means that spelling. ``given``: the session's
     tables, for the one table-based form problem that stands re-checking (a number where the task asks which
     product).
 
@@ -535,9 +537,9 @@ def kept_problems(
     problems: list[str] = []
     for kind in dict.fromkeys(held):
         if kind in _STILL:
-            # a selection of one spelling confirmed as it was (final_answer(_final_answer)) is the task's choice;
-            # code that computes it again and still leaves the other spellings out is not
-            same = kind in again or (summary == held_summary and kind != "spelling")
+            # a selection of one spelling confirmed as it was (``confirmed``: final_answer(_final_answer)) is the
+            # task's choice; code that computes it again and still leaves the other spellings out is not
+            same = kind in again or (summary == held_summary and not (kind == "spelling" and confirmed))
             # only an answer of nothing (0, NaN, empty) is the empty selection's: a total of the other rows stands
             if same and (kind != "empty" or _nothing(value)):
                 problems.append(_STILL[kind])
