@@ -53,7 +53,8 @@ EVAL = "eval.jsonl"  # RUN_DIR/eval.jsonl: one EvalReport per periodic evaluatio
 SUCCESS_TOL = 1e-9
 CI_RESAMPLES = 2000  # bootstrap resamples of the problems
 CI_LEVEL = 0.95  # the percentile interval's coverage
-PART_PROBLEMS = 10  # problems per kept share of a resumable evaluation: a stop loses at most this many
+PART_PROBLEMS = 25  # problems per kept share of a resumable evaluation: a stop loses at most this many
+# (fewer would leave the engine small batches: a share ends when its longest run does)
 LOOP_CALLS = frozenset({"summary", "compaction"})  # the loop's own calls: not the roles' answers (samples.py)
 
 
