@@ -190,3 +190,14 @@ def test_a_count_of_things_answered_with_the_number_of_their_kinds_is_a_problem(
     assert found and "number of distinct values of clinic['species']" in found[0] and "'Cat'" in found[0]
     assert problems(contract, 3, {"clinic": clinic}) == []  # the cats' ids, counted once each
     assert problems(read("How many different species visited the clinic?"), 4, {"clinic": clinic}) == []
+
+
+def test_an_order_the_text_only_implies_by_oldest_is_not_held():
+    # "the 3 oldest" is the highest ages but the earliest dates: the text implies no order to hold a list for
+    import pandas as pd
+
+    ages = pd.Series([97.0, 96.0, 95.0], index=[3, 8, 1])
+    assert problems(read("What are the ages of the 3 oldest billionaires?"), ages, {}) == []
+    assert read("What are the 3 oldest patients, oldest first?").order == "asc"  # said: held as said
+    # a rate named as a column ("reviews per month") is not a grouping of a count
+    assert read("How many listings have no value for reviews per month?").per is None

@@ -139,7 +139,7 @@ def _asked_after_comma(low: str, m: re.Match) -> bool:
     >>> _asked_after_comma(low, m)
     False
     """
-    word = m.group(1)
+    word = m.group(m.lastindex or 0)  # the noun: the last group (a "which 2 ..." count comes before it)
     if word in _STOP or re.fullmatch(rf"(?:{_WHICH_VERBS})|[a-z]+ed", word):
         return False
     end = re.search(r"[.?!](?:\s|$)", low[m.end() :])
@@ -147,8 +147,9 @@ def _asked_after_comma(low: str, m: re.Match) -> bool:
 
 
 def _which(low: str) -> str | None:
-    for m in re.finditer(r"\b(?:which|what)\s+(?:one\s+of\s+the\s+|of\s+the\s+)?([a-z][\w\-]*)", low):
-        word = m.group(1)
+    # "which 2 regions ...": the count is the contract's top, the noun is still the X
+    for m in re.finditer(rf"\b(?:which|what)\s+(?:one\s+of\s+the\s+|of\s+the\s+)?(?:{_NUM}\s+)?([a-z][\w\-]*)", low):
+        word = m.group(2)
         prev = re.findall(r"[a-z]+|[^\sa-z]", low[: m.start()])[-1:]
         if prev and prev[0] in ",;" and not _asked_after_comma(low, m):
             continue  # "the orders, which were late": a relative clause
@@ -287,6 +288,12 @@ def _group_phrase(low: str, m: re.Match[str]) -> str | None:
         return None
     if word == "per" and _RANKING.search(clause) and not re.search(r"\b(?:average|mean|median|total)\b", clause):
         return None
+    if word == "per" and re.search(
+        r"\b(?:values?|data|entr(?:y|ies)|missing|nulls?|blanks?|nan|column|field)\s+(?:for|in|of|on)\s+"
+        r"(?:the\s+)?[a-z][\w\-]*\s*$",
+        clause,
+    ):
+        return None  # "no value for reviews per month": a column named by its rate, not a grouping
     if word.endswith("each") and low[m.end() :].startswith("of "):
         # "for each of the services" groups by service; "each of the two columns" counts things, it does not group
         of = re.match(r"of\s+(?:the|its|our|their|your)\s+([a-z][\w\-]*s)\b", low[m.end() :])
@@ -338,7 +345,8 @@ def _top(low: str) -> int | None:
         low,
     )
     m = m or re.search(
-        rf"\b(?:which|the|find|list|name)\s+{_NUM}\s+[a-z][\w\-]*\s+(?:with|that|who|which|whose|by|having)?\s*"
+        rf"\b(?:which|what|the|find|list|name)\s+{_NUM}\s+(?:[a-z][\w\-]*\s+){{1,3}}"
+        rf"(?:with|that|who|which|whose|by|having|has|have|had|got|get|saw|see|show|showed|sold|made|earned)?\s*"
         rf"(?:the\s+)?(?:most|highest|lowest|largest|smallest|fewest|least|best|worst|longest|shortest|biggest)\b",
         low,
     )
@@ -375,7 +383,9 @@ def _order(low: str, top: int | None) -> str | None:
         return "asc"
     if top and re.search(r"\bbottom\s+" + _NUM, low):
         return "asc"
-    if top and re.search(rf"\b{low_}\b", low) and not re.search(rf"\b{high}\b", low):
+    # "oldest" is the highest age but the lowest date: without "first" it implies no order
+    implied_low = low_.replace("oldest|", "")
+    if top and re.search(rf"\b{implied_low}\b", low) and not re.search(rf"\b{high}\b", low):
         return "asc"  # "the three regions with the lowest churn"
     if top and re.search(r"\b(?:top|largest|biggest|highest|most|best|greatest|busiest|longest|leading)\b", low):
         return "desc"
