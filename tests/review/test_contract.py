@@ -201,3 +201,14 @@ def test_an_order_the_text_only_implies_by_oldest_is_not_held():
     assert read("What are the 3 oldest patients, oldest first?").order == "asc"  # said: held as said
     # a rate named as a column ("reviews per month") is not a grouping of a count
     assert read("How many listings have no value for reviews per month?").per is None
+
+
+def test_rates_and_names_of_ranked_things():
+    # "the average number of X per Y" is one mean over the Y, not a table per Y
+    c = read("What is the average number of reviews per listing?")
+    assert (c.kind, c.per) == ("number", None)
+    assert read("What is the average price per city?").per == "city"  # a grouping still
+    # "the name of the youngest billionaire": the X is the billionaire, not the superlative before it
+    assert read("What is the name of the youngest billionaire?").which == "billionaire"
+    c = read("What are the names of the 3 richest people?")
+    assert (c.which, c.top, c.kind) == ("people", 3, "list")

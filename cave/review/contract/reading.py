@@ -81,8 +81,8 @@ def read(text: str) -> Contract:
     decimals = _decimals(low)
     distinct = bool(re.search(r"\b(distinct|unique|different|without duplicates|no duplicates|deduplicated)\b", low))
     kind = _kind(low, which=which, count_of=count_of, per=per, top=top, order=order, columns=columns)
-    if kind == "bool":
-        per = None  # "... for every region?" asks one yes or no
+    if kind in ("bool", "number") and per:
+        per = None  # "... for every region?" asks one yes or no; "the average number of X per Y" one mean
     return Contract(
         outputs=result_names(raw),
         columns=columns,
@@ -185,7 +185,8 @@ def _which(low: str) -> str | None:
             return word
     m = re.search(
         r"\b(?:name|identify|find|report|give|return)\s+(?:me\s+)?the\s+([a-z][\w\-]*)\s+(?:with|that|which|whose|having)\b"
-        r"|\bthe name of the\s+([a-z][\w\-]*)\b"  # "what is the name of the branch with ..."
+        # "what is the name of the branch with ...", "the name of the youngest billionaire"
+        r"|\bthe names? of the\s+(?:(?:\d+|[a-z]+est|most\s+[a-z]+|least\s+[a-z]+)\s+){0,2}([a-z][\w\-]*)\b"
         r"|\b(?:out of|among|of all)\s+(?:all\s+)?(?:the\s+|our\s+)?([a-z][\w\-]*),\s+which\b",  # "of all stores, which"
         low,
     )
@@ -341,7 +342,8 @@ def _top(low: str) -> int | None:
     m = re.search(rf"\b(?:top|bottom|first|last)\s+{_NUM}\b", low) or re.search(
         rf"\b(?:the\s+)?{_NUM}\s+(?:largest|biggest|highest|most|lowest|smallest|least|best|worst|longest|shortest|"
         rf"busiest|cheapest|costliest|oldest|newest|latest|earliest|top|fastest|slowest|largest|heaviest|lightest|"
-        rf"greatest|leading|biggest|most\s+\w+|least\s+\w+)\b",
+        rf"greatest|leading|biggest|richest|poorest|youngest|tallest|shortest|priciest|hottest|coldest|warmest|"
+        rf"strongest|weakest|safest|loudest|quietest|most\s+\w+|least\s+\w+)\b",
         low,
     )
     m = m or re.search(
@@ -474,6 +476,10 @@ def _kind(
     if top:
         return "list"
     if per:
+        if re.search(
+            r"\b(?:average|mean|median)\s+(?:number|count|amount|quantity)\s+of\s+[a-z][\w\s\-]{0,30}?\bper\s", low
+        ):
+            return "number"  # "the average number of reviews per listing": one mean over the listings
         rate = per.split()[0] in _TIME_UNITS and not re.search(r"\b(?:for each|each|every|broken down|by)\b", low)
         return "number" if rate and re.search(r"\b(?:average|mean|median)\b", low) else "table"
     if re.search(r"\b(?:list|which|what are)\b[^.?]*\b(?:distinct|unique|all)\b", low):
