@@ -212,3 +212,11 @@ def test_rates_and_names_of_ranked_things():
     assert read("What is the name of the youngest billionaire?").which == "billionaire"
     c = read("What are the names of the 3 richest people?")
     assert (c.which, c.top, c.kind) == ("people", 3, "list")
+
+
+def test_values_of_ranked_things_may_repeat():
+    c = read("Name the artists of the 3 most streamed songs.")
+    assert c.repeats and c.top == 3
+    assert problems(c, ["Drake", "Drake", "SZA"], {}) == []
+    # a list of the things themselves still lists each once
+    assert problems(read("List the 3 artists with the most streams."), ["Drake", "Drake", "SZA"], {})

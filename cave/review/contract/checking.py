@@ -239,7 +239,8 @@ def _items(contract: Contract, answer: Any) -> list[str]:
     # names listed twice are one thing listed twice ("a list of neighbourhoods" has each once), whatever the
     # task says about distinctness; repeated numbers may be ties, and are left alone unless it asks for distinct
     # (not a table's rows: they may repeat a name, as the top orders of one customer do)
-    names = not _is_frame(answer) and bool(items) and all(isinstance(i, str) for i in items)
+    # and the values of N ranked things may repeat (the artists of the 3 most streamed songs)
+    names = not _is_frame(answer) and bool(items) and all(isinstance(i, str) for i in items) and not contract.repeats
     if contract.distinct or contract.kind == "set" or names:
         seen = [_norm(i) for i in items]
         if len(set(seen)) < len(seen):

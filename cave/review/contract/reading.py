@@ -60,6 +60,7 @@ class Contract:
     decimals: int | None = None
     distinct: bool = False
     agg: str | None = None  # what one value per group is: "median" "mean" "sum" "count" (where the text says)
+    repeats: bool = False  # the items are values of N ranked things and may repeat ("the artists of the 3 top songs")
 
     def describe(self) -> str:
         """One line for the prompt or a log: the fields the text set."""
@@ -95,6 +96,7 @@ def read(text: str) -> Contract:
         decimals=decimals,
         distinct=distinct,
         agg=_agg(low) if per else None,
+        repeats=bool(top) and not distinct and bool(re.search(rf"\b[a-z]+\s+of\s+the\s+(?:top\s+)?{_NUM}\s", low)),
     )
 
 
