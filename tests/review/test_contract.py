@@ -220,3 +220,13 @@ def test_values_of_ranked_things_may_repeat():
     assert problems(c, ["Drake", "Drake", "SZA"], {}) == []
     # a list of the things themselves still lists each once
     assert problems(read("List the 3 artists with the most streams."), ["Drake", "Drake", "SZA"], {})
+
+
+def test_a_yes_no_question_is_answered_with_a_bool():
+    c = read("Are there any billionaires under 30 years old?")
+    assert problems(c, True, {}) == []
+    assert "final_answer(True)" in problems(c, "Yes", {})[0]
+    assert "final_answer(False)" in problems(c, "no", {})[0]
+    assert "send True or False" in problems(c, 3, {})[0]  # the count of such rows, not whether there are any
+    assert "send True or False" in problems(c, pd.DataFrame({"age": [25]}), {})[0]
+    assert problems(c, "Yes, three of them are under 30.", {}) == []  # a sentence: left to the task's own checks

@@ -38,6 +38,8 @@ def problems(contract: Contract, answer: Any, tables: dict[str, Any] | None = No
             out += _name(contract, answer, tables)
         elif kind == "date":
             out += _date(answer)
+        elif kind == "bool":
+            out += _yes_no(answer)
         elif kind in ("list", "set"):
             out += _items(contract, answer)
         elif kind == "table" or (contract.per and _rows(answer) is not None):
@@ -162,6 +164,29 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
             f"{other[0]}[{other[1]!r}]: answer with the {col} of that row"
         ]
     return []
+
+
+def _yes_no(answer: Any) -> list[str]:
+    """A yes/no question answered with something other than True or False: a word, a count, the rows themselves.
+
+    >>> _yes_no(True), _yes_no(__import__("numpy").bool_(False)), _yes_no("Yes")[0][:44]
+    ([], [], 'yes or no: the task asks a yes/no question; ')
+    """
+    if isinstance(answer, bool) or type(answer).__name__ == "bool_":
+        return []
+    word = str(answer).strip().strip(".!").lower() if isinstance(answer, str) else None
+    if word in ("yes", "no", "true", "false"):
+        fix = f"final_answer({word in ('yes', 'true')})"
+    elif _is_series(answer) or _is_frame(answer) or isinstance(answer, int | float):
+        fix = "final_answer(bool(...)) over the test itself, e.g. `(df['col'] > x).any()` or `.all()`"
+    else:
+        return []  # a sentence or a mix: the task's own wording decides, not a guess here
+    return [f"yes or no: the task asks a yes/no question; the answer is {_short(answer)}: send True or False ({fix})"]
+
+
+def _short(answer: Any) -> str:
+    text = repr(answer) if not (_is_series(answer) or _is_frame(answer)) else f"a {type(answer).__name__}"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _date(answer: Any) -> list[str]:
