@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["error_hint"]
+__all__ = ["error_hint", "line_fix"]
 
 
 _NO_ATTR = re.compile(r"'(Series|Index)' object has no attribute '(\w+)'")
@@ -127,3 +127,55 @@ def error_hint(etype: str, message: str) -> str | None:
             f"pd.to_datetime(df[col], format='{fmt}').dt.hour (24-hour)"
         )
     return next((hint for types, pattern, hint in _API_CHANGES if etype in types and pattern.search(message)), None)
+
+
+_REDUCE_THEN_PICK = re.compile(
+    r"\.(sum|mean|median|min|max|std|var|first|last|prod)\(\s*\)(\[\[?[^\]]+\]?\]|\.[A-Za-z_]\w*\b(?!\())"
+)
+_CELL_LINE = re.compile(r'File "<cell[^"]*>", line \d+[^\n]*\n\s+(.+)')
+
+
+def line_fix(etype: str, message: str, traceback: str) -> str | None:
+    """The failing line rewritten, for errors whose fix is mechanical on that line: a grouped reduction over every
+    column (a date or text column among them) before the column it wanted was picked, or with no column picked.
+
+    >>> tb = 'File "<cell-3>", line 2, in <module>\\n    m = t.groupby(pd.to_datetime(t["d"]).dt.to_period("M")).sum()["visits"]'
+    >>> print(line_fix("TypeError", "datetime64 type does not support operation 'sum'", tb))
+    m = t.groupby(pd.to_datetime(t["d"]).dt.to_period("M"))["visits"].sum()
+    >>> print(line_fix("TypeError", "datetime64 type does not support operation 'mean'", 'File "<cell-1>", line 1\\n    x = df.groupby("k").mean()'))
+    x = df.groupby("k").mean(numeric_only=True)
+    >>> line_fix("TypeError", "unsupported operand", tb) is None
+    True
+    """
+    if etype != "TypeError" or not re.search(r"does not support operation|reduction '\w+' with string dtype", message):
+        return None
+    lines = _CELL_LINE.findall(traceback)
+    if not lines:
+        return None
+    line = lines[-1].strip()
+    start = line.find(".groupby(")
+    if start < 0:
+        return None
+    end = _closing(line, start + len(".groupby("))
+    if end is None:
+        return None
+    m = _REDUCE_THEN_PICK.match(line, end + 1)
+    if m:
+        pick = m.group(2) if m.group(2).startswith("[") else f"[{m.group(2)[1:]!r}]"
+        fixed = line[: end + 1] + pick + f".{m.group(1)}()" + line[m.end() :]
+        return fixed
+    m = re.compile(r"\.(sum|mean|median|std|var|prod)\(\s*\)").match(line, end + 1)
+    if m:
+        fixed = line[: end + 1] + f".{m.group(1)}(numeric_only=True)" + line[m.end() :]
+        return fixed
+    return None
+
+
+def _closing(text: str, i: int) -> int | None:
+    """The index of the parenthesis that closes the one opened just before ``i``."""
+    depth = 1
+    for j in range(i, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            return j
+    return None

@@ -155,6 +155,16 @@ def test_error_hints():
         ),  # a per-month sum over the whole frame
         ("pd.DataFrame({'date': pd.to_datetime(['2025-01-01']), 'v': [1]}).sum()", "pick the column to reduce"),
         (
+            "t = pd.DataFrame({'date': pd.to_datetime(['2025-01-01', '2025-02-01']), 'visits': [1, 2]})\n"
+            "m = t.groupby(pd.to_datetime(t['date']).dt.to_period('M')).sum()['visits']",
+            "Your line, rewritten: m = t.groupby(pd.to_datetime(t['date']).dt.to_period('M'))['visits'].sum()",
+        ),  # analyst monthly_visits: the general hint, then the same line five times
+        (
+            "t = pd.DataFrame({'date': pd.to_datetime(['2025-01-01', '2025-02-01']), 'visits': [1, 2]})\n"
+            "m = t.groupby(t.date.dt.month).sum().visits",
+            "Your line, rewritten: m = t.groupby(t.date.dt.month)['visits'].sum()",
+        ),
+        (
             "from sklearn.preprocessing import PowerTransformer\nPowerTransformer(method='log').fit([[1.0], [2.0]])",
             "a log transform is np.log(x)",
         ),  # DABench 726: yeo-johnson next, mean 0 and std 1 sent
