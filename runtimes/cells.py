@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
-from cave.runtimes import coercion, matches
+from cave.runtimes import aligned, coercion, matches
 from cave.runtimes.base import (
     ExecError,
     Execution,
@@ -164,7 +164,7 @@ def no_input(prompt: object = "") -> str:
     raise RuntimeError("input() is not available: no one is typing at this runtime. Use the variables you were given.")
 
 
-_AUDITS = {coercion.HELPER: coercion.audited, matches.HELPER: matches.matched}
+_AUDITS = {coercion.HELPER: coercion.audited, matches.HELPER: matches.matched, aligned.HELPER: aligned.assigned}
 # Cells call the audit helpers by name from their builtins. A function defined in a cell and carried to another
 # process (retrieve, dill) still calls them there, so every process that imports the runtimes can resolve them
 # (the kernel's cells find them this way too).
@@ -244,6 +244,8 @@ class CellRunner:
                 coercion.rewrite(tree)  # errors="coerce" and pd.cut calls say what they turned into NaN
             if matches.maybe(code) and self._audits_coercion():
                 matches.rewrite(tree)  # == 'north', .str.contains('Mar 2025'): say when they selected nothing
+            if aligned.maybe(code) and self._audits_coercion():
+                aligned.rewrite(tree)  # df['m'] = <per-month Series>: say when it lines up with no row
             expr = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
                 node = tree.body.pop().value
