@@ -55,6 +55,7 @@ in the input, with the call that drops them.
 from __future__ import annotations
 
 import ast
+import operator
 import re
 import sys
 from typing import Any
@@ -69,6 +70,7 @@ __all__ = [
     "SELF_MARK",
     "TEXT_MARK",
     "TIE_MARK",
+    "RANGE_MARK",
     "empty_note",
     "label_note",
     "matched",
@@ -77,6 +79,7 @@ __all__ = [
     "self_pick_note",
     "rewrite",
     "one_spelling",
+    "range_note",
     "spelling_note",
     "split_note",
     "tie_note",
@@ -104,7 +107,7 @@ TESTS = frozenset(
 ESTIMATES = frozenset({"skew", "kurtosis", "moment", "sem", "variation", "gmean", "hmean", "gstd", "iqr", "entropy"})
 _STATS_MODULES = frozenset({"stats", "st", "ss", "scipy_stats"})
 _HINT = re.compile(
-    r"==|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|\b(?:"
+    r"==|[<>]=?\s*-?\d|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|\b(?:"
     + "|".join(sorted(TESTS | ESTIMATES))
     + r")\("
 )
@@ -171,6 +174,10 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
+        if len(node.ops) == 1 and type(node.ops[0]) in _BOUNDS and _column_read(node.left):
+            right = node.comparators[0]
+            if _constant(right) and type(right.value) in (int, float):  # type: ignore[attr-defined]
+                return self._helper(node, _BOUNDS[type(node.ops[0])], node.left, [right], [])
         if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Eq):
             return node
         left, right = node.left, node.comparators[0]
@@ -229,6 +236,14 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
+_BOUNDS = {ast.Gt: ">", ast.GtE: ">=", ast.Lt: "<", ast.LtE: "<="}
+
+
+def _column_read(node: ast.AST) -> bool:
+    """``df['age']`` or ``df.age``: a column, where a comparison with a number is a filter."""
+    return _text_column(node) or (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name))
+
+
 def _stats_module(node: ast.expr) -> bool:
     """``stats`` / ``st`` / ``scipy.stats``: where a call by that name is scipy's test, not a pandas method."""
     if isinstance(node, ast.Name):
@@ -256,6 +271,10 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
             return result
     elif op == "test":
         result = source(*args, **kwargs)
+    elif op in _BOUND_OPS:
+        result = _BOUND_OPS[op](source, args[0])
+        if result is True or result is False:  # plain Python values: the fast way out
+            return result
     else:
         result = getattr(source.str, op)(*args, **kwargs)
     try:
@@ -271,6 +290,8 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
             note = text_extreme_note(op, line, source, result)
         elif op == "test":
             note = nan_test_note(line, source, args, result)
+        elif op in _BOUND_OPS:
+            note = range_note(op, line, source, args[0], result)
         else:
             from cave.runtimes.capture import may_note
 
@@ -353,6 +374,36 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
     else:
         seen = f"they look like {', '.join(shown[:EXAMPLES])}{', ...' if len(shown) > EXAMPLES else ''}"
     return f"Note (line {line}): {what[:80]} {MARK} the {len(values)} values{label}; {seen}. {fix}"
+
+
+_BOUND_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+RANGE_MARK = "selects no row"  # in every note on a bound outside a column's values (a note, not a hold: none may be the
+# answer, "are there any under 30?" -> False)
+
+
+def range_note(op: str, line: int, source: Any, bound: Any, result: Any) -> str | None:
+    """The note for a number bound that no value of a numeric column passes: the values' range, so a bound in other
+    units (1e9 over net worths written in millions) shows (a development probe: "any billionaires under 30?" sent
+    "none", filtered with finalWorth > 1000000000 as well).
+
+    >>> import pandas as pd
+    >>> worth = pd.Series([1200.0, 2500.0, 31000.0], name="finalWorth")
+    >>> print(range_note(">", 4, worth, 1e9, worth > 1e9))
+    Note (line 4): finalWorth > 1000000000.0 selects no row: its 3 values run from 1200 to 31000.
+    >>> range_note(">", 4, worth, 2000, worth > 2000) is None
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(source, pd.Series) or not isinstance(result, pd.Series) or len(source) == 0:
+        return None
+    if source.dtype.kind not in "iuf" or bool(result.fillna(False).any()):
+        return None
+    values = source.dropna()
+    if len(values) == 0:
+        return None
+    name = source.name if isinstance(source.name, str) else "the column"
+    low, high = (f"{v:.6g}" for v in (values.min(), values.max()))
+    return f"Note (line {line}): {name} {op} {bound!r} {RANGE_MARK}: its {len(values)} values run from {low} to {high}."
 
 
 def _selection(op: str, value: Any) -> str:

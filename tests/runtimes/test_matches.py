@@ -237,3 +237,17 @@ def test_weekday_names_sought_in_a_date_column_get_the_day_name_line(bare_rt):
     assert line in ex.stderr
     assert bare_rt.execute(f"import pandas as pd\nm = df[{line}]['Open'].mean()").ok
     assert bare_rt.retrieve("m") == 2.0  # Monday, Sep 18
+
+
+def test_a_number_bound_no_value_passes_names_the_columns_range(bare_rt):
+    # a development probe: "any billionaires under 30?" filtered finalWorth > 1e9 over worths in millions, sent "none"
+    bare_rt.inject("df", pd.DataFrame({"age": [25.0, 40.0, 71.0], "finalWorth": [1200.0, 2500.0, 31000.0]}))
+    ex = bare_rt.execute(
+        "young = df[(df['age'] < 30) & (df['finalWorth'] > 1000000000)]\n"
+        "old = df[df.age > 60]\n"  # rows pass: nothing to say
+        "n = sum(1 for a in [1, 2] if a > 1)"  # plain numbers: no audit
+    )
+    assert ex.error is None and len(bare_rt.retrieve("young")) == 0 and len(bare_rt.retrieve("old")) == 1
+    assert "Note (line 1): finalWorth > 1000000000 selects no row: its 3 values run from 1200 to 31000." in ex.stderr
+    assert "line 2" not in ex.stderr and "line 3" not in ex.stderr
+    assert matches.MARK not in ex.stderr  # a note, not an empty selection to hold: none may be the answer

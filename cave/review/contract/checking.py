@@ -177,10 +177,11 @@ def _yes_no(answer: Any) -> list[str]:
     word = str(answer).strip().strip(".!").lower() if isinstance(answer, str) else None
     if word in ("yes", "no", "true", "false"):
         fix = f"final_answer({word in ('yes', 'true')})"
-    elif _is_series(answer) or _is_frame(answer) or isinstance(answer, int | float):
+    elif isinstance(answer, str) or _is_series(answer) or _is_frame(answer) or isinstance(answer, int | float):
+        # a sentence ("No billionaires under 30 found.") is a reading of the data, not the bool the test gives
         fix = "final_answer(bool(...)) over the test itself, e.g. `(df['col'] > x).any()` or `.all()`"
     else:
-        return []  # a sentence or a mix: the task's own wording decides, not a guess here
+        return []
     return [f"yes or no: the task asks a yes/no question; the answer is {_short(answer)}: send True or False ({fix})"]
 
 

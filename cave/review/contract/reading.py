@@ -444,10 +444,10 @@ def _kind(
 ) -> str | None:
     if several(low) or re.search(r"final_answer\(|@\w+\[|\{\s*['\"]\w+['\"]\s*:", low):
         return None  # several answers, or a form the task spells out itself (cave.review.answers checks that)
-    if re.match(r"(?:is|are|was|were|does|do|did|has|have|can|should|will)\b", low) or re.search(
-        r"\byes or no\b|\btrue or false\b|\byes/no\b", low
-    ):
-        return "bool"
+    said = re.search(r"\byes or no\b|\btrue or false\b|\byes/no\b", low)
+    if said or re.match(r"(?:is|are|was|were|does|do|did|has|have|can|should|will)\b", low):
+        # "Is the mean higher for A or B?" asks which of two, not yes or no
+        return "bool" if said or not re.search(r"\bor\b(?!\s+not\b)", low) else None
     if len(columns) >= 2:
         return "frame"
     if which:
