@@ -5,7 +5,8 @@ task is done by calling the session's functions and none was called (``expect_ca
 after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code misreads
 a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.review.misreadings``), when no code of the run
 applies a bound or an operation the task names ("only brands with at least 10 hotels", "in logarithmic scale":
-``bounds.unapplied``), when it was computed
+``bounds.unapplied``), when its code selects rows by a value the task never names (``conditions.unasked``), when
+it was computed
 after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North'), picked from
 a wide tie or decided on a test that returned nan over missing values, when it is not in the form the task names,
 or when it looks wrong enough to
@@ -30,6 +31,7 @@ from cave import prompts
 from cave.review import (
     answers,
     bounds,
+    conditions,
     copied,
     entities,
     estimators,
@@ -185,6 +187,11 @@ class Acceptance:
             if unapplied:  # once, after the form (a cheap fix): "at least 10 hotels", and no code uses 10
                 traj.meta["bounds_asked"] = True
                 return bounds.UNAPPLIED_NOTE.format(lines="\n".join(f"- {x}" for x in unapplied))
+        if self.review and not traj.meta.get("conditions_asked"):
+            extra = conditions.unasked(traj.task, _answering_code(traj, code))
+            if extra:  # once: a selection by a value the task never names (a development probe's invented filter)
+                traj.meta["conditions_asked"] = True
+                return conditions.UNASKED_NOTE.format(lines="\n".join(f"- {x}" for x in extra[:3]))
         if self.review and traj.meta.get("form_checked") and not traj.meta.get("keys_asked"):
             missing = answers.missing_keys(traj.task, value)
             if missing:  # once more after the form check: a later answer dropped names it had (a development task)

@@ -378,3 +378,25 @@ def test_a_new_answer_that_warns_after_the_last_look_is_held_and_cannot_stand(si
     assert right.status == "success" and right.answer == {"mean": 5.45, "log": 0.96}
     plain = run([code(setup, unrounded), code(fixed)], sites, task)  # no new warning: no second look
     assert plain.status == "success" and len(plain.trajectory.steps) == 2
+
+
+def test_a_condition_the_task_never_states_is_held_once_then_the_answer_stands():
+    # a development probe: "average age of female billionaires" filtered to one category as well (a value seen in
+    # the data's profile), and the independent attempt did the same and agreed
+    people = pd.DataFrame(
+        {"gender": ["F", "F", "M"], "category": ["Finance", "Tech", "Tech"], "age": [50.0, 70.0, 40.0]}
+    )
+    task = "What's the average age of female billionaires?"
+    invented = "x = df[(df['gender'] == 'F') & (df['category'] == 'Finance')]['age'].mean()\nfinal_answer(x)"
+    asked = "x = df[df['gender'] == 'F']['age'].mean()\nfinal_answer(x)"
+    result = run([code(invented), code(asked)], people, task)
+    assert (
+        "a condition the task does not state:\n- df['category'] == 'Finance'" in result.trajectory.steps[0].observation
+    )
+    assert result.status == "success" and result.answer == 60.0
+    # sent again as it was (the task may name it in other words), it stands: the note is asked once
+    result = run([code(invented), code(invented)], people, task)
+    assert result.status == "success" and result.answer == 50.0
+    # a condition the task states is no note
+    result = run([code(asked)], people, task)
+    assert len(result.trajectory.steps) == 1 and result.answer == 60.0
