@@ -66,6 +66,7 @@ __all__ = [
     "HELPER",
     "MARK",
     "NAN_MARK",
+    "NUMTEXT_MARK",
     "POLARITY_MARK",
     "SELF_MARK",
     "TEXT_MARK",
@@ -78,6 +79,7 @@ __all__ = [
     "nan_test_note",
     "self_pick_note",
     "rewrite",
+    "numtext_note",
     "one_spelling",
     "range_note",
     "spelling_note",
@@ -92,6 +94,7 @@ NAN_MARK = "returned nan because"  # in every note on a test over missing values
 SELF_MARK = "its correlation with itself"  # in every note on a variable picked as its own strongest correlate
 TEXT_MARK = "the alphabetically"  # in every note on .max()/.min() of text
 POLARITY_MARK = "usually means yes"  # in every note on a 'not' value picked from the yes group
+NUMTEXT_MARK = "numbers written as text"  # in every note on ordering such a column (as text: '9' after '10,000')
 SPELLING_MARK = "spelled another way"  # in every note on a selection that missed other spellings of its value
 _NO, _YES = frozenset({"0", "0.0", "false", "no", "n", "f"}), frozenset({"1", "1.0", "true", "yes", "y", "t"})
 _ISO = re.compile(r"\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2})?)?")
@@ -107,7 +110,7 @@ TESTS = frozenset(
 ESTIMATES = frozenset({"skew", "kurtosis", "moment", "sem", "variation", "gmean", "hmean", "gstd", "iqr", "entropy"})
 _STATS_MODULES = frozenset({"stats", "st", "ss", "scipy_stats"})
 _HINT = re.compile(
-    r"==|[<>]=?\s*-?\d|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|\b(?:"
+    r"==|[<>]=?\s*-?\d|\.sort_values\(|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|\b(?:"
     + "|".join(sorted(TESTS | ESTIMATES))
     + r")\("
 )
@@ -229,6 +232,8 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper(node, "isin", func.value, list(node.args), [])
         if func.attr in PICKS and not node.args:
             return self._helper(node, func.attr, func.value, [], node.keywords)
+        if func.attr == "sort_values":
+            return self._helper(node, "sort", func.value, list(node.args), node.keywords)
         if func.attr in EXTREMES and not node.args and not node.keywords:
             return self._helper(node, func.attr, func.value, [], [])
         if func.attr in TESTS | ESTIMATES and _stats_module(func.value) and node.args and not policy:
@@ -269,6 +274,8 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         result = getattr(source, op)()
         if not isinstance(result, str):  # a number, a frame's row: nothing to say, and no more work
             return result
+    elif op == "sort":
+        result = source.sort_values(*args, **kwargs)
     elif op == "test":
         result = source(*args, **kwargs)
     elif op in _BOUND_OPS:
@@ -287,7 +294,10 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
         elif op == "iloc":
             note = label_note(line, source, args[0], kwargs.get("target"))
         elif op in EXTREMES:
-            note = text_extreme_note(op, line, source, result)
+            note = numtext_note(op, line, source) or text_extreme_note(op, line, source, result)
+        elif op == "sort":
+            by = kwargs.get("by", args[0] if args else None)
+            note = numtext_note(op, line, source, by)
         elif op == "test":
             note = nan_test_note(line, source, args, result)
         elif op in _BOUND_OPS:
@@ -696,6 +706,46 @@ def _the_no(labels: list[Any], picked: Any) -> Any:
     if str(picked).strip().lower() not in _YES or not any(w in _NO for w in words):
         return None
     return next(v for v, w in zip(plain, words, strict=True) if w in _NO)
+
+
+_NUMBER_TEXT = re.compile(
+    r"\s*[-+]?[$€£]?\s*\d{1,3}(?:[,\s]\d{3})+(?:\.\d+)?\s*%?\s*|\s*[-+]?[$€£]?\d+(?:\.\d+)?\s*%?\s*"
+)
+
+
+def numtext_note(op: str, line: int, source: Any, by: Any = None) -> str | None:
+    """The note for ordering (``sort_values``, ``.max()``, ``.min()``) a text column whose values are numbers:
+    text orders them by their characters ('999,120' after '1,250,000'), so the top of it is not the largest
+    number (a development probe: the 3 most streamed songs picked from streams written '1,234,567').
+
+    >>> import pandas as pd
+    >>> streams = pd.Series(["999,120", "1,250,000", "87,004"], name="streams")
+    >>> print(numtext_note("sort", 3, streams.to_frame(), "streams"))  # doctest: +ELLIPSIS
+    Note (line 3): 'streams' holds numbers written as text ('999,120', '1,250,000', ...): ...
+    >>> numtext_note("max", 1, pd.Series(["10", "20", "30"])) is None  # one length: text order is number order
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None:
+        return None
+    if isinstance(source, pd.DataFrame):
+        key = by[0] if isinstance(by, list | tuple) and by else by
+        if not isinstance(key, str) or key not in source.columns:
+            return None
+        source = source[key]
+    if not isinstance(source, pd.Series) or not _is_text(source):
+        return None
+    values = source.dropna().astype(str).iloc[:5000]
+    if len(values) < 2 or values.str.fullmatch(_NUMBER_TEXT).mean() < 0.9 or values.str.len().nunique() < 2:
+        return None
+    name = source.name if isinstance(source.name, str) else "the column"
+    shown = ", ".join(repr(v) for v in values.iloc[:2])
+    return (
+        f"Note (line {line}): {name!r} holds {NUMTEXT_MARK} ({shown}, ...): .{'sort_values' if op == 'sort' else op}() "
+        f"orders them as text, character by character, not by size. Convert first, e.g. "
+        rf"df[{name!r}] = pd.to_numeric(df[{name!r}].astype(str).str.replace(r'[,$€£%\s]', '', regex=True), "
+        "errors='coerce')."
+    )
 
 
 def text_extreme_note(op: str, line: int, source: Any, result: Any) -> str | None:

@@ -468,6 +468,7 @@ _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("tie", matches.TIE_MARK, held_notes.TIE_HELD_NOTE),
     ("nan", matches.NAN_MARK, held_notes.NAN_HELD_NOTE),
     ("self", matches.SELF_MARK, held_notes.SELF_HELD_NOTE),
+    ("numtext", matches.NUMTEXT_MARK, held_notes.NUMTEXT_HELD_NOTE),
     ("text", matches.TEXT_MARK, held_notes.TEXT_HELD_NOTE),
     ("polarity", matches.POLARITY_MARK, held_notes.POLARITY_HELD_NOTE),
 )

@@ -16,6 +16,7 @@ __all__ = [
     "POLARITY_HELD_NOTE",
     "REVIEW_NOTE",
     "SELF_HELD_NOTE",
+    "NUMTEXT_HELD_NOTE",
     "TEXT_HELD_NOTE",
     "SPELLING_FIX",
     "SPELLING_HELD_NOTE",
@@ -101,6 +102,11 @@ TEXT_HELD_NOTE = (
     "order, not the row with the largest number. If the task asks which row has the largest value of a column, "
     "use df.loc[df[col].idxmax(), name_col] and answer again; if it truly asks for the alphabetically last, "
     "confirm with:\n```python\nfinal_answer(_final_answer)\n```"
+)
+NUMTEXT_HELD_NOTE = (
+    "Not accepted yet: this answer came from ordering numbers written as text (the Note above): as text, '999' "
+    "comes after '1,250,000'. Convert the column to numbers as the Note shows, compute the answer again from it "
+    "and call final_answer."
 )
 POLARITY_HELD_NOTE = (
     "Not accepted yet: a value named for the 'not' group was taken from the group labelled 1/True/yes (the Note "

@@ -475,7 +475,9 @@ def needs_review(task: str, value: Any, summary: str) -> bool:
     return "WARNING:" in summary or (_has_bool(value) and asks_yes_no(task))
 
 
-HeldFor = Literal["loss", "epoch", "empty", "spelling", "tie", "nan", "self", "text", "polarity", "form", "warning"]
+HeldFor = Literal[
+    "loss", "epoch", "empty", "spelling", "tie", "nan", "self", "text", "numtext", "polarity", "form", "warning"
+]
 
 # What an answer held for a cell's note still is when it comes back with the same note or the same summary.
 _STILL: dict[str, str] = {
@@ -487,6 +489,7 @@ _STILL: dict[str, str] = {
     "nan": "the answer still rests on a test that returned nan over missing values",
     "self": "the answer is still the variable itself, picked from its own correlation of 1",
     "text": "the answer is still the alphabetically last (first) text value, not the row with the extreme of a number",
+    "numtext": "the answer still comes from numbers ordered as text, not by size",
     "polarity": "a value named for the 'not' group still comes from the group labelled yes (1/True)",
 }
 

@@ -400,3 +400,20 @@ def test_a_condition_the_task_never_states_is_held_once_then_the_answer_stands()
     # a condition the task states is no note
     result = run([code(asked)], people, task)
     assert len(result.trajectory.steps) == 1 and result.answer == 60.0
+
+
+def test_an_answer_from_numbers_sorted_as_text_is_held_with_the_conversion():
+    def songs():  # a fresh table each run: in-process code changes the given one
+        return pd.DataFrame({"artist": ["a", "b", "c"], "streams": ["999,120", "1,250,000", "87,004"]})
+
+    as_text = "final_answer(df.sort_values(by='streams', ascending=False)['artist'].head(1).tolist())"
+    as_numbers = (
+        "df['streams'] = pd.to_numeric(df['streams'].str.replace(',', ''))\n"
+        "final_answer(df.sort_values(by='streams', ascending=False)['artist'].head(1).tolist())"
+    )
+    task = "Which artist has the most streamed song?"
+    result = run([code(as_text), code("import pandas as pd\n" + as_numbers)], songs(), task)
+    assert "ordering numbers written as text" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == ["b"]
+    result = run([code(as_text), code(as_text)], songs(), task)  # sent again from text order: not a success
+    assert result.status == "failed_checks" and result.answer == ["a"]

@@ -251,3 +251,17 @@ def test_a_number_bound_no_value_passes_names_the_columns_range(bare_rt):
     assert "Note (line 1): finalWorth > 1000000000 selects no row: its 3 values run from 1200 to 31000." in ex.stderr
     assert "line 2" not in ex.stderr and "line 3" not in ex.stderr
     assert matches.MARK not in ex.stderr  # a note, not an empty selection to hold: none may be the answer
+
+
+def test_ordering_numbers_written_as_text_is_said_to_be_text_order(bare_rt):
+    # a development probe: the 3 most streamed songs taken from streams written '1,234,567', sorted as text
+    bare_rt.inject("songs", pd.DataFrame({"artist": ["a", "b", "c"], "streams": ["999,120", "1,250,000", "87,004"]}))
+    ex = bare_rt.execute(
+        "top = songs.sort_values(by='streams', ascending=False).head(1)\n"
+        "most = songs['streams'].max()\n"
+        "names = songs.sort_values('artist')"  # text that is text: nothing to say
+    )
+    assert ex.error is None and bare_rt.retrieve("top")["artist"].tolist() == ["a"]  # the code's own result
+    assert "Note (line 1): 'streams' holds numbers written as text ('999,120', '1,250,000', ...)" in ex.stderr
+    assert "Note (line 2): 'streams' holds numbers written as text" in ex.stderr and "line 3" not in ex.stderr
+    assert matches.TEXT_MARK not in ex.stderr  # not the alphabetically-last note: these are numbers
