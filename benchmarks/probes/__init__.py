@@ -1,0 +1,1 @@
+"""Development probes: small sets of new questions whose trajectories are read while building (not held out)."""
