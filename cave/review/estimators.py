@@ -164,6 +164,8 @@ _STAT_CALLS = {
     "average": "mean", "median": "median", "nanmedian": "median", "std": "std", "nanstd": "std", "stdev": "std",
     "pstdev": "std", "var": "var", "nanvar": "var", "variance": "var", "pvariance": "var", "corr": "correlation",
     "corrcoef": "correlation",
+    # the extremes: "rolling_avg = visits.rolling(7).max()" (the analyst suite's rolling_peak) is no average
+    "max": "max", "nanmax": "max", "amax": "max", "min": "min", "nanmin": "min", "amin": "min",
 }  # fmt: skip
 OTHER_STAT_NOTE = (
     "Not accepted yet: a value named for one statistic is computed by another:\n{lines}\n"
@@ -205,6 +207,10 @@ def other_statistic(code: str) -> list[str]:
     []
     >>> other_statistic("r, p_value = df.a.corr(df.b), df.a.corr(df.b, method='pearson')")[0][-33:]
     'computes correlation, not p-value'
+    >>> other_statistic("rolling_avg = t['visits'].rolling(window=7).max()")[0][-22:]
+    'computes max, not mean'
+    >>> other_statistic("peak_avg = t['visits'].rolling(7).mean().max()\\nmax_wait = df.wait.max()")
+    []
     """
     words = ("skew", "kurt", "mean", "median", "std", "var", "average", "avg", "sd", "corr")
     if not any(word in code for word in words):
