@@ -538,17 +538,22 @@ def split_note(op: str, line: int, source: Any, result: Any) -> str | None:
     Note (line 3): idxmax() picked 'Cobalt' from groups of 'supplier' that hold one label spelled another way ('Acme'/'acme '/'ACME'); ...
     >>> split_note("idxmax", 3, per.iloc[:2], "Cobalt") is None
     True
+    >>> daily = pd.Series([1.0, 5.0, 2.0], index=pd.Index(["2025-01-01", "2025-01-01", "2025-01-02"], name="date"))
+    >>> split_note("idxmax", 3, daily, "2025-01-01") is None  # one label on several rows: no spellings
+    True
     """
     pd = sys.modules.get("pandas")
     if pd is None or not isinstance(source, pd.Series) or not 2 <= len(source) <= 100_000:
         return None
     if isinstance(source.index, pd.MultiIndex) or not _is_text(source.index):
         return None
+    if not source.index.is_unique:
+        return None  # rows under repeated labels (a date per row), not one group per label
     groups: dict[str, list[str]] = {}
     for label in source.index:
         if isinstance(label, str) and label.strip():
             groups.setdefault(_spelled(label), []).append(label)
-    split = [g for g in groups.values() if len(g) > 1]
+    split = [g for g in groups.values() if len(set(g)) > 1]
     if not split:
         return None
     shown = "; ".join("/".join(repr(v) for v in g[:EXAMPLES]) for g in split[:2])
