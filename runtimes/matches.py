@@ -60,7 +60,7 @@ import re
 import sys
 from typing import Any
 
-from cave.runtimes.sought import EXAMPLES, as_timestamp, date_part, looks_dated, near_fix, near_values
+from cave.runtimes.sought import EXAMPLES, as_timestamp, date_part, looks_dated, month_of, near_fix, near_values
 
 __all__ = [
     "HELPER",
@@ -367,6 +367,12 @@ def empty_note(op: str, line: int, source: Any, value: Any, result: Any) -> str 
         fix = (
             f"They are dates written another way, and {value!r} reads as {stamp}: compare them as dates, e.g. "
             f"pd.to_datetime({column}, format='mixed'){day} == pd.Timestamp('{stamp}')."
+        )
+    elif text and (month := month_of(value)) and looks_dated(values):
+        column = _column(source)
+        fix = (
+            f"They are dates, and {value!r} names the month {month}: compare each date's month, e.g. "
+            f"pd.to_datetime({column}, format='mixed').dt.to_period('M') == '{month}'."
         )
     elif (part := date_part(value)) and text and looks_dated(values):
         column = _column(source)

@@ -10,7 +10,7 @@ import re
 import sys
 from typing import Any
 
-__all__ = ["EXAMPLES", "as_timestamp", "date_part", "looks_dated", "near_fix", "near_values"]
+__all__ = ["EXAMPLES", "as_timestamp", "date_part", "looks_dated", "month_of", "near_fix", "near_values"]
 
 EXAMPLES = 5  # values shown in a note, and sought texts named in a fix, at most
 
@@ -32,6 +32,28 @@ def date_part(value: Any) -> tuple[str, str] | None:
     return None
 
 
+def month_of(value: Any) -> str | None:
+    """The month a sought text names with its year ('Mar 2025', 'March 2025', '2025-03', '03/2025'), as 'YYYY-MM'.
+
+    >>> month_of("Mar 2025"), month_of("march, 2025"), month_of("2025-03"), month_of("3/2025"), month_of("Mar 31 2025")
+    ('2025-03', '2025-03', '2025-03', '2025-03', None)
+    """
+    if not isinstance(value, str):
+        return None
+    text = value.strip().casefold()
+    m = re.fullmatch(r"([a-z]+)\.?,?\s+(\d{4})", text)
+    if m:
+        word = m.group(1)
+        month = next((i for i, name in enumerate(_MONTH_ORDER, 1) if len(word) >= 3 and name.startswith(word)), None)
+        return f"{m.group(2)}-{month:02d}" if month else None
+    m = re.fullmatch(r"(\d{4})[-/.](\d{1,2})", text) or re.fullmatch(r"(\d{1,2})[-/.](\d{4})", text)
+    if not m:
+        return None
+    year, month = (m.group(1), m.group(2)) if len(m.group(1)) == 4 else (m.group(2), m.group(1))
+    return f"{year}-{int(month):02d}" if 1 <= int(month) <= 12 else None
+
+
+_MONTH_ORDER = "january february march april may june july august september october november december".split()
 _FULL_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{4}")
 _COMPACT_STAMP = re.compile(r"(\d{4})(\d{2})(\d{2})(?:[_T ]?(\d{2})(\d{2})(\d{2})?)?")
 

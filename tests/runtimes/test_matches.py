@@ -265,3 +265,13 @@ def test_ordering_numbers_written_as_text_is_said_to_be_text_order(bare_rt):
     assert "Note (line 1): 'streams' holds numbers written as text ('999,120', '1,250,000', ...)" in ex.stderr
     assert "Note (line 2): 'streams' holds numbers written as text" in ex.stderr and "line 3" not in ex.stderr
     assert matches.TEXT_MARK not in ex.stderr  # not the alphabetically-last note: these are numbers
+
+
+def test_a_month_and_year_sought_in_dates_written_otherwise_gets_the_month_comparison(bare_rt):
+    # the analyst march_signups runs: .str.contains('Mar 2025') over 'Mar 31 2025', '2025/03/08', ... matched none
+    bare_rt.inject("signups", pd.DataFrame({"signup_date": ["Mar 31 2025", "2025/03/08", "07 May 2025"]}))
+    ex = bare_rt.execute("n = signups[signups['signup_date'].str.contains('Mar 2025')].shape[0]")
+    assert "names the month 2025-03" in ex.stderr
+    assert "pd.to_datetime(df['signup_date'], format='mixed').dt.to_period('M') == '2025-03'" in ex.stderr
+    fixed = "import pandas as pd\nn = (pd.to_datetime(signups['signup_date'], format='mixed').dt.to_period('M') == '2025-03').sum()"
+    assert bare_rt.execute(fixed).ok and bare_rt.retrieve("n") == 2
