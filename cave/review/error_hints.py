@@ -137,7 +137,8 @@ _CELL_LINE = re.compile(r'File "<cell[^"]*>", line \d+[^\n]*\n\s+(.+)')
 
 def line_fix(etype: str, message: str, traceback: str) -> str | None:
     """The failing line rewritten, for errors whose fix is mechanical on that line: a grouped reduction over every
-    column (a date or text column among them) before the column it wanted was picked, or with no column picked.
+    column (a date or text column among them) before the column it wanted was picked, or with no column picked; a
+    row label from idxmax/idxmin looked up as a column (``df[s.idxmax()]``: the analyst product_rise runs, four times).
 
     >>> tb = 'File "<cell-3>", line 2, in <module>\\n    m = t.groupby(pd.to_datetime(t["d"]).dt.to_period("M")).sum()["visits"]'
     >>> print(line_fix("TypeError", "datetime64 type does not support operation 'sum'", tb))
@@ -146,13 +147,19 @@ def line_fix(etype: str, message: str, traceback: str) -> str | None:
     x = df.groupby("k").mean(numeric_only=True)
     >>> line_fix("TypeError", "unsupported operand", tb) is None
     True
+    >>> print(line_fix("KeyError", "'2025-01-11'", 'File "<cell-2>", line 5\\n    p = sales[sales["d"].idxmax()]["product"]'))
+    p = sales.loc[sales["d"].idxmax()]["product"]
     """
-    if etype != "TypeError" or not re.search(r"does not support operation|reduction '\w+' with string dtype", message):
-        return None
     lines = _CELL_LINE.findall(traceback)
     if not lines:
         return None
     line = lines[-1].strip()
+    if etype == "KeyError":
+        # df[s.idxmax()] looks the row label up among the columns: the row is df.loc[s.idxmax()]
+        fixed = _row_by_label(line)
+        return fixed if fixed != line else None
+    if etype != "TypeError" or not re.search(r"does not support operation|reduction '\w+' with string dtype", message):
+        return None
     start = line.find(".groupby(")
     if start < 0:
         return None
@@ -179,3 +186,18 @@ def _closing(text: str, i: int) -> int | None:
         if depth == 0:
             return j
     return None
+
+
+def _row_by_label(line: str) -> str:
+    """``name[<...>.idxmax()]`` made ``name.loc[<...>.idxmax()]`` (brackets inside are kept whole)."""
+    for i, ch in enumerate(line):
+        if ch != "[" or i == 0 or not (line[i - 1].isalnum() or line[i - 1] == "_"):
+            continue
+        depth = 0
+        for j in range(i, len(line)):
+            depth += {"[": 1, "]": -1}.get(line[j], 0)
+            if depth == 0:
+                if re.search(r"\.idx(?:max|min)\(\s*\)$", line[i + 1 : j]):
+                    return line[:i] + ".loc" + line[i:]
+                break
+    return line

@@ -160,6 +160,10 @@ def test_error_hints():
             "Your line, rewritten: m = t.groupby(pd.to_datetime(t['date']).dt.to_period('M'))['visits'].sum()",
         ),  # analyst monthly_visits: the general hint, then the same line five times
         (
+            "s = pd.DataFrame({'d': [1, 3], 'p': ['a', 'b']}, index=['x', 'y'])\np = s[s['d'].idxmax()]['p']",
+            "your line, rewritten: p = s.loc[s['d'].idxmax()]['p']",
+        ),  # analyst product_rise: a row label looked up among the columns, four times
+        (
             "t = pd.DataFrame({'date': pd.to_datetime(['2025-01-01', '2025-02-01']), 'visits': [1, 2]})\n"
             "m = t.groupby(t.date.dt.month).sum().visits",
             "Your line, rewritten: m = t.groupby(t.date.dt.month)['visits'].sum()",
