@@ -43,7 +43,7 @@ from cave.review import (
     recovery,
     typed,
 )
-from cave.runtimes import coercion, matches
+from cave.runtimes import coercion, matches, value_notes
 from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary
 from cave.trajectory import Trajectory
@@ -466,10 +466,10 @@ _NOTED: tuple[tuple[recovery.HeldFor, str, str], ...] = (
     ("empty", matches.MARK, held_notes.EMPTY_HELD_NOTE),
     ("spelling", matches.SPELLING_MARK, held_notes.SPELLING_HELD_NOTE),
     ("tie", matches.TIE_MARK, held_notes.TIE_HELD_NOTE),
-    ("nan", matches.NAN_MARK, held_notes.NAN_HELD_NOTE),
-    ("self", matches.SELF_MARK, held_notes.SELF_HELD_NOTE),
-    ("numtext", matches.NUMTEXT_MARK, held_notes.NUMTEXT_HELD_NOTE),
-    ("text", matches.TEXT_MARK, held_notes.TEXT_HELD_NOTE),
+    ("nan", value_notes.NAN_MARK, held_notes.NAN_HELD_NOTE),
+    ("self", value_notes.SELF_MARK, held_notes.SELF_HELD_NOTE),
+    ("numtext", value_notes.NUMTEXT_MARK, held_notes.NUMTEXT_HELD_NOTE),
+    ("text", value_notes.TEXT_MARK, held_notes.TEXT_HELD_NOTE),
     ("polarity", matches.POLARITY_MARK, held_notes.POLARITY_HELD_NOTE),
 )
 

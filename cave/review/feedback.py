@@ -12,7 +12,7 @@ from typing import Any
 
 from cave import prompts
 from cave.review import failure_notes, imputing, recovery, typed
-from cave.runtimes import matches
+from cave.runtimes import value_notes
 from cave.trajectory import Step, Trajectory
 
 __all__ = ["Feedback"]
@@ -55,7 +55,7 @@ class Feedback:
         missing = failure_notes.missing_file_note(step, tables)
         if missing:  # the given tables are the data: not "the file does not exist" as an answer
             step.observation += "\n" + missing
-        if step.execution is not None and matches.NAN_MARK in step.execution.stderr:
+        if step.execution is not None and value_notes.NAN_MARK in step.execution.stderr:
             dropped = imputing.nan_dropped(step.code or "")
             if dropped:  # the note says to drop the NaN; the code that does it is what the 1.5B copies
                 step.observation += "\n" + imputing.NAN_FIX.format(code=dropped)

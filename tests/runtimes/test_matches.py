@@ -6,7 +6,7 @@ import doctest
 
 import pandas as pd
 import pytest
-from cave.runtimes import matches, sought
+from cave.runtimes import matches, sought, value_notes
 
 SIGNUPS = pd.DataFrame(
     {
@@ -27,6 +27,7 @@ def rt(bare_rt):
 def test_doctests():
     assert doctest.testmod(matches).failed == 0
     assert doctest.testmod(sought).attempted > 0 and doctest.testmod(sought).failed == 0
+    assert doctest.testmod(value_notes).attempted > 0 and doctest.testmod(value_notes).failed == 0
 
 
 @pytest.mark.parametrize(
@@ -264,7 +265,7 @@ def test_ordering_numbers_written_as_text_is_said_to_be_text_order(bare_rt):
     assert ex.error is None and bare_rt.retrieve("top")["artist"].tolist() == ["a"]  # the code's own result
     assert "Note (line 1): 'streams' holds numbers written as text ('999,120', '1,250,000', ...)" in ex.stderr
     assert "Note (line 2): 'streams' holds numbers written as text" in ex.stderr and "line 3" not in ex.stderr
-    assert matches.TEXT_MARK not in ex.stderr  # not the alphabetically-last note: these are numbers
+    assert value_notes.TEXT_MARK not in ex.stderr  # not the alphabetically-last note: these are numbers
 
 
 def test_a_month_and_year_sought_in_dates_written_otherwise_gets_the_month_comparison(bare_rt):
