@@ -408,10 +408,13 @@ def verdicts(value: object) -> dict[str, bool] | None:
 
     >>> verdicts({"is_normal": "Yes", "mean": 3.2}), verdicts(False), verdicts({"mean": 3.2})
     ({'is_normal': True}, {'': False}, None)
+    >>> import pandas as pd
+    >>> verdicts(pd.Series([1.0, 2.0]))  # a held Series (the analyst rolling_peak run crashed here)
     """
 
     def truth(v: object) -> bool | None:
-        v = v.item() if hasattr(v, "item") and not isinstance(v, str | bytes) else v  # numpy's bool_
+        if hasattr(v, "item") and not isinstance(v, str | bytes) and getattr(v, "size", 1) == 1:
+            v = v.item()  # numpy's bool_ (a Series or an array of several values says no one verdict)
         if isinstance(v, bool):
             return v
         if isinstance(v, str):

@@ -417,3 +417,16 @@ def test_an_answer_from_numbers_sorted_as_text_is_held_with_the_conversion():
     assert result.status == "success" and result.answer == ["b"]
     result = run([code(as_text), code(as_text)], songs(), task)  # sent again from text order: not a success
     assert result.status == "failed_checks" and result.answer == ["a"]
+
+
+def test_a_series_held_for_a_misread_statistic_does_not_end_the_run_in_error():
+    # the analyst rolling_peak run: `rolling_avg = ...rolling(7).max()` sent as a Series; recording the held
+    # answer's verdicts called .item() on the Series and the run ended `error`
+    traffic = pd.DataFrame({"visits": range(30)})
+    first = "rolling_avg = df['visits'].rolling(window=7).max()\nfinal_answer(pd.Series(rolling_avg.iloc[:7]))"
+    fixed = "final_answer(df['visits'].rolling(window=7).mean().max())"
+    result = run(
+        [code("import pandas as pd\n" + first), code(fixed)], traffic, "Highest 7-day rolling average of visits?"
+    )
+    assert "computes max, not mean" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == 26.0
