@@ -159,9 +159,12 @@ def mean_turns(trajectories: Sequence[Any]) -> float:
     >>> mean_turns([S(steps=[S(kind="action"), S(kind="verdict")]), S(steps=[S(kind="action")])])
     1.5
     """
-    if not trajectories:
-        return float("nan")
-    return sum(sum(s.kind not in LOOP_CALLS for s in t.steps) for t in trajectories) / len(trajectories)
+    return total_turns(trajectories) / len(trajectories) if trajectories else float("nan")
+
+
+def total_turns(trajectories: Sequence[Any]) -> int:
+    """Model calls over all the team runs (the loop's summaries left out)."""
+    return sum(sum(s.kind not in LOOP_CALLS for s in t.steps) for t in trajectories)
 
 
 def mean_tokens(trajectories: Sequence[Any]) -> float:
@@ -171,9 +174,12 @@ def mean_tokens(trajectories: Sequence[Any]) -> float:
     >>> mean_tokens([S(steps=[S(token_ids=[1, 2, 3]), S(token_ids=None)]), S(steps=[S(token_ids=[4])])])
     2.0
     """
-    if not trajectories:
-        return float("nan")
-    return sum(len(s.token_ids or ()) for t in trajectories for s in t.steps) / len(trajectories)
+    return total_tokens(trajectories) / len(trajectories) if trajectories else float("nan")
+
+
+def total_tokens(trajectories: Sequence[Any]) -> int:
+    """Generated tokens over all the team runs."""
+    return sum(len(s.token_ids or ()) for t in trajectories for s in t.steps)
 
 
 # -- the report ----------------------------------------------------------------------------------------
@@ -448,7 +454,6 @@ def examples_digest(examples: Sequence[Mapping[str, Any]]) -> str:
 def run_part(cfg: Any, engines: Mapping[str, Any], examples: Sequence[Mapping[str, Any]], *, k: int, greedy: bool,
              offset: int, reward_fn: Any) -> Tally:  # fmt: skip
     """The k sampled runs and the greedy run of a share of the problems, seeded as its place in the whole batch."""
-    from cave.training.rewards import ROLE_REWARDS
     from cave.training.workers import build_team, run_rollout
 
     t0 = time.perf_counter()
@@ -463,11 +468,6 @@ def run_part(cfg: Any, engines: Mapping[str, Any], examples: Sequence[Mapping[st
         errors += score_episodes(groll.episodes, reward_fn)
         greedy_runs = [is_success(ep.reward) for ep in groll.episodes]
         greedy_calls = format_failure_counts([ep.trajectory for ep in groll.episodes])
-    role_rewards: dict[str, list[float]] = {}
-    for traj in trajs:
-        for role, r in (traj.meta.get(ROLE_REWARDS) or {}).items():
-            total = role_rewards.setdefault(role, [0.0, 0])
-            total[0], total[1] = total[0] + r, total[1] + 1
     return Tally(
         start=offset,
         digest=examples_digest(examples),
@@ -477,10 +477,10 @@ def run_part(cfg: Any, engines: Mapping[str, Any], examples: Sequence[Mapping[st
         errors=errors,
         calls=format_failure_counts(trajs),
         greedy_calls=greedy_calls,
-        turns=sum(sum(s.kind not in LOOP_CALLS for s in t.steps) for t in trajs),
-        tokens=sum(len(s.token_ids or ()) for t in trajs for s in t.steps),
+        turns=total_turns(trajs),
+        tokens=total_tokens(trajs),
         runs=len(trajs),
-        role_rewards=role_rewards,
+        role_rewards=role_reward_sums(trajs),
         seconds=time.perf_counter() - t0,
     )
 
@@ -523,13 +523,20 @@ def role_reward_means(trajectories: Sequence[Any]) -> dict[str, float]:
     >>> role_reward_means([S(meta={"role_rewards": {"verifier": 1.0}}), S(meta={"role_rewards": {"verifier": 0.0}})])
     {'verifier': 0.5}
     """
+    return {role: total / n for role, (total, n) in role_reward_sums(trajectories).items()}
+
+
+def role_reward_sums(trajectories: Sequence[Any]) -> dict[str, list[float]]:
+    """Each role's [sum of rewards, count] over the scored runs that carry role rewards (shares of an evaluation add
+    these up)."""
     from cave.training.rewards import ROLE_REWARDS
 
-    values: dict[str, list[float]] = {}
+    sums: dict[str, list[float]] = {}
     for traj in trajectories:
         for role, r in (traj.meta.get(ROLE_REWARDS) or {}).items():
-            values.setdefault(role, []).append(r)
-    return {role: sum(v) / len(v) for role, v in values.items()}
+            total = sums.setdefault(role, [0.0, 0])
+            total[0], total[1] = total[0] + r, total[1] + 1
+    return sums
 
 
 def evaluate_checkpoint(
