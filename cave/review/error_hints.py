@@ -132,6 +132,8 @@ def error_hint(etype: str, message: str) -> str | None:
 _REDUCE_THEN_PICK = re.compile(
     r"\.(sum|mean|median|min|max|std|var|first|last|prod)\(\s*\)(\[\[?[^\]]+\]?\]|\.[A-Za-z_]\w*\b(?!\())"
 )
+_REDUCE_ALL = re.compile(r"\.(sum|mean|median|std|var|prod)\(\s*\)")
+_PICKED = re.compile(r"\.idx(?:max|min)\(\s*\)$")
 _CELL_LINE = re.compile(r'File "<cell[^"]*>", line \d+[^\n]*\n\s+(.+)')
 
 
@@ -171,18 +173,19 @@ def line_fix(etype: str, message: str, traceback: str) -> str | None:
         pick = m.group(2) if m.group(2).startswith("[") else f"[{m.group(2)[1:]!r}]"
         fixed = line[: end + 1] + pick + f".{m.group(1)}()" + line[m.end() :]
         return fixed
-    m = re.compile(r"\.(sum|mean|median|std|var|prod)\(\s*\)").match(line, end + 1)
+    m = _REDUCE_ALL.match(line, end + 1)
     if m:
         fixed = line[: end + 1] + f".{m.group(1)}(numeric_only=True)" + line[m.end() :]
         return fixed
     return None
 
 
-def _closing(text: str, i: int) -> int | None:
-    """The index of the parenthesis that closes the one opened just before ``i``."""
+def _closing(text: str, i: int, pair: str = "()") -> int | None:
+    """The index of the bracket (``pair``: its opening and closing characters) that closes the one opened just
+    before ``i``."""
     depth = 1
     for j in range(i, len(text)):
-        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        depth += {pair[0]: 1, pair[1]: -1}.get(text[j], 0)
         if depth == 0:
             return j
     return None
@@ -193,11 +196,7 @@ def _row_by_label(line: str) -> str:
     for i, ch in enumerate(line):
         if ch != "[" or i == 0 or not (line[i - 1].isalnum() or line[i - 1] == "_"):
             continue
-        depth = 0
-        for j in range(i, len(line)):
-            depth += {"[": 1, "]": -1}.get(line[j], 0)
-            if depth == 0:
-                if re.search(r"\.idx(?:max|min)\(\s*\)$", line[i + 1 : j]):
-                    return line[:i] + ".loc" + line[i:]
-                break
+        j = _closing(line, i + 1, "[]")
+        if j is not None and _PICKED.search(line[i + 1 : j]):
+            return line[:i] + ".loc" + line[i:]
     return line
