@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 import re
 
+from cave.review.contract.words import stem as _stem
+
 __all__ = ["UNASKED_NOTE", "mentioned", "unasked"]
 
 UNASKED_NOTE = (
@@ -88,13 +90,6 @@ def _column(node: ast.AST) -> str | None:
 
 def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ies", "es", "s"):
-        if word.endswith(suffix) and len(word) > len(suffix) + 2:
-            return word[: -len(suffix)]
-    return word
 
 
 # values the task names by a common word that shares no letters with them

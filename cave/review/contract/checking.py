@@ -11,6 +11,7 @@ import warnings
 from typing import Any
 
 from cave.review.contract.reading import Contract
+from cave.review.contract.words import stem as _stem
 
 __all__ = ["CONTRACT_HOLDS", "NOTE_HEAD", "column_for", "note", "problems"]
 
@@ -248,13 +249,6 @@ def column_for(phrase: str, tables: dict[str, Any]) -> tuple[str, str] | None:
         if len(names) == 1:
             return found[0]
     return None
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ies", "es", "s"):
-        if word.endswith(suffix) and len(word) > len(suffix) + 2:
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return word
 
 
 def _items(contract: Contract, answer: Any) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["IDENT", "STOP"]
+__all__ = ["IDENT", "STOP", "stem"]
 
 IDENT = r"[A-Za-z_][\w]*"
 STOP = frozenset(
@@ -12,3 +12,15 @@ STOP = frozenset(
     "those there be been will would can should must not also into onto along plus excluding including "
     "give return too overall here now please separately respectively combined alone".split()
 )
+
+
+def stem(word: str) -> str:
+    """A plural's singular, near enough to compare words ("cities" -> "city", "orders" -> "order").
+
+    >>> stem("cities"), stem("boxes"), stem("orders"), stem("gas")
+    ('city', 'box', 'order', 'gas')
+    """
+    for suffix in ("ies", "es", "s"):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+    return word
