@@ -69,6 +69,9 @@ from cave.runtimes.value_notes import (
     self_pick_note,
     text_extreme_note,
 )
+from cave.runtimes.value_notes import (
+    is_text as _is_text,
+)
 
 __all__ = [
     "HELPER",
@@ -395,10 +398,6 @@ def _selection(op: str, value: Any) -> str:
 def _column(source: Any) -> str:
     """The Series as a fix's code names it: ``df['region']``, or ``df[col]`` when it has no name."""
     return f"df[{source.name!r}]" if isinstance(source.name, str) else "df[col]"
-
-
-def _is_text(values: Any) -> bool:
-    return values.dtype.kind in "OSUT" or str(values.dtype) in ("string", "str")
 
 
 def _spelled(text: str) -> str:

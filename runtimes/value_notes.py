@@ -21,6 +21,7 @@ __all__ = [
     "RANGE_MARK",
     "SELF_MARK",
     "TEXT_MARK",
+    "is_text",
     "nan_test_note",
     "numtext_note",
     "range_note",
@@ -37,7 +38,8 @@ _ISO = re.compile(r"\d{4}-\d{2}(-\d{2})?([ T]\d{2}:\d{2}(:\d{2})?)?")
 ESTIMATES = frozenset({"skew", "kurtosis", "moment", "sem", "variation", "gmean", "hmean", "gstd", "iqr", "entropy"})
 
 
-def _is_text(values: Any) -> bool:
+def is_text(values: Any) -> bool:
+    """Whether a Series (or Index) holds text: object, bytes or unicode, or pandas' string dtype."""
     return values.dtype.kind in "OSUT" or str(values.dtype) in ("string", "str")
 
 
@@ -95,7 +97,7 @@ def numtext_note(op: str, line: int, source: Any, by: Any = None) -> str | None:
         if not isinstance(key, str) or key not in source.columns:
             return None
         source = source[key]
-    if not isinstance(source, pd.Series) or not _is_text(source):
+    if not isinstance(source, pd.Series) or not is_text(source):
         return None
     values = source.dropna().astype(str).iloc[:5000]
     if len(values) < 2 or values.str.fullmatch(_NUMBER_TEXT).mean() < 0.9 or values.str.len().nunique() < 2:
