@@ -35,6 +35,7 @@ from cave.review import (
     copied,
     entities,
     estimators,
+    every_row,
     grouping,
     held_notes,
     imputing,
@@ -155,19 +156,28 @@ class Acceptance:
                 traj.meta["dropped_from"] = len(traj.steps) + 1  # code after this step is the fix
                 traj.meta["dropped_answer"] = repr(value)[:2000]
                 return dropped + await self._restored(" Run every step again on it.")
-        if self.review and not traj.meta.get("repeats_asked") and (_count(value) is not None or _counts(value)):
+        if (
+            self.review
+            and not traj.meta.get("repeats_asked")
+            and (answers.as_count(value) is not None or _counts(value))
+        ):
             found = entities.repeated(traj.task, code, self.given_tables())
             verified = await self._repeats(found) if found else False
             if found and verified is not False:  # once: rows counted where the task counts users (with repeats)
                 traj.meta["repeats_asked"] = True
                 traj.meta["held_repeats"] = {
-                    "count": _count(value),
+                    "count": answers.as_count(value),
                     "verified": bool(verified),
                     "entity": found[0].entity,
                     "rows": found[0].rows,
                     "distinct": found[0].distinct,
                 }
                 return entities.note(found)
+        if self.review and not traj.meta.get("every_row_asked"):
+            whole = every_row.whole(traj.task, _answering_code(traj, code), value, self.given_tables())
+            if whole:  # once: a count of a whole table from code that tests rows (a mask True on every row)
+                traj.meta["every_row_asked"] = True
+                return every_row.note(whole, value)
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
@@ -334,11 +344,16 @@ class Acceptance:
         if missing:
             problems.append(f"the answer still has no {', '.join(map(repr, missing))}, which the task asks for")
         repeats = traj.meta.get("held_repeats")
-        if repeats and repeats["verified"] and _count(value) == repeats["count"] and not entities.deduplicates(code):
+        if (
+            repeats
+            and repeats["verified"]
+            and answers.as_count(value) == repeats["count"]
+            and not entities.deduplicates(code)
+        ):
             problems.append(f"the answer still counts rows where the task counts {repeats['entity']}s (some repeat)")
         held_count = repeats.get("count") if repeats else None
         selection = isinstance(held_count, int) and held_count < repeats.get("rows", 0)  # a count of some rows
-        if selection and _count(value) == repeats["distinct"] and repeats["distinct"] > repeats["count"]:
+        if selection and answers.as_count(value) == repeats["distinct"] and repeats["distinct"] > repeats["count"]:
             # a development task: 18 rows without an email held, then 120, every user in the table, sent as the answer
             problems.append(
                 f"the answer counts every {repeats['entity']} in the table, not the rows the task asks about"
@@ -488,17 +503,29 @@ def _confirmed(code: str) -> bool:
 
 
 def _counts(value: Any) -> bool:
-    """Whether the answer is counts per group (a pandas Series of integers: users per country)."""
-    return type(value).__name__ == "Series" and str(getattr(value, "dtype", "")).startswith(("int", "Int", "uint"))
+    """Whether the answer is counts per group: a pandas Series of integers (users per country), a table of label
+    columns and one integer column (``.size().reset_index(name='count')``), or a dict of integers.
+
+    >>> import pandas as pd
+    >>> s = pd.Series([3, 2], index=["Spain", "Italy"])
+    >>> _counts(s), _counts(s.rename("n").rename_axis("country").reset_index()), _counts({"Spain": 3, "Italy": 2})
+    (True, True, True)
+    >>> _counts(s.astype(float)), _counts(pd.DataFrame({"a": [1], "b": [2]})), _counts({"Spain": True})
+    (False, False, False)
+    """
+    if isinstance(value, dict):
+        return len(value) > 1 and all(answers.as_count(v) is not None for v in value.values())
+    kind = type(value).__name__
+    if kind == "Series":
+        return _int_dtype(value)
+    if kind != "DataFrame" or len(value.columns) < 2:
+        return False
+    numeric = [c for c in value.columns if str(value[c].dtype)[:1] in "iIuUf"]
+    return len(numeric) == 1 and _int_dtype(value[numeric[0]])
 
 
-def _count(value: Any) -> int | None:
-    """The answer as a count of things (an int, not a bool), else None."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        return None
-    if isinstance(value, int) or type(value).__name__ in ("int64", "int32", "intc", "int_"):
-        return int(value)
-    return None
+def _int_dtype(series: Any) -> bool:
+    return str(getattr(series, "dtype", "")).startswith(("int", "Int", "uint", "UInt"))
 
 
 async def _summary(traj: Trajectory, value: Any) -> str:

@@ -19,6 +19,7 @@ from cave.review.grouping import SCAN_ROWS, as_dates, granularity_problem, messy
 __all__ = [
     "Form",
     "absence_possible",
+    "as_count",
     "asks_yes_no",
     "collection_keys",
     "listed_words",
@@ -577,4 +578,17 @@ def _label_column(pd: Any, frame: Any, key: str) -> str | None:
         sample = frame[c].head(SCAN_ROWS).dropna()
         if len(sample) and sample.nunique() >= 0.8 * len(sample) and as_dates(pd, sample) is None:
             return str(c)
+    return None
+
+
+def as_count(value: Any) -> int | None:
+    """The answer as a count of things (an int, numpy's too; not a bool), else None.
+
+    >>> as_count(3), as_count(True), as_count(3.0)
+    (3, None, None)
+    """
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return None
+    if isinstance(value, int) or type(value).__name__ in ("int64", "int32", "intc", "int_"):
+        return int(value)
     return None

@@ -134,3 +134,16 @@ def test_counts_per_group_of_rows_where_the_task_counts_users_are_held_once():
     result = run(rows, users, table=table, task="How many users signed up from each country?")
     assert "(per group: .groupby(...)['user_id'].nunique())" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer.to_dict() == {"Italy": 2, "Spain": 3}
+
+
+def test_counts_per_group_as_a_table_or_a_dict_are_held_like_a_series():
+    # the same count of rows per country, answered as a two-column table (.size().reset_index) or a dict
+    table = SIGNUPS.assign(country=["Spain", "Spain", "Spain", "Italy", "Italy", "Italy", "Spain"])
+    users = "final_answer(signups.groupby('country')['user_id'].nunique())"
+    for rows in (
+        "final_answer(signups.groupby('country').size().reset_index(name='count'))",
+        "final_answer(signups['country'].value_counts().to_dict())",
+    ):
+        result = run(rows, users, table=table, task="How many users signed up from each country?")
+        assert "(per group: .groupby(...)['user_id'].nunique())" in result.trajectory.steps[0].observation, rows
+        assert result.status == "success" and result.answer.to_dict() == {"Italy": 2, "Spain": 3}
