@@ -23,6 +23,7 @@ __all__ = [
     "LOOP_NAMES",
     "MAX_STEPS_PROMPT",
     "REPEAT_NOTE",
+    "REPEAT_CALL_NOTE",
     "REPEAT_OK_NOTE",
     "PROSE_CALL_NOTE",
     "TYPED_DISPLAY_NOTE",
@@ -518,6 +519,12 @@ TYPED_DISPLAY_NOTE = (
 REPEAT_OK_NOTE = (
     "You ran exactly the same code as in your previous step, and it printed the same. If that answers the task, "
     "call final_answer with the result{example}; otherwise change the code."
+)
+# the call as a block to run: the 1.5B copies a ready block where it ignores "e.g. final_answer(x)" in a sentence
+# (a development task: the same cell six times, "The final answer is 'Accra'." after each, max_steps)
+REPEAT_CALL_NOTE = (
+    "You ran exactly the same code as in your previous step, and it printed the same. If `{name}` holds the answer "
+    "to the task, run:\n```python\nfinal_answer({name})\n```\nOtherwise change the code."
 )
 UNTRANSFERABLE_ANSWER = (
     "final_answer was NOT accepted: this runtime can hand back only plain data. Pass numbers, strings, lists, dicts, "

@@ -1048,7 +1048,7 @@ def test_a_reply_that_names_final_answer_in_prose_gets_the_call_to_run(sales):
         "Your reply names final_answer(total) outside the code block" in first and "final_answer(total)\n```" in first
     )
     assert (
-        "it printed the same. If that answers the task, call final_answer with the result, e.g. final_answer(total)"
+        "it printed the same. If `total` holds the answer to the task, run:\n```python\nfinal_answer(total)\n```"
         in second
     )
     assert "Read the error above" not in second
