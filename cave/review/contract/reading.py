@@ -348,6 +348,12 @@ def _top(low: str) -> int | None:
         rf"strongest|weakest|safest|loudest|quietest|most\s+\w+|least\s+\w+)\b",
         low,
     )
+    # "the highest 3 salaries", "lowest 4 scores": the superlative before the number
+    m = m or re.search(
+        rf"\b(?:largest|biggest|highest|lowest|smallest|best|worst|longest|shortest|oldest|newest|latest|earliest|"
+        rf"youngest|cheapest|fastest|slowest|greatest|richest)\s+{_NUM}\s+(?!percent\b|%|decimal|digit)[a-z]",
+        low,
+    )
     m = m or re.search(
         rf"\b(?:which|what|the|find|list|name)\s+{_NUM}\s+(?:[a-z][\w\-]*\s+){{1,3}}"
         rf"(?:with|that|who|which|whose|by|having|has|have|had|got|get|saw|see|show|showed|sold|made|earned)?\s*"
