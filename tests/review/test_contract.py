@@ -234,3 +234,16 @@ def test_a_yes_no_question_is_answered_with_a_bool():
     assert read("Is the average price higher in Queens or in Brooklyn?").kind is None
     assert read("Is the average price above 100, yes or no?").kind == "bool"
     assert read("Is the data sorted or not?").kind == "bool"
+
+
+def test_which_n_things_answered_with_the_measure_that_ranks_them_is_a_problem():
+    # "Which 3 countries ...": the counts sent, not the countries; the counts indexed by country are the countries
+    bill = {"bill": pd.DataFrame({"country": ["US", "China", "India", "US"], "worth": [1, 2, 3, 4]})}
+    task = read("Which 3 countries have the most billionaires?")
+    for measure in ([90, 80, 70], (90.5, 80.0, 70.0)):
+        found = problems(task, measure, bill)
+        assert len(found) == 1 and "the measure that ranks them rather than the countries" in found[0]
+    counts = pd.Series([90, 80, 70], index=pd.Index(["US", "China", "India"], name="country"))
+    assert problems(task, counts, bill) == [] and problems(task, ["US", "China", "India"], bill) == []
+    stores = {"s": pd.DataFrame({"store": [7, 8, 9], "sales": [1, 2, 3]})}  # numbered stores: numbers are names
+    assert problems(read("Which 2 stores sold the most?"), [9, 8], stores) == []

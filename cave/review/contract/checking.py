@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from numbers import Number
 from typing import Any
 
 from cave.review.contract.reading import Contract
@@ -42,7 +43,7 @@ def problems(contract: Contract, answer: Any, tables: dict[str, Any] | None = No
         elif kind == "bool":
             out += _yes_no(answer)
         elif kind in ("list", "set"):
-            out += _items(contract, answer)
+            out += _items(contract, answer) + _measures_for_names(contract, answer, tables)
         elif kind == "table" or (contract.per and _rows(answer) is not None):
             out += _per_group(contract, answer, tables)
         if contract.columns and _is_frame(answer):
@@ -275,6 +276,26 @@ def _items(contract: Contract, answer: Any) -> list[str]:
             "(`.head(n)` after sorting)"
         )
     return out
+
+
+def _measures_for_names(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
+    """'Which 3 countries ...' answered with numbers (the counts or totals that rank them) where the column that
+    holds the countries holds names: the measure was sent, not the things it ranks."""
+    items = _as_items(answer)
+    if not contract.which or not items or (found := column_for(contract.which, tables)) is None:
+        return []
+    table, col = found
+    numbers = all(isinstance(i, Number) and not isinstance(i, bool) and type(i).__name__ != "bool_" for i in items)
+    if not numbers or not _texty(tables[table][col]):
+        return []
+    keys = {_norm(v) for v in tables[table][col].dropna().astype(str)}
+    if any(_norm(int(i) if float(i).is_integer() else i) in keys for i in items):
+        return []
+    return [
+        f"'which {contract.which}' asks for values of {table}[{col!r}] (names); the answer's items are numbers, the "
+        f"measure that ranks them rather than the {contract.which}: answer with the {contract.which} (the index of "
+        "the sorted measure, e.g. `.nlargest(n).index.tolist()`)"
+    ]
 
 
 def _as_items(answer: Any) -> list[Any] | None:
