@@ -201,8 +201,8 @@ def _date(answer: Any) -> list[str]:
     if not isinstance(answer, int | float) or isinstance(answer, bool):
         return []
     x = float(answer)
-    if x.is_integer() and (1 <= x <= 31 or 1900 <= x <= 2100):
-        return []  # a month or day number, or a year
+    if x.is_integer() and (0 <= x <= 31 or 1900 <= x <= 2100):
+        return []  # a month, day or hour number, or a year
     return [
         f"a date: the task asks when (a day, month or year); the answer {answer!r} is a number that is none of "
         "them, the measure rather than the period it belongs to: answer with the period (`.idxmax()` of the "

@@ -474,7 +474,8 @@ def _kind(
             return "list" if order or top else "set"
         return "name"
     if re.search(
-        r"\b(?:when did|on which day|on what day|what date|which date|what month|which month|what year|"
+        r"\b(?:when (?:did|was|were|is|are|does|do|has|had)|on which day|on what day|what date|which date|"
+        r"what month|which month|what year|"
         r"which year|which day|which week|which quarter)\b",
         low,
     ):
