@@ -82,7 +82,7 @@ def test_entry_is_legal(entry: dict[str, Any]):
         assert _is_int(expect["top"]) and expect["top"] >= 1
         # a top N is a ranking: its direction is labelled with it, unless it depends on the column ("the 3 oldest"
         # are the highest ages and the earliest dates)
-        assert "order" in expect or re.search(r"\b(?:oldest|newest)\b", entry["text"])
+        assert "order" in expect or re.search(r"\b(?:oldest|newest|youngest)\b", entry["text"])
     if "kind" in expect:
         assert expect["kind"] in KINDS
     if "decimals" in expect:

@@ -340,24 +340,24 @@ _VERBISH = frozenset(
 )
 
 
+# the words that rank: "the 3 largest", "the 2 countries with the youngest", "the highest 3"
+_RANKS = (
+    r"largest|biggest|highest|most|lowest|smallest|least|fewest|best|worst|longest|shortest|busiest|cheapest|"
+    r"costliest|oldest|newest|latest|earliest|fastest|slowest|heaviest|lightest|greatest|richest|poorest|youngest|"
+    r"tallest|priciest|hottest|coldest|warmest|strongest|weakest|safest|loudest|quietest"
+)
+
+
 def _top(low: str) -> int | None:
     m = re.search(rf"\b(?:top|bottom|first|last)\s+{_NUM}\b", low) or re.search(
-        rf"\b(?:the\s+)?{_NUM}\s+(?:largest|biggest|highest|most|lowest|smallest|least|best|worst|longest|shortest|"
-        rf"busiest|cheapest|costliest|oldest|newest|latest|earliest|top|fastest|slowest|largest|heaviest|lightest|"
-        rf"greatest|leading|biggest|richest|poorest|youngest|tallest|shortest|priciest|hottest|coldest|warmest|"
-        rf"strongest|weakest|safest|loudest|quietest|most\s+\w+|least\s+\w+)\b",
-        low,
+        rf"\b(?:the\s+)?{_NUM}\s+(?:{_RANKS}|top|leading|most\s+\w+|least\s+\w+)\b", low
     )
     # "the highest 3 salaries", "lowest 4 scores": the superlative before the number
-    m = m or re.search(
-        rf"\b(?:largest|biggest|highest|lowest|smallest|best|worst|longest|shortest|oldest|newest|latest|earliest|"
-        rf"youngest|cheapest|fastest|slowest|greatest|richest)\s+{_NUM}\s+(?!percent\b|%|decimal|digit)[a-z]",
-        low,
-    )
+    m = m or re.search(rf"\b(?:{_RANKS})\s+{_NUM}\s+(?!percent\b|%|decimal|digit)[a-z]", low)
     m = m or re.search(
         rf"\b(?:which|what|the|find|list|name)\s+{_NUM}\s+(?:[a-z][\w\-]*\s+){{1,3}}"
         rf"(?:with|that|who|which|whose|by|having|has|have|had|got|get|saw|see|show|showed|sold|made|earned)?\s*"
-        rf"(?:the\s+)?(?:most|highest|lowest|largest|smallest|fewest|least|best|worst|longest|shortest|biggest)\b",
+        rf"(?:the\s+)?(?:{_RANKS})\b",
         low,
     )
     if not m:
@@ -420,7 +420,8 @@ def _decimals(low: str) -> int | None:
 
 _MEASURES = re.compile(
     r"\b(mean|average|median|total|sum|share|percentage|percent|proportion|ratio|std|standard deviation|variance|"
-    r"correlation|p-value|p value|statistic|label|maximum|minimum|max|min|range|skewness|kurtosis|mode|count|"
+    r"correlation|p-value|p value|statistic|label|maximum|minimum|max|min|range|skewness|kurtosis|count|"
+    r"(?<=the )mode|mode(?= of\b)|"  # the statistic, not a column's value ("songs in a major mode")
     r"slope|intercept|coefficient|r-squared|rmse|mse|mae|accuracy|rate|iqr|quartile|percentile|how many)\b"
 )
 
