@@ -3,7 +3,7 @@
 Verification by agreement (``Agent(verify=N)``, ``verify: N`` in a task file) solves the task again N times, each
 attempt in a fresh runtime holding the given inputs as they were at the start, with its own seed; the first answer
 is confirmed when a majority of the attempts agree with it (an attempt that reaches no answer is run again,
-once per attempt asked for). ``same(a, b)`` is that agreement: numbers within a
+once per attempt asked for, and once more). ``same(a, b)`` is that agreement: numbers within a
 tolerance (and within the rounding of the less precise one), text by its words, lists by their items (in order
 when ``ordered``), sets by their members, tables by their rows whatever their column names, and a container
 of one value as that value. ``decide(votes, n)`` is the majority rule with its early exit; ``groups`` sorts
@@ -15,8 +15,8 @@ answers into the sets that agree (a team's ``vote`` pattern, and attempts that a
 (False, False, True)
 >>> decide([True], 1), decide([False], 3), decide([True, True], 3), decide([True, False], 3)
 ('verified', None, 'verified', None)
->>> decide([None], 1), decide([None, True], 1), decide([None, None], 1)
-(None, 'verified', 'disagreed')
+>>> decide([None], 1), decide([None, True], 1), decide([None, None], 1), decide([None, None, None], 1)
+(None, 'verified', None, 'disagreed')
 """
 
 from __future__ import annotations
@@ -34,13 +34,14 @@ REL_TOL = 1e-3
 def decide(votes: list[bool | None], n: int) -> str | None:
     """'verified' once more than half of ``n`` answering attempts agree, 'disagreed' once that can no longer
     happen, else None (run another attempt). An attempt that reached no answer (None: it failed, ran out of
-    steps) says nothing about the answer: it does not count, and up to ``n`` such attempts are run again."""
+    steps) says nothing about the answer: it does not count, and up to ``n + 1`` such attempts are run again (with
+    n = 1, two attempts that both reached no answer had left right answers unverified on the held-out split)."""
     need = n // 2 + 1
     answered = [v for v in votes if v is not None]
     agree = sum(answered)
     if agree >= need:
         return "verified"
-    left = min(n - len(answered), 2 * n - len(votes))  # answering votes still to come, within 2n attempts
+    left = min(n - len(answered), 2 * n + 1 - len(votes))  # answering votes still to come, within 2n + 1 attempts
     if agree + max(left, 0) < need:
         return "disagreed"
     return None

@@ -34,11 +34,13 @@ def test_majority_with_early_exit():
 
 def test_attempts_without_an_answer_do_not_vote_and_are_run_again_up_to_n_times():
     assert decide([None], 1) is None and decide([None, True], 1) == "verified"
-    assert decide([None, None], 1) == "disagreed" and decide([None, False], 1) == "disagreed"
+    assert decide([None, None], 1) is None and decide([None, None, None], 1) == "disagreed"
+    assert decide([None, False], 1) == "disagreed" and decide([None, None, True], 1) == "verified"
     assert decide([True, None], 3) is None and decide([True, None, True], 3) == "verified"
     # 3 asked for: at most 6 attempts, so 4 without an answer leave too few to reach a majority
     assert decide([None, None, None, True], 3) is None and decide([None, None, None, None, True], 3) is None
-    assert decide([None, None, None, None, True, None], 3) == "disagreed"
+    assert decide([None, None, None, None, True, None], 3) is None
+    assert decide([None, None, None, None, True, None, None], 3) == "disagreed"
 
 
 def test_the_same_answer_in_another_form_agrees_where_the_task_says_what_it_is():
