@@ -160,6 +160,15 @@ _JSONL_FIELDS = (
 )  # fmt: skip
 
 
+def _jsonl_line(step: Step, refs: list[int]) -> str:
+    """One step as a line of trajectory.jsonl (its prompt as ids of rows in the messages table)."""
+    line = {f: getattr(step, f) for f in _JSONL_FIELDS}
+    line["usage"] = step.usage.to_dict()
+    line["execution"] = _execution_json(step.execution)
+    line["messages"] = refs
+    return json.dumps(line, default=repr) + "\n"
+
+
 def _execution_json(ex: Execution | None) -> dict[str, Any] | None:
     if ex is None:
         return None
@@ -226,6 +235,7 @@ class Store:
         event.listen(self.engine, "connect", _sqlite_pragmas)
         metadata.create_all(self.engine)
         self._msg_ids: dict[str, dict[tuple[str, str], int]] = {}  # run_id -> (role, digest) -> id
+        self._jsonl_checked: set[str] = set()  # runs whose JSONL was compared with the database in this process
         self._meta: dict[str, dict[str, Any]] = {}  # run_id -> extra run metadata given at start
         # run_id -> id(message dict) -> (the dict, its row id): each message dict is hashed once
         self._seen: dict[str, dict[int, tuple[dict[str, Any], int]]] = {}
@@ -363,12 +373,29 @@ class Store:
                 },
             )
         # The JSONL next to the database is for people and tools; the database is the source of truth.
-        line = {f: getattr(step, f) for f in _JSONL_FIELDS}
-        line["usage"] = u.to_dict()
-        line["execution"] = _execution_json(step.execution)
-        line["messages"] = refs  # ids of the prompt's rows in the messages table
-        with open(self.run_dir(run_id) / "trajectory.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(line, default=repr) + "\n")
+        path = self.run_dir(run_id) / "trajectory.jsonl"
+        behind = self._jsonl_behind(run_id, path, step.index)
+        with open(path, "a", encoding="utf-8") as f:
+            for earlier, earlier_refs in behind:
+                f.write(_jsonl_line(earlier, earlier_refs))
+            f.write(_jsonl_line(step, refs))
+
+    def _jsonl_behind(self, run_id: str, path: Path, index: int) -> list[tuple[Step, list[int]]]:
+        """The stored steps before ``index`` that the run's JSONL lacks: a process killed between the database's
+        commit and the JSONL's append left the last one out, and a resumed run writes it before its own steps.
+        Checked once per run and process."""
+        if run_id in self._jsonl_checked:
+            return []
+        self._jsonl_checked.add(run_id)
+        have = sum(1 for _ in path.open(encoding="utf-8")) if path.exists() else 0
+        if have >= index:
+            return []
+        with self.engine.connect() as conn:
+            refs = {
+                r.idx: json.loads(r.prompt_refs or "[]")
+                for r in conn.execute(select(steps.c.idx, steps.c.prompt_refs).where(steps.c.run_id == run_id))
+            }
+        return [(s, refs.get(s.index, [])) for s in self.load(run_id).steps if have <= s.index < index]
 
     def _message_refs(self, conn: Any, run_id: str, msgs: list[dict[str, Any]]) -> list[int]:
         known = self._msg_ids.get(run_id)
