@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -303,3 +304,19 @@ def test_the_known_circles_are_still_there():
     graph = project_imports(modules())
     gone = [sorted(p) for p in KNOWN_CIRCLES if not all(b in graph[a] for a, b in (sorted(p), sorted(p)[::-1]))]
     assert not gone, f"these circles are gone: remove them from KNOWN_CIRCLES: {gone}"
+
+
+def test_the_library_names_no_benchmark_question():
+    """The agent layer and the runtimes are general: no code or comment there names a development task by its id
+    (issue 36: "No code or comment in the library names a benchmark question")."""
+    from cave.benchmarks.analyst.tasks import TASKS
+
+    ids = list(TASKS)
+    assert len(ids) >= 30
+    bad = []
+    for module, path in modules().items():
+        if layer(module) > 2:
+            continue
+        text = path.read_text(encoding="utf-8")
+        bad += [f"{path.relative_to(ROOT)}: {i}" for i in ids if re.search(rf"\b{re.escape(i)}\b", text)]
+    assert not bad, "say 'a development task' instead:\n" + "\n".join(bad)

@@ -140,7 +140,7 @@ _CELL_LINE = re.compile(r'File "<cell[^"]*>", line \d+[^\n]*\n\s+(.+)')
 def line_fix(etype: str, message: str, traceback: str) -> str | None:
     """The failing line rewritten, for errors whose fix is mechanical on that line: a grouped reduction over every
     column (a date or text column among them) before the column it wanted was picked, or with no column picked; a
-    row label from idxmax/idxmin looked up as a column (``df[s.idxmax()]``: the analyst product_rise runs, four times).
+    row label from idxmax/idxmin looked up as a column (``df[s.idxmax()]``: a development task's runs, four times).
 
     >>> tb = 'File "<cell-3>", line 2, in <module>\\n    m = t.groupby(pd.to_datetime(t["d"]).dt.to_period("M")).sum()["visits"]'
     >>> print(line_fix("TypeError", "datetime64 type does not support operation 'sum'", tb))

@@ -164,7 +164,7 @@ _STAT_CALLS = {
     "average": "mean", "median": "median", "nanmedian": "median", "std": "std", "nanstd": "std", "stdev": "std",
     "pstdev": "std", "var": "var", "nanvar": "var", "variance": "var", "pvariance": "var", "corr": "correlation",
     "corrcoef": "correlation",
-    # the extremes: "rolling_avg = visits.rolling(7).max()" (the analyst suite's rolling_peak) is no average
+    # the extremes: "rolling_avg = visits.rolling(7).max()" (a development task) is no average
     "max": "max", "nanmax": "max", "amax": "max", "min": "min", "nanmin": "min", "amin": "min",
 }  # fmt: skip
 OTHER_STAT_NOTE = (

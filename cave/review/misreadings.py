@@ -409,7 +409,7 @@ def verdicts(value: object) -> dict[str, bool] | None:
     >>> verdicts({"is_normal": "Yes", "mean": 3.2}), verdicts(False), verdicts({"mean": 3.2})
     ({'is_normal': True}, {'': False}, None)
     >>> import pandas as pd
-    >>> verdicts(pd.Series([1.0, 2.0]))  # a held Series (the analyst rolling_peak run crashed here)
+    >>> verdicts(pd.Series([1.0, 2.0]))  # a held Series (a development run crashed here)
     """
 
     def truth(v: object) -> bool | None:
