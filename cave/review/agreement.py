@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from numbers import Number
 from typing import Any
 
 __all__ = ["as_name", "asks_share", "canonical", "decide", "groups", "same", "shown"]
@@ -79,6 +80,8 @@ def same(a: Any, b: Any, *, ordered: bool = False, kind: str | None = None, shar
     try:
         if kind == "name":
             a, b = as_name(a), as_name(b)
+        if kind in ("list", "set"):  # "which 3 countries": the counts by country and the 3 names agree
+            a, b = _labels_beside(a, b), _labels_beside(b, a)
         return _same(canonical(a), canonical(b), ordered, share)
     except Exception:  # answers that cannot be compared do not agree
         return False
@@ -125,6 +128,38 @@ def as_name(x: Any) -> Any:
     if isinstance(x, tuple) and len(x) == 2 and sum(isinstance(v, str) for v in x) == 1:
         return next(v for v in x if isinstance(v, str))
     return x
+
+
+def _labels_beside(x: Any, other: Any) -> Any:
+    """``x``'s labels, in order, where ``x`` is measures by label (a Series or dict of numbers by text, a table of
+    one text column and numbers) and ``other`` is a list of texts; else ``x`` as it is.
+
+    >>> import pandas as pd
+    >>> _labels_beside(pd.Series({"US": 90, "China": 80}), ["US", "China"]), _labels_beside({"US": 90}, [1])
+    (['US', 'China'], {'US': 90})
+    """
+    if not _texts(other):
+        return x
+    name = type(x).__name__
+    if name == "Series" and not _plain_index(x) and _numbers(list(x)) and _texts(list(x.index)):
+        return list(x.index)
+    if isinstance(x, dict) and _numbers(list(x.values())) and _texts(list(x)):
+        return list(x)
+    if name == "DataFrame":
+        frame = x.reset_index(drop=_plain_index(x))
+        texts = [c for c in frame.columns if _texts(list(frame[c]))]
+        if len(texts) == 1 and all(_numbers(list(frame[c])) for c in frame.columns if c != texts[0]):
+            return list(frame[texts[0]])
+    return x
+
+
+def _texts(x: Any) -> bool:
+    items = list(x) if isinstance(x, list | tuple) or type(x).__name__ in ("ndarray", "Index") else None
+    return bool(items) and all(isinstance(v, str) for v in items)
+
+
+def _numbers(items: list[Any]) -> bool:
+    return bool(items) and all(isinstance(v, Number) and type(v).__name__ not in ("bool", "bool_") for v in items)
 
 
 def canonical(x: Any) -> Any:

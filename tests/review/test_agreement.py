@@ -61,3 +61,16 @@ def test_the_same_answer_in_another_form_agrees_where_the_task_says_what_it_is()
     # one month written three ways; another month never
     assert same("2025-03", pd.Timestamp("2025-03-01")) and same("Mar 2025", "2025-03")
     assert not same("2025-03", "2025-04-01") and not same("March 2024", "March 2025")
+
+
+def test_measures_by_label_agree_with_the_labels_where_a_list_is_asked():
+    # "which 3 countries have the most ...": value_counts().head(3) and the three names are one answer
+    import numpy as np
+    import pandas as pd
+
+    counts = pd.Series([90, 80, 70], index=pd.Index(["US", "China", "India"], name="country"))
+    names = ["US", "China", "India"]
+    assert same(counts, names, kind="list", ordered=True) and same(names, counts.reset_index(), kind="list")
+    assert same(counts, np.array(names), kind="set") and same(counts.to_dict(), names, kind="list")
+    assert not same(counts, ["US", "India", "China"], kind="list", ordered=True)
+    assert not same(counts, ["US", "China"], kind="list") and not same(counts, names)  # kind unknown: not the same
