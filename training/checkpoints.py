@@ -78,17 +78,18 @@ def load_checkpoint(run_dir: Path, workers: Any) -> int:
     return int(state["step"])
 
 
-def init_weights(run_dir: Path, workers: Any) -> None:
+def init_weights(run_dir: Path, workers: Any) -> int:
     """Start the models from the trainable weights of ``run_dir``'s latest checkpoint (its optimizer state, step
-    and rng are not taken: this run starts at step 1)."""
+    and rng are not taken: this run starts at step 1); returns the checkpoint's step."""
     if not hasattr(workers, "policies"):
         raise ValueError("init_from: works with in-process workers only, not with ray:")
     missing = (
         f"init_from: {run_dir}: no checkpoint there (expected {CHECKPOINTS}/latest); run `cave train sft CONFIG` "
         "first, or fix the path"
     )
-    _load_latest(run_dir, workers.policies.load_weights, missing)
+    state = _load_latest(run_dir, workers.policies.load_weights, missing)
     workers.sync()
+    return int(state["step"])
 
 
 def _load_latest(run_dir: Path, load: Callable[[dict[str, Any]], None], missing: str) -> dict[str, Any]:

@@ -88,6 +88,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     ev.add_argument("-k", type=int, default=4, help="sampled team runs per problem (avg@k, pass@k; default 4)")
     ev.add_argument("--limit", type=int, metavar="N", help="only the split's first N problems")
     ev.add_argument("--no-greedy", action="store_true", help="skip the greedy (temperature 0) run per problem")
+    ev.add_argument("--dtype", choices=["float32", "bfloat16"], help="run the models in this dtype (default: the "
+                    "config's; bfloat16 is ~1.7x faster on CPUs with AVX512-BF16, and samples a little apart)")  # fmt: skip
     ev.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     ev.add_argument("-q", "--quiet", action="store_true", help="no table; print the report as one JSON line")
     ev.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
@@ -352,7 +354,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     try:
         report = evaluate_checkpoint(cfg, examples, run_dir=run_dir if checkpoint == "latest" else None, k=args.k,
                                      greedy=not args.no_greedy, split=split or "(config data)",
-                                     label=None if checkpoint == "latest" else checkpoint)  # fmt: skip
+                                     label=None if checkpoint == "latest" else checkpoint, dtype=args.dtype)  # fmt: skip
     except ValueError as e:
         print(f"cave train eval: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -76,6 +76,13 @@ def test_the_comparison_runs_each_estimator_and_seed_and_resumes(tiny_dir, tmp_p
     redone = {p for p in runs.glob("*/*.json*") if stamps.get(p) != p.stat().st_mtime_ns}
     assert redone == {runs / "grpo_seed1" / HELDOUT}
 
+    # evals in another dtype are run again (a bf16 eval of fp32 weights samples a little apart), training is not
+    assert main([*args, "--eval-dtype", "bfloat16"]) == 0
+    again = {p for p in runs.glob("*/*.json*") if stamps.get(p) != p.stat().st_mtime_ns}
+    assert again == {runs / f"{e}_seed{s}" / HELDOUT for e in ("drmas", "grpo") for s in (0, 1)}
+    assert json.loads((out / "warm.json").read_text())["dtype"] == "bfloat16"
+    assert all(json.loads(p.read_text())["dtype"] == "bfloat16" for p in again)
+
     # a larger budget resumes the run from its checkpoint, then evaluates the new one
     tail = ["--limit", "2", "-k", "2", "--runs", str(runs), "--out", str(tmp_path / "out2"), "-q"]
     assert main([str(config), "--estimators", "drmas", "--seeds", "0", "--steps", "2", *tail]) == 0

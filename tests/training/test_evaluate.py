@@ -131,10 +131,10 @@ def test_cave_train_eval_base_and_latest_checkpoint(tiny_dir, tmp_path, capsys):
 
     # one training step, then the run folder's latest checkpoint (the default) and its final models
     run = Trainer(tiny_config(config), quiet=True).train()
-    r = cave_eval(str(run), "--split", "test", "-k", "2", "--limit", "2", "-q")
+    r = cave_eval(str(run), "--split", "test", "-k", "2", "--limit", "2", "--dtype", "bfloat16", "-q")
     assert r.returncode == 0, r.stderr
     latest = json.loads(r.stdout.strip().splitlines()[-1])
-    assert latest["checkpoint"] == "latest (step 1)" and latest["problems"] == 2
+    assert latest["checkpoint"] == "latest (step 1)" and latest["problems"] == 2 and latest["dtype"] == "bfloat16"
     capsys.readouterr()
     assert train_main(["eval", str(run), "--checkpoint", "final", "-k", "1", "--limit", "1", "--no-greedy", "-q"]) == 0
     final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -221,3 +221,39 @@ def test_a_stopped_evaluation_goes_on_from_its_kept_shares(tiny_dir, tmp_path, m
         assert ran == [0, 2]
     finally:
         workers.close()
+
+
+def test_an_eval_in_bfloat16_casts_the_checkpoint_and_says_so(tiny_dir, tmp_path):
+    # a 100-problem eval of an fp32 run in bf16 (~1.7x faster on AVX512-BF16 CPUs): the trained weights, cast
+    import torch
+    from cave.training.evaluate import eval_examples, evaluate_checkpoint, read_parts
+    from cave.training.workers import LocalWorkers
+
+    config = tiny_yaml(tiny_dir, tmp_path / "tiny.yaml")
+    run = Trainer(tiny_config(config), quiet=True).train()
+    cfg = tiny_config(config)
+    examples = eval_examples(cfg, "test", 2)
+    parts = tmp_path / "heldout.parts.jsonl"
+    seen = {}
+    real = LocalWorkers.__init__
+
+    def spy(self, c, *a, **kw):
+        real(self, c, *a, **kw)
+        p = next(iter(self.policies.slots)).model
+        seen["dtype"] = next(p.parameters()).dtype
+        seen["model"] = p
+
+    LocalWorkers.__init__ = spy
+    try:
+        report = evaluate_checkpoint(cfg, examples, run_dir=run, k=1, greedy=False, dtype="bfloat16", parts=parts)
+    finally:
+        LocalWorkers.__init__ = real
+    assert report.dtype == "bfloat16" and report.checkpoint == "latest (step 1)" and seen["dtype"] == torch.bfloat16
+    trained = torch.load(next((run / "checkpoints").glob("step_*.pt")), map_location="cpu", weights_only=False)
+    (saved,) = trained["models"].values()
+    name, weight = next(iter(saved["trainable"].items()))  # the run's weights, cast: not the base model's
+    assert torch.equal(dict(seen["model"].named_parameters())[name].detach(), weight.to(torch.bfloat16))
+    assert read_parts(parts, k=1, greedy=False, checkpoint=report.checkpoint, dtype="bfloat16")
+    assert not read_parts(parts, k=1, greedy=False, checkpoint=report.checkpoint)  # an fp32 eval runs them again
+    fp32 = evaluate_checkpoint(cfg, examples, run_dir=run, k=1, greedy=False)
+    assert fp32.dtype == "float32"

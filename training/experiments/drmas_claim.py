@@ -224,23 +224,26 @@ def train_resumable(cfg: Any, *, quiet: bool = True) -> Path:
 
 
 def eval_cached(cfg: Any, out: Path, *, run_dir: Path | None, limit: int, k: int, greedy: bool = True,
-                label: str | None = None) -> dict[str, Any]:  # fmt: skip
+                label: str | None = None, dtype: str | None = None) -> dict[str, Any]:  # fmt: skip
     """The held-out eval of ``run_dir``'s latest checkpoint (None: the config's models), read from ``out`` when
-    it is an eval of that size (and, given a ``label``, of that checkpoint), else run (``limit`` test problems, k
-    sampled runs + one greedy each) and written to ``out``. Finished shares of the problems are kept beside it
-    (``<out>.parts.jsonl``, removed once ``out`` is written), so a stopped driver loses at most one share."""
-    from cave.training.evaluate import eval_examples, evaluate_checkpoint
+    it is an eval of that size and dtype (and, given a ``label``, of that checkpoint), else run (``limit`` test
+    problems, k sampled runs + one greedy each; the models in ``dtype``, default the config's) and written to
+    ``out``. Finished shares of the problems are kept beside it (``<out>.parts.jsonl``, removed once ``out`` is
+    written), so a stopped driver loses at most one share."""
+    from cave.training.evaluate import eval_examples, evaluate_checkpoint, model_dtype
 
     if out.is_file():
         cached = json.loads(out.read_text(encoding="utf-8"))
-        same = (cached.get("problems"), cached.get("k")) == (limit, k)
+        wanted = (limit, k, dtype or model_dtype(cfg))
+        same = (cached.get("problems"), cached.get("k"), cached.get("dtype", "float32")) == wanted
         if same and label in (None, cached.get("checkpoint")):
             return cached
     examples = eval_examples(cfg, "test", limit)
     if len(examples) < limit:
         raise ValueError(f"the test split has {len(examples)} problems, fewer than --limit {limit}; lower --limit")
     parts = out.with_name(out.stem + ".parts.jsonl")
-    report = evaluate_checkpoint(cfg, examples, run_dir=run_dir, k=k, greedy=greedy, label=label, parts=parts)
+    report = evaluate_checkpoint(cfg, examples, run_dir=run_dir, k=k, greedy=greedy, label=label, parts=parts,
+                                 dtype=dtype)  # fmt: skip
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report.to_json(indent=2) + "\n", encoding="utf-8")
     parts.unlink(missing_ok=True)
@@ -288,7 +291,7 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     if not args.no_warm_eval:
         start = Path(cfg.init_from) if cfg.init_from else None
         warm = eval_cached(cfg, out / "warm.json", run_dir=start, limit=args.limit, k=args.k,
-                           label=None if start else "base")  # fmt: skip
+                           label=None if start else "base", dtype=args.eval_dtype)  # fmt: skip
         say(f"warm start: avg@{args.k} {warm[f'avg@{args.k}']:.3f}")
     rows: list[dict[str, Any]] = []
     reports: dict[str, list[dict[str, Any]]] = {}
@@ -298,7 +301,7 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
             run_cfg = run_config(cfg, estimator, seed, runs)
             run = train_resumable(run_cfg, quiet=args.quiet)
             report = eval_cached(run_cfg, run / HELDOUT, run_dir=run, limit=args.limit, k=args.k,
-                                 label=f"latest (step {run_cfg.steps})")  # fmt: skip
+                                 label=f"latest (step {run_cfg.steps})", dtype=args.eval_dtype)  # fmt: skip
             rows.append(summary_row(estimator, seed, report, read_metrics(run), clips))
             reports.setdefault(estimator, []).append(report)
             write_summary(out, rows, reports, warm)
@@ -315,6 +318,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, help="RL steps per run, the same for every run (default: the config's)")
     p.add_argument("--limit", type=int, default=100, help="held-out test problems per eval (default 100)")
     p.add_argument("-k", type=int, default=4, help="sampled team runs per eval problem (avg@k, pass@k; default 4)")
+    p.add_argument("--eval-dtype", choices=["float32", "bfloat16"], help="run the held-out evals in this dtype "
+                   "(default: the config's; bfloat16 is ~1.7x faster on CPUs with AVX512-BF16; evals of another dtype "
+                   "are run again)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="config overrides, as for "
                    "`cave train run` (e.g. --set group_size=2)")  # fmt: skip
     p.add_argument("--runs", default="runs/drmas_claim", help="where the run folders go (default runs/drmas_claim)")

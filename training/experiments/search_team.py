@@ -87,7 +87,9 @@ def table(rows: Sequence[Mapping[str, Any]], by: str = "hops") -> str:
     return "\n".join(lines)
 
 
-def stage_report(cfg: Any, stage: str, out: Path, *, limit: int, k: int, quiet: bool = True) -> dict[str, Any]:
+def stage_report(
+    cfg: Any, stage: str, out: Path, *, limit: int, k: int, quiet: bool = True, dtype: str | None = None
+) -> dict[str, Any]:
     """Train what ``stage`` needs (nothing, the warm start, RL from it) unless it is there, and its held-out eval
     (cached in ``OUT/{stage}.json``)."""
     from cave.training.experiments.drmas_claim import eval_cached, train_resumable
@@ -96,7 +98,7 @@ def stage_report(cfg: Any, stage: str, out: Path, *, limit: int, k: int, quiet: 
     where = out / f"{stage}.json"
     if stage == "base":
         return eval_cached(cfg.model_copy(update={"init_from": None}), where, run_dir=None, limit=limit, k=k,
-                           label="base")  # fmt: skip
+                           label="base", dtype=dtype)  # fmt: skip
     if cfg.sft is None:
         raise ValueError(f"stage {stage} needs the config's sft: section (the warm start's teacher and settings)")
     warm = Path(cfg.sft.output_dir)
@@ -105,14 +107,22 @@ def stage_report(cfg: Any, stage: str, out: Path, *, limit: int, k: int, quiet: 
 
         run_sft(cfg, quiet=quiet)
     if stage == "warm":
-        return eval_cached(cfg, where, run_dir=warm, limit=limit, k=k, label="latest (step 0)")
+        return eval_cached(cfg, where, run_dir=warm, limit=limit, k=k, label="latest (step 0)", dtype=dtype)
     rl = cfg.model_copy(update={"init_from": str(warm), "eval_every": None})
     run = train_resumable(rl, quiet=quiet)
-    return eval_cached(rl, where, run_dir=run, limit=limit, k=k, label=f"latest (step {rl.steps})")
+    return eval_cached(rl, where, run_dir=run, limit=limit, k=k, label=f"latest (step {rl.steps})", dtype=dtype)
 
 
 def run_stages(
-    cfg: Any, stages: Sequence[str], out: Path, *, limit: int, k: int, by: str = "hops", quiet: bool = True
+    cfg: Any,
+    stages: Sequence[str],
+    out: Path,
+    *,
+    limit: int,
+    k: int,
+    by: str = "hops",
+    quiet: bool = True,
+    dtype: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every stage in order; after each, ``OUT/summary.json`` and ``OUT/summary.md`` hold the rows so far."""
     from cave.training.evaluate import eval_examples
@@ -120,7 +130,7 @@ def run_stages(
     examples = eval_examples(cfg, "test", limit)
     rows: list[dict[str, Any]] = []
     for stage in stages:
-        report = stage_report(cfg, stage, out, limit=limit, k=k, quiet=quiet)
+        report = stage_report(cfg, stage, out, limit=limit, k=k, quiet=quiet, dtype=dtype)
         rows += hop_rows(stage, report, examples, by)
         (out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
         (out / "summary.md").write_text(table(rows, by) + "\n", encoding="utf-8")
@@ -141,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--limit", type=int, default=100, help="held-out test questions (default 100)")
     p.add_argument("-k", type=int, default=4, help="sampled team runs per question (default 4), besides the greedy one")
     p.add_argument("--by", default="hops", help="the example field rows are split by (default hops)")
+    p.add_argument("--eval-dtype", choices=["float32", "bfloat16"], help="run the evals in this dtype (default: "
+                   "the config's; bfloat16 is ~1.7x faster on CPUs with AVX512-BF16)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="config overrides")
     p.add_argument("--out", default="training/experiments/results/search_team", help="summary.json, stage evals")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
@@ -154,7 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        run_stages(cfg, args.stages, out, limit=args.limit, k=args.k, by=args.by, quiet=args.quiet)
+        run_stages(cfg, args.stages, out, limit=args.limit, k=args.k, by=args.by, quiet=args.quiet,
+                   dtype=args.eval_dtype)  # fmt: skip
     except TrainingStopped as e:
         print(f"search_team: {e}", file=sys.stderr)
         return 1
