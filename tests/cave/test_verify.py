@@ -140,3 +140,12 @@ def test_prose_after_a_per_day_result_gets_the_call_and_then_the_line_that_makes
     assert "final_answer(revenue_per_month)" in steps[1].observation
     assert "Not accepted yet" in steps[2].observation and ".dt.to_period('M')" in steps[2].observation  # per month
     assert result.status == "success" and result.answer.to_dict() == {"2025-01": 16.0, "2025-02": 7.0}
+
+
+def test_which_clinics_answered_with_waits_by_clinic_comes_back_for_the_names_and_an_attempt_agrees():
+    # the Series of waits by clinic: the names as a list, by the call the note gives; the attempt's Series agrees
+    by_clinic = "```python\nfinal_answer(visits.groupby('clinic')['wait'].mean().nlargest(2))\n```"
+    names = "```python\nfinal_answer(_final_answer.index.tolist())\n```"
+    result = _agent([by_clinic, names, by_clinic]).run("Which 2 clinics have the longest average wait?")
+    assert "final_answer(_final_answer.index.tolist())" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == ["b", "a"]

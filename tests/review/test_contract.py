@@ -244,6 +244,20 @@ def test_which_n_things_answered_with_the_measure_that_ranks_them_is_a_problem()
         found = problems(task, measure, bill)
         assert len(found) == 1 and "the measure that ranks them rather than the countries" in found[0]
     counts = pd.Series([90, 80, 70], index=pd.Index(["US", "China", "India"], name="country"))
-    assert problems(task, counts, bill) == [] and problems(task, ["US", "China", "India"], bill) == []
+    assert problems(task, ["US", "China", "India"], bill) == []
+    (labels,) = problems(task, counts, bill)  # the counts by country: the countries as a list, not the counts
+    assert "_final_answer.index.tolist()" in labels
     stores = {"s": pd.DataFrame({"store": [7, 8, 9], "sales": [1, 2, 3]})}  # numbered stores: numbers are names
     assert problems(read("Which 2 stores sold the most?"), [9, 8], stores) == []
+
+
+def test_which_n_things_answered_with_their_measures_by_label_asks_for_the_labels():
+    # "Which 2 neighbourhood groups have the highest average price?": the prices by group; a closed-form reader
+    # takes the values (the prices). The labels as a list pass.
+    listings = {"l": pd.DataFrame({"neighbourhood_group": ["Queens", "Staten Island", "Bronx"], "price": [1, 2, 3]})}
+    task = read("Which 2 neighbourhood groups have the highest average price?")
+    prices = pd.Series([474.1, 442.9], index=pd.Index(["Staten Island", "Queens"], name="neighbourhood_group"))
+    (found,) = problems(task, prices, listings)
+    assert "final_answer(_final_answer.index.tolist())" in found
+    assert problems(task, ["Staten Island", "Queens"], listings) == []
+    assert problems(read("What is the average price per neighbourhood group?"), prices, listings) == []

@@ -44,6 +44,7 @@ def problems(contract: Contract, answer: Any, tables: dict[str, Any] | None = No
             out += _yes_no(answer)
         elif kind in ("list", "set"):
             out += _items(contract, answer) + _measures_for_names(contract, answer, tables)
+            out += _labelled_measures(contract, answer, tables)
         elif kind == "table" or (contract.per and _rows(answer) is not None):
             out += _per_group(contract, answer, tables)
         if contract.columns and _is_frame(answer):
@@ -295,6 +296,27 @@ def _measures_for_names(contract: Contract, answer: Any, tables: dict[str, Any])
         f"'which {contract.which}' asks for values of {table}[{col!r}] (names); the answer's items are numbers, the "
         f"measure that ranks them rather than the {contract.which}: answer with the {contract.which} (the index of "
         "the sorted measure, e.g. `.nlargest(n).index.tolist()`)"
+    ]
+
+
+def _labelled_measures(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
+    """'Which 2 neighbourhood groups have the highest average price?' answered with the prices by group (a Series
+    of numbers indexed by the groups): the groups are what is asked, as a list; the prices ride along. A reader
+    that takes the answer's values (``.tolist()``) gets the prices."""
+    if not contract.which or not _is_series(answer) or answer.dtype.kind not in "fiu" or not _texty(answer.index):
+        return []
+    found = column_for(contract.which, tables)
+    if found is None:
+        return []
+    table, col = found
+    if not _texty(tables[table][col]):
+        return []
+    keys = {_norm(v) for v in tables[table][col].dropna().astype(str)}
+    if not all(_norm(v) in keys for v in answer.index):
+        return []
+    return [
+        f"'which {contract.which}' asks for the {contract.which} themselves; the answer is a Series of numbers by "
+        f"{col}: pass the {col} values as a list: final_answer(_final_answer.index.tolist())"
     ]
 
 
