@@ -180,7 +180,12 @@ def _yes_no(answer: Any) -> list[str]:
     word = str(answer).strip().strip(".!").lower() if isinstance(answer, str) else None
     if word in ("yes", "no", "true", "false"):
         fix = f"final_answer({word in ('yes', 'true')})"
-    elif isinstance(answer, str) or _is_series(answer) or _is_frame(answer) or isinstance(answer, int | float):
+    elif _is_frame(answer):  # the matching rows: whether there are any is their count (a development probe)
+        fix = (
+            "final_answer(len(_final_answer) > 0) if the question is whether any row matches; else "
+            "final_answer(bool(...)) over the test itself, e.g. `(df['col'] > x).all()`"
+        )
+    elif isinstance(answer, str) or _is_series(answer) or isinstance(answer, int | float):
         # a sentence ("No billionaires under 30 found.") is a reading of the data, not the bool the test gives
         fix = "final_answer(bool(...)) over the test itself, e.g. `(df['col'] > x).any()` or `.all()`"
     else:
