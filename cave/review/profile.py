@@ -3,8 +3,7 @@
 For each column: its dtype and missing count; for a text column, its distinct values with counts (the most
 frequent few), the groups of values that differ only by case, spaces or punctuation (``'Brooklyn'``,
 ``' brooklyn'``, ``'BROOKLYN'``: one place written three ways), and numbers or dates stored as text with the
-format they are written in; for a numeric column, its range (and, for a few whole numbers on many rows, the
-values with their counts: codes such as a status or a rating). For the table: its shape and its exact duplicate
+format they are written in; for a numeric column, its range. For the table: its shape and its exact duplicate
 rows. The profile is bounded (about 600 tokens for a 20-column table) and is rendered once, into the stable
 system prompt, so it costs nothing after the first call.
 
@@ -25,7 +24,6 @@ __all__ = ["profile", "spelling_groups", "normal_key"]
 
 LIMIT = 2600  # characters: about 600 tokens, for a 20-column table
 TOP = 6  # distinct values listed for a text column
-CODES = 10  # a numeric column of at most this many whole numbers lists them, with their rows
 MAX_GROUPS = 3  # groups of spellings shown per column
 _NUMBER_TEXT = re.compile(r"^\s*[-+(]?\s*[$€£¥]?\s*[-+]?\d[\d,\s]*(\.\d+)?\s*%?\s*\)?\s*$")
 _DATE_HINT = re.compile(r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}|\b(?:19|20)\d{2}\b.*\d|[A-Za-z]{3,9}\s+\d{1,2},?\s+\d{4}")
@@ -100,21 +98,7 @@ def _range(s: Any) -> str:
     if values.empty:
         return ""
     lo, hi = values.min(), values.max()
-    out = f", {_short(lo)} .. {_short(hi)}, {values.nunique()} distinct"
-    codes = values.value_counts().sort_index()
-    if _integral(values) and len(codes) <= CODES and len(codes) * 2 <= len(values):
-        # a few whole numbers on many rows are codes (a status, a rating, a year): "server errors" are 500, 502
-        # and 503, not the one a model knows best; the range alone hides which values are there
-        out += ": " + ", ".join(f"{_short(v)} ({n} rows)" for v, n in codes.items())
-    return out
-
-
-def _integral(values: Any) -> bool:
-    import pandas as pd
-
-    if pd.api.types.is_integer_dtype(values):
-        return True
-    return bool(pd.api.types.is_float_dtype(values) and (values % 1 == 0).all())
+    return f", {_short(lo)} .. {_short(hi)}, {values.nunique()} distinct"
 
 
 def _short(x: Any) -> str:
