@@ -518,7 +518,7 @@ TYPED_DISPLAY_NOTE = (
 )
 REPEAT_OK_NOTE = (
     "You ran exactly the same code as in your previous step, and it printed the same. If that answers the task, "
-    "call final_answer with the result{example}; otherwise change the code."
+    "call final_answer with the result; otherwise change the code."
 )
 # the call as a block to run: the 1.5B copies a ready block where it ignores "e.g. final_answer(x)" in a sentence
 # (a development task: the same cell six times, "The final answer is 'Accra'." after each, max_steps)

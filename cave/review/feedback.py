@@ -40,7 +40,7 @@ class Feedback:
         if typed.only_displays(step.code or ""):  # not "answer with it": TYPED_DISPLAY_NOTE follows
             return prompts.REPEAT_OK_NOTE.split(",", 1)[0] + "."
         name = recovery.last_assigned(step.code or "")
-        return prompts.REPEAT_CALL_NOTE.format(name=name) if name else prompts.REPEAT_OK_NOTE.format(example="")
+        return prompts.REPEAT_CALL_NOTE.format(name=name) if name else prompts.REPEAT_OK_NOTE
 
     async def _next_message(self, traj: Trajectory, step: Step, records: list[dict[str, Any]]) -> str:
         """What the model reads after this step: the observation, its notes, and (stable layout) the state."""
