@@ -288,13 +288,12 @@ def _measures_for_names(contract: Contract, answer: Any, tables: dict[str, Any])
     """'Which 3 countries ...' answered with numbers (the counts or totals that rank them) where the column that
     holds the countries holds names: the measure was sent, not the things it ranks."""
     items = _as_items(answer)
-    if not contract.which or not items or (found := column_for(contract.which, tables)) is None:
+    if not contract.which or not items:
         return []
-    table, col = found
     numbers = all(isinstance(i, Number) and not isinstance(i, bool) and type(i).__name__ != "bool_" for i in items)
-    if not numbers or not _texty(tables[table][col]):
+    if not numbers or (named := _names_of(contract.which, tables)) is None:
         return []
-    keys = {_norm(v) for v in tables[table][col].dropna().astype(str)}
+    table, col, keys = named
     if any(_norm(int(i) if float(i).is_integer() else i) in keys for i in items):
         return []
     return [
@@ -310,19 +309,26 @@ def _labelled_measures(contract: Contract, answer: Any, tables: dict[str, Any]) 
     that takes the answer's values (``.tolist()``) gets the prices."""
     if not contract.which or not _is_series(answer) or answer.dtype.kind not in "fiu" or not _texty(answer.index):
         return []
-    found = column_for(contract.which, tables)
-    if found is None:
+    named = _names_of(contract.which, tables)
+    if named is None:
         return []
-    table, col = found
-    if not _texty(tables[table][col]):
-        return []
-    keys = {_norm(v) for v in tables[table][col].dropna().astype(str)}
+    _, col, keys = named
     if not all(_norm(v) in keys for v in answer.index):
         return []
     return [
         f"'which {contract.which}' asks for the {contract.which} themselves; the answer is a Series of numbers by "
         f"{col}: pass the {col} values as a list: final_answer(_final_answer.index.tolist())"
     ]
+
+
+def _names_of(which: str, tables: dict[str, Any]) -> tuple[str, str, set[str]] | None:
+    """The given column of text that 'which X' names (table, column) with its values normalized; None when no
+    column or one of numbers does."""
+    found = column_for(which, tables)
+    if found is None or not _texty(tables[found[0]][found[1]]):
+        return None
+    table, col = found
+    return table, col, {_norm(v) for v in tables[table][col].dropna().astype(str)}
 
 
 def _as_items(answer: Any) -> list[Any] | None:
