@@ -24,8 +24,9 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from numbers import Number
 from typing import Any
+
+from cave.review.answers import is_number
 
 __all__ = ["as_name", "asks_share", "canonical", "decide", "groups", "same", "shown"]
 
@@ -159,7 +160,7 @@ def _texts(x: Any) -> bool:
 
 
 def _numbers(items: list[Any]) -> bool:
-    return bool(items) and all(isinstance(v, Number) and type(v).__name__ not in ("bool", "bool_") for v in items)
+    return bool(items) and all(is_number(v) for v in items)
 
 
 def canonical(x: Any) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable, Mapping
+from numbers import Number
 from typing import Any, NamedTuple
 
 from cave.review.grouping import SCAN_ROWS, as_dates, granularity_problem, messy_keys
@@ -26,6 +27,8 @@ __all__ = [
     "missing_keys",
     "number_asked",
     "form_problems",
+    "is_bool",
+    "is_number",
     "ids_for_names",
     "literal",
     "rounding_for",
@@ -581,13 +584,28 @@ def _label_column(pd: Any, frame: Any, key: str) -> str | None:
     return None
 
 
+def is_bool(value: Any) -> bool:
+    """True or False, numpy's too."""
+    return isinstance(value, bool) or type(value).__name__ == "bool_"
+
+
+def is_number(value: Any) -> bool:
+    """A number, numpy's too; not a bool.
+
+    >>> import numpy as np
+    >>> is_number(np.int64(3)), is_number(2.5), is_number(True), is_number(np.True_), is_number("3")
+    (True, True, False, False, False)
+    """
+    return isinstance(value, Number) and not is_bool(value)
+
+
 def as_count(value: Any) -> int | None:
     """The answer as a count of things (an int, numpy's too; not a bool), else None.
 
     >>> as_count(3), as_count(True), as_count(3.0)
     (3, None, None)
     """
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if is_bool(value):
         return None
     if isinstance(value, int) or type(value).__name__ in ("int64", "int32", "intc", "int_"):
         return int(value)

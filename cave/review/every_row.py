@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from cave.review.agreement import asks_share
-from cave.review.answers import as_count
+from cave.review.answers import as_count, is_bool
 
 __all__ = ["EVERY_ROW_NOTE", "note", "whole"]
 
@@ -77,7 +77,7 @@ def note(found: list[tuple[str, int]], value: Any) -> str:
 
 def _share(value: Any) -> bool | None:
     """True for a share of all (1.0 or 100), None for anything else."""
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    if is_bool(value):
         return None
     try:
         x = float(value)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from numbers import Number
 from typing import Any
 
+from cave.review.answers import is_number
 from cave.review.contract.reading import Contract
 from cave.review.contract.words import stem as _stem
 
@@ -290,8 +290,7 @@ def _measures_for_names(contract: Contract, answer: Any, tables: dict[str, Any])
     items = _as_items(answer)
     if not contract.which or not items:
         return []
-    numbers = all(isinstance(i, Number) and not isinstance(i, bool) and type(i).__name__ != "bool_" for i in items)
-    if not numbers or (named := _names_of(contract.which, tables)) is None:
+    if not all(is_number(i) for i in items) or (named := _names_of(contract.which, tables)) is None:
         return []
     table, col, keys = named
     if any(_norm(int(i) if float(i).is_integer() else i) in keys for i in items):
