@@ -18,6 +18,7 @@ __all__ = [
     "prune_checkpoints",
     "save_checkpoint",
     "stale_checkpoints",
+    "weights_digest",
 ]
 
 CHECKPOINTS = "checkpoints"
@@ -70,6 +71,27 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
         return None
     path = marker.parent / marker.read_text().strip()
     return path if path.is_file() else None
+
+
+def weights_digest(run_dir: str | Path) -> str | None:
+    """A short sha256 of the trainable weights in ``run_dir``'s latest checkpoint (per model, by parameter name;
+    optimizer state and rng left out), None without a checkpoint. Two runs started from weights with the same
+    digest started from the same point, wherever and whenever each checkpoint was written."""
+    import hashlib
+
+    import torch
+
+    path = latest_checkpoint(run_dir)
+    if path is None:
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    h = hashlib.sha256()
+    for model, saved in sorted(state["models"].items()):
+        for name, tensor in sorted(saved["trainable"].items()):
+            t = tensor.detach().contiguous().reshape(-1)
+            h.update(f"{model}/{name}:{t.dtype}:{tuple(tensor.shape)}".encode())
+            h.update(t.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def load_checkpoint(run_dir: Path, workers: Any) -> int:

@@ -4,10 +4,13 @@ intervals, summary rows; finished work is skipped and a changed budget resumes."
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
-from cave.training.experiments.drmas_claim import HELDOUT, main, spike_counts
+from cave.training.checkpoints import weights_digest
+from cave.training.config import load_config
+from cave.training.experiments.drmas_claim import HELDOUT, main, read_record, spike_counts
 from cave.training.trainer import Trainer, read_metrics
 
 from tests.training.test_evaluate import tiny_yaml
@@ -58,7 +61,7 @@ def test_the_comparison_runs_each_estimator_and_seed_and_resumes(tiny_dir, tmp_p
     assert {k for k in cfgs[0] if cfgs[0][k] != cfgs[1][k]} == {"estimator", "seed", "output_dir"}
 
     warm = json.loads((out / "warm.json").read_text())
-    assert warm["checkpoint"] == "latest (step 1)" and warm["problems"] == 2
+    assert warm["checkpoint"] == f"warm start {weights_digest(tmp_path / 'warm')}" and warm["problems"] == 2
     inspect = json.loads((out / "inspect.json").read_text())
     assert inspect["roles"]["verifier"]["mean"] <= 1.0 and "inflation" in inspect["roles"]["solver"]
     table = (out / "summary.md").read_text()
@@ -70,25 +73,46 @@ def test_the_comparison_runs_each_estimator_and_seed_and_resumes(tiny_dir, tmp_p
     assert {p: p.stat().st_mtime_ns for p in runs.glob("*/*.json*")} == stamps
     assert json.loads((out / "summary.json").read_text()) == rows
 
-    # a lost eval is redone alone
-    (runs / "grpo_seed1" / HELDOUT).unlink()
+    # the run folders gone (another machine): the records in OUT carry the comparison on, nothing is run again
+    records = sorted(p.name for p in (out / "runs").glob("*.json"))
+    assert records == ["drmas_seed0.json", "drmas_seed1.json", "grpo_seed0.json", "grpo_seed1.json"]
+    shutil.rmtree(runs)
     assert main(args) == 0
-    redone = {p for p in runs.glob("*/*.json*") if stamps.get(p) != p.stat().st_mtime_ns}
-    assert redone == {runs / "grpo_seed1" / HELDOUT}
+    assert not runs.exists() and json.loads((out / "summary.json").read_text()) == rows
+    assert {r["warm_start"] for r in rows} == {weights_digest(tmp_path / "warm")}
+
+    # a lost record is made again from its run folder: the eval kept there is not redone, only read
+    base, out1 = args[:-5], ["--runs", str(runs), "--out", str(tmp_path / "out1"), "-q"]
+    assert main([*base, *out1]) == 0
+    stamps = {p: p.stat().st_mtime_ns for p in runs.glob("*/*.json*")}
+    (tmp_path / "out1" / "runs" / "grpo_seed1.json").unlink()
+    assert main([*base, *out1]) == 0
+    assert {p: p.stat().st_mtime_ns for p in runs.glob("*/*.json*")} == stamps
+    assert (tmp_path / "out1" / "runs" / "grpo_seed1.json").is_file()
 
     # evals in another dtype are run again (a bf16 eval of fp32 weights samples a little apart), training is not
-    assert main([*args, "--eval-dtype", "bfloat16"]) == 0
+    assert main([*base, *out1, "--eval-dtype", "bfloat16"]) == 0
     again = {p for p in runs.glob("*/*.json*") if stamps.get(p) != p.stat().st_mtime_ns}
     assert again == {runs / f"{e}_seed{s}" / HELDOUT for e in ("drmas", "grpo") for s in (0, 1)}
-    assert json.loads((out / "warm.json").read_text())["dtype"] == "bfloat16"
+    assert json.loads((tmp_path / "out1" / "warm.json").read_text())["dtype"] == "bfloat16"
     assert all(json.loads(p.read_text())["dtype"] == "bfloat16" for p in again)
+
+    # another warm start (other weights) invalidates the warm eval and every record: the runs are made again
+    other = tmp_path / "warm_other"
+    Trainer(load_config(config).model_copy(update={"init_from": None, "seed": 7, "output_dir": str(other)}),
+            quiet=True).train()  # fmt: skip
+    assert weights_digest(other) != rows[0]["warm_start"]
+    kept = {"steps": 1, "limit": 2, "k": 2, "dtype": "float32"}
+    assert read_record(out / "runs" / "drmas_seed0.json", warm_start=rows[0]["warm_start"], **kept) is not None
+    assert read_record(out / "runs" / "drmas_seed0.json", warm_start=weights_digest(other), **kept) is None
 
     # a larger budget resumes the run from its checkpoint, then evaluates the new one
     tail = ["--limit", "2", "-k", "2", "--runs", str(runs), "--out", str(tmp_path / "out2"), "-q"]
     assert main([str(config), "--estimators", "drmas", "--seeds", "0", "--steps", "2", *tail]) == 0
     assert [r["step"] for r in read_metrics(runs / "drmas_seed0")] == [1, 2]
     assert json.loads((runs / "drmas_seed0" / HELDOUT).read_text())["checkpoint"] == "latest (step 2)"
-    assert main(args) == 2  # a run trained past this comparison's budget is refused, not mixed in
+    fresh = [*base, "--runs", str(runs), "--out", str(tmp_path / "out3"), "-q"]
+    assert main(fresh) == 2  # a run trained past this comparison's budget is refused, not mixed in
     assert "more than this comparison's 1" in capsys.readouterr().err
 
 

@@ -14,8 +14,12 @@ For the config (default ``training/configs/math_verify_smollm2.yaml``: role-spec
    ``output_dir`` differ), then its held-out eval (``heldout.json``: ``--limit`` test problems, ``-k`` sampled runs
    each and one greedy, 95% bootstrap intervals over problems). After each run, ``OUT/summary.json`` and ``OUT/summary.md`` are rewritten.
 
-Resumable: a run whose eval exists is skipped; a run with a checkpoint short of ``steps`` resumes from it; a run
-folder without a checkpoint starts over. ``summary.json`` is a list of rows, one per finished run: estimator, seed,
+Resumable: a finished run leaves its record in ``OUT/runs/{estimator}_seed{seed}.json`` (its eval and training
+metrics, and the digest of the warm start it began from), small enough to commit, so a comparison spread over
+machines whose run folders are gone goes on where it was: a run with a record for this warm start, budget and eval
+is not run again. A run whose eval exists in its folder is not evaluated again; a run with a checkpoint short of
+``steps`` resumes from it; a run folder without a checkpoint starts over. The warm start is named by the digest of
+its weights (``weights_digest``): a rebuilt warm start with other weights invalidates its eval and every record. ``summary.json`` is a list of rows, one per finished run: estimator, seed,
 problems, avg@k with ``ci_low`` / ``ci_high``, pass@k, greedy, wall times, and per role: E[A^2], grad-norm spikes
 above the clip threshold (absolute) and above 5x the role's own median norm (relative).
 """
@@ -38,6 +42,7 @@ __all__ = [
     "eval_cached",
     "main",
     "paired_difference",
+    "read_record",
     "role_gradients",
     "run_table",
     "spike_counts",
@@ -52,6 +57,7 @@ CONFIG = "training/configs/math_verify_smollm2.yaml"
 DEFAULT_ESTIMATORS = ("drmas", "grpo", "pooled_calls")
 SPIKE_FACTOR = 5.0  # a relative spike: a step's pre-clip norm above this many times the role's median norm
 HELDOUT = "heldout.json"
+RECORDS = "runs"  # OUT/runs/{estimator}_seed{seed}.json: a finished run's record
 
 
 # -- statistics (pure) -----------------------------------------------------------------------------------------------
@@ -276,10 +282,27 @@ def inspect_cached(cfg: Any, out: Path) -> dict[str, Any]:
     return report
 
 
+def read_record(path: Path, *, warm_start: str, steps: int, limit: int, k: int, dtype: str) -> dict[str, Any] | None:
+    """A finished run's record (``{"warm_start", "steps", "report", "metrics"}``) when it is one of this comparison
+    (the same warm start digest, steps and eval size and dtype), else None (no record, or one of another setup)."""
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    report = record.get("report") or {}
+    wanted = (warm_start, steps, limit, k, dtype)
+    found = (record.get("warm_start"), record.get("steps"), report.get("problems"), report.get("k"),
+             report.get("dtype", "float32"))  # fmt: skip
+    return record if found == wanted else None
+
+
 def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    from cave.training.checkpoints import weights_digest
+    from cave.training.evaluate import model_dtype
     from cave.training.trainer import read_metrics
 
     out, runs = Path(args.out), Path(args.runs).resolve()
+    warm_start = weights_digest(cfg.init_from) if cfg.init_from else "base"
+    dtype = args.eval_dtype or model_dtype(cfg)
     clips = {role: a.grad_clip for role, a in cfg.agents.items()}
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
     if not args.no_inspect:
@@ -291,7 +314,7 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     if not args.no_warm_eval:
         start = Path(cfg.init_from) if cfg.init_from else None
         warm = eval_cached(cfg, out / "warm.json", run_dir=start, limit=args.limit, k=args.k,
-                           label=None if start else "base", dtype=args.eval_dtype)  # fmt: skip
+                           label=f"warm start {warm_start}" if start else "base", dtype=args.eval_dtype)  # fmt: skip
         say(f"warm start: avg@{args.k} {warm[f'avg@{args.k}']:.3f}")
     rows: list[dict[str, Any]] = []
     reports: dict[str, list[dict[str, Any]]] = {}
@@ -299,13 +322,22 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     for seed in args.seeds:
         for estimator in args.estimators:
             run_cfg = run_config(cfg, estimator, seed, runs)
-            run = train_resumable(run_cfg, quiet=args.quiet)
-            report = eval_cached(run_cfg, run / HELDOUT, run_dir=run, limit=args.limit, k=args.k,
-                                 label=f"latest (step {run_cfg.steps})", dtype=args.eval_dtype)  # fmt: skip
-            rows.append(summary_row(estimator, seed, report, read_metrics(run), clips))
+            path = out / RECORDS / f"{estimator}_seed{seed}.json"
+            record = read_record(path, warm_start=warm_start, steps=run_cfg.steps, limit=args.limit, k=args.k,
+                                 dtype=dtype)  # fmt: skip
+            if record is None:
+                run = train_resumable(run_cfg, quiet=args.quiet)
+                report = eval_cached(run_cfg, run / HELDOUT, run_dir=run, limit=args.limit, k=args.k,
+                                     label=f"latest (step {run_cfg.steps})", dtype=args.eval_dtype)  # fmt: skip
+                record = {"warm_start": warm_start, "steps": run_cfg.steps, "report": report,
+                          "metrics": read_metrics(run)}  # fmt: skip
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+            report = record["report"]
+            rows.append({**summary_row(estimator, seed, report, record["metrics"], clips), "warm_start": warm_start})
             reports.setdefault(estimator, []).append(report)
             write_summary(out, rows, reports, warm)
-            say(f"{estimator} seed {seed}: avg@{args.k} {report[f'avg@{args.k}']:.3f} ({run})")
+            say(f"{estimator} seed {seed}: avg@{args.k} {report[f'avg@{args.k}']:.3f} ({path})")
     return rows
 
 
