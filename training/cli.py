@@ -59,6 +59,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     sft.add_argument("config", help="a train config YAML with an sft: section")
     sft.add_argument("--problems", type=int, metavar="N", help="override sft.problems (train problems to attempt)")
     sft.add_argument("--out", metavar="DIR", help="the SFT run folder (default: sft.output_dir)")
+    sft.add_argument("--teacher-runs", metavar="FILE", help="a teacher.jsonl kept from an earlier collection (e.g. "
+                     "another machine's): its runs are taken, only the problems it lacks are collected")  # fmt: skip
     sft.add_argument("-q", "--quiet", action="store_true", help="no progress lines; print only the run folder")
     sft.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
     sft.set_defaults(func=cmd_sft)
@@ -259,7 +261,7 @@ def cmd_sft(args: argparse.Namespace) -> int:
     from cave.training.sft import run_sft
 
     try:
-        run_dir = run_sft(cfg, args.out, quiet=args.quiet)
+        run_dir = run_sft(cfg, args.out, quiet=args.quiet, teacher_runs=args.teacher_runs)
     except (FileNotFoundError, ValueError) as e:
         print(f"cave train sft: {e}", file=sys.stderr)
         return EXIT_STOPPED

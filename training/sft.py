@@ -31,7 +31,8 @@ from cave.training.samples import LOOP_CALLS
 
 from cave.trajectory import Trajectory
 
-__all__ = ["TEACHER_RUNS", "collect", "end_of_turn_id", "kept_calls", "run_sft", "student_trajectories"]
+__all__ = ["TEACHER_RUNS", "collect", "end_of_turn_id", "kept_calls", "run_sft", "seed_teacher_runs",
+           "student_trajectories"]
 
 TEACHER_RUNS = "teacher.jsonl"
 
@@ -145,8 +146,28 @@ def end_of_turn_id(tokenizer: Any) -> int:
 
 
 # -- 4. the stage ------------------------------------------------------------------------------------------------
-def run_sft(cfg: Any, run_dir: str | Path | None = None, *, quiet: bool = False) -> Path:
-    """Collect, keep, tokenize and fine-tune; returns the SFT run folder (a checkpoint at step 0)."""
+def seed_teacher_runs(run_dir: Path, source: str | Path) -> int:
+    """Start ``run_dir``'s collection from the runs kept in ``source`` (a ``teacher.jsonl`` of the same config,
+    e.g. committed from another machine): its rows are written to ``run_dir/teacher.jsonl``, whose problems
+    ``collect`` then skips. A run folder that already holds runs keeps its own. Returns the rows taken."""
+    source, path = Path(source), run_dir / TEACHER_RUNS
+    if not source.is_file():
+        raise FileNotFoundError(f"--teacher-runs {source}: no such file (a teacher.jsonl that `cave train sft` wrote)")
+    if path.is_file() and path.read_text(encoding="utf-8").strip():
+        return 0
+    lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for n, line in enumerate(lines, 1):
+        row = json.loads(line)
+        if not {"problem", "reward", "trajectory"} <= set(row):
+            raise ValueError(f"--teacher-runs {source}, line {n}: not a teacher run (needs problem, reward, trajectory)")
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return len(lines)
+
+
+def run_sft(cfg: Any, run_dir: str | Path | None = None, *, quiet: bool = False,
+            teacher_runs: str | Path | None = None) -> Path:  # fmt: skip
+    """Collect, keep, tokenize and fine-tune; returns the SFT run folder (a checkpoint at step 0). ``teacher_runs``:
+    a kept ``teacher.jsonl`` to start the collection from (``seed_teacher_runs``)."""
     import numpy as np
     from cave.training.samples import build_samples
     from cave.training.trainer import save_checkpoint
@@ -159,6 +180,8 @@ def run_sft(cfg: Any, run_dir: str | Path | None = None, *, quiet: bool = False)
         raise ValueError("the config has no sft: section (teacher, problems, epochs, lr); see training/configs/")
     run = Path(run_dir or s.output_dir).resolve()
     run.mkdir(parents=True, exist_ok=True)
+    if teacher_runs is not None:
+        seed_teacher_runs(run, teacher_runs)
     rows = collect(cfg, run, quiet=quiet)
     kept = kept_calls(rows)
     if not kept:

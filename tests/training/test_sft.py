@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from cave.training.checkpoints import weights_digest
 from cave.training.config import load_config
 from cave.training.sft import TEACHER_RUNS, end_of_turn_id, kept_calls, run_sft, student_trajectories
 from cave.training.trainer import Trainer, latest_checkpoint
@@ -123,6 +124,16 @@ def test_sft_keeps_the_successful_calls_and_the_student_learns_them(tiny_dir, tm
         assert trainer.start_step == 0 and not trainer.policies.slots[0].stepper.optimizer.state
     finally:
         trainer.close()
+
+    # another machine: the kept teacher runs seed a new folder, nothing is collected, and the same runs fine-tune
+    # to the same weights (a comparison's records name their warm start by this digest)
+    asked = []
+    cfg.sft.teacher = {"backend": "scripted", "replies": lambda m: asked.append(m) or "I do not know."}
+    again = run_sft(cfg, tmp_path / "elsewhere", quiet=True, teacher_runs=run / TEACHER_RUNS)
+    assert not asked and (again / TEACHER_RUNS).read_text() == (run / TEACHER_RUNS).read_text()
+    assert weights_digest(again) == weights_digest(run) is not None
+    with pytest.raises(FileNotFoundError, match="--teacher-runs .*no such file"):
+        run_sft(cfg, tmp_path / "third", quiet=True, teacher_runs=tmp_path / "missing.jsonl")
 
 
 def test_sft_errors_say_what_to_do(tiny_dir, tmp_path):
