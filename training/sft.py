@@ -31,8 +31,15 @@ from cave.training.samples import LOOP_CALLS
 
 from cave.trajectory import Trajectory
 
-__all__ = ["TEACHER_RUNS", "collect", "end_of_turn_id", "kept_calls", "run_sft", "seed_teacher_runs",
-           "student_trajectories"]
+__all__ = [
+    "TEACHER_RUNS",
+    "collect",
+    "end_of_turn_id",
+    "kept_calls",
+    "run_sft",
+    "seed_teacher_runs",
+    "student_trajectories",
+]
 
 TEACHER_RUNS = "teacher.jsonl"
 
@@ -159,7 +166,9 @@ def seed_teacher_runs(run_dir: Path, source: str | Path) -> int:
     for n, line in enumerate(lines, 1):
         row = json.loads(line)
         if not {"problem", "reward", "trajectory"} <= set(row):
-            raise ValueError(f"--teacher-runs {source}, line {n}: not a teacher run (needs problem, reward, trajectory)")
+            raise ValueError(
+                f"--teacher-runs {source}, line {n}: not a teacher run (needs problem, reward, trajectory)"
+            )
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return len(lines)
 
