@@ -141,7 +141,8 @@ def hold_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
 # -- totals --------------------------------------------------------------------------------------------------------
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What a group of runs did: correct %, ``success`` % and the wrong answers among them, ``unverified`` %, the
-    other statuses, and the mean steps, tokens and seconds per task."""
+    other statuses (and how many right answers ended in each status but ``success``), and the mean steps, tokens
+    and seconds per task."""
     n = len(rows)
     d = max(1, n)
     statuses = Counter(r["status"] for r in rows)
@@ -161,6 +162,8 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "other_statuses": {s: c for s, c in sorted(statuses.items()) if s not in ("success", "unverified")},
         "unverified_why": _why_unverified([r for r in rows if r["status"] == "unverified"]),
         "right_unverified_why": _why_unverified([r for r in correct if r["status"] == "unverified"]),
+        # where the right answers that did not end success went (a status total, no task named)
+        "right_by_status": dict(sorted(Counter(r["status"] for r in correct if r["status"] != "success").items())),
         "steps": round(sum(r["steps"] for r in rows) / d, 2),
         "prompt_tokens": round(sum(r["prompt_tokens"] for r in rows) / d, 1),
         "completion_tokens": round(sum(r["completion_tokens"] for r in rows) / d, 1),
@@ -266,6 +269,8 @@ def format_report(rep: dict[str, Any], title: str) -> str:
         lines += ["", f"by {label}:" if label != "suite" else "suite:", head]
         for key, t in grp.items():
             cells = " ".join(f"{c[2].format(t[c[0]]):>10}" for c in COLUMNS)
-            other = ", ".join(f"{s} {n}" for s, n in t["other_statuses"].items()) or "-"
+            right = t.get("right_by_status", {})
+            other = ", ".join(f"{s} {n}" + (f" ({right[s]} right)" if right.get(s) else "")
+                              for s, n in t["other_statuses"].items()) or "-"  # fmt: skip
             lines.append(f"{key:<{width}} {cells}  {other}")
     return "\n".join(lines)

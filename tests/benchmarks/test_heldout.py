@@ -122,6 +122,11 @@ def test_totals_and_the_verify_off_view() -> None:
         "worst",
     }
     assert rep["verify_on"]["by_trap"]["worst"]["wrong_among_success"] == 1
+    assert on["right_by_status"] == {}  # the one right answer ended success
+    assert hr.totals([*rows, _row(status="failed_checks"), _row(status="no_code")])["right_by_status"] == {
+        "failed_checks": 1,
+        "no_code": 1,
+    }
     rows[1]["verify"]["status_before"] = "unverified"
     assert hr.full_report(rows)["verify_off"]["suite"]["unverified_pct"] == 50.0
     assert "verify_off" not in hr.full_report([_row()])
