@@ -416,6 +416,8 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
                     traj.status = "failed_checks"
                     traj.error = "the answer failed the task's checks: " + "; ".join(traj.meta["failed_checks"])
                 await self._keep_held_answer(traj, "the run reached max_steps")
+            if self._confirms_kept(traj):  # a held answer that kept its problem: agreement decides, not the hold
+                await self._verify(traj)
         except (asyncio.CancelledError, KeyboardInterrupt):
             traj.status, traj.error = "interrupted", "interrupted by the user"
             traj.finished_at = time.time()
@@ -540,7 +542,22 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         kept = await self.acceptance.kept(traj, cell.value, notes, cell.code, shown)
         if kept:  # the answer stands, but not as a success: it still has what it was held for
             traj.status, traj.meta["failed_checks"], traj.meta["kept_problems"] = "failed_checks", kept, True
+            traj.meta["held_kept"] = True  # the review's own suspicion, no check the task declared (_confirms_kept)
             traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
+
+    def _confirms_kept(self, traj: Trajectory) -> bool:
+        """Whether an answer the review held, and the run kept (sent again with the problem, or left standing when
+        the run ended on prose or at max_steps), goes to verification. A hold is a suspicion read from the code
+        and the answer, not a check the task declared: on tasks nobody tuned the holds on, most answers ending
+        this way were right. So the attempts decide, as for any answer: ``success`` when they agree, else
+        ``unverified`` naming the kept problems. Without verification (a team's role), it stays ``failed_checks``."""
+        return (
+            traj.status == "failed_checks"
+            and bool(traj.meta.get("held_kept"))
+            and not self.checks
+            and self.verify is not None
+            and not self.expect_calls
+        )
 
     async def _keep_held_answer(self, traj: Trajectory, ended: str) -> None:
         """A run that ended on prose after its answer was held ends with that answer (``Acceptance.keep_held``)."""

@@ -67,8 +67,10 @@ or the task's contract and the agreement of independent attempts; the answer is 
 (final_answer was called but nothing confirmed the answer: ``meta["unverified"]`` says why), ``no_code`` (it ended on
 a reply without code, whose text is the answer), ``max_steps``, ``error`` (a backend or runtime failure),
 ``interrupted`` (Ctrl-C or a killed process), ``failed_checks`` (the answer given last failed the checks the
-task declares: see cave.review.checks; or final_answer was called with an answer that still has the problem it was held
-for, which ``meta["failed_checks"]`` names: see cave.review.recovery.kept_problems); ``running`` while it runs."""
+task declares: see cave.review.checks; or, where the caller verifies (a team's role), final_answer was called with an
+answer that still has the problem it was held for, which ``meta["failed_checks"]`` names: see
+cave.review.recovery.kept_problems; an agent that verifies sends such an answer to its attempts instead, and it ends
+``success`` or ``unverified``); ``running`` while it runs."""
 
 ANSWERED: tuple[RunStatus, ...] = ("success", "unverified", "no_code")  # the statuses that carry an answer
 

@@ -6,7 +6,9 @@ at most ``CONTRACT_HOLDS`` times), then confirmed by agreement (``cave.review.ag
 attempts, each a fresh agent with the same settings in a sibling of the run's runtime holding the given inputs as
 they were at the start, sampled with its own seed; a majority of those that answered must agree. An answer
 nothing confirmed ends ``unverified``, with the reason in ``meta["unverified"]`` and the attempts in
-``meta["verify"]``. A team gets the same rule as a pattern (``vote``: independent answers, the majority's wins).
+``meta["verify"]``. An answer the review held and the run kept (``meta["held_kept"]``: a hold is a suspicion read from
+the code, not a check the task declared) goes to the same attempts: ``success`` when they agree, else
+``unverified`` naming what it was held for (``meta["kept"]``). A team gets the same rule as a pattern (``vote``: independent answers, the majority's wins).
 Taking instead an answer the attempts agree on among themselves was measured on the held-out suite and left out
 (of the 2 answers it replaced, both had been right; 1 was after).
 """
@@ -63,13 +65,14 @@ class Verifying:
         """``success`` only for a verified answer: one that the task's contract accepts and that a majority of
         ``verify`` independent attempts agree with; otherwise ``unverified``, with the reason."""
         before, t0 = traj.status, time.time()
+        kept = _take_kept(traj)  # a held answer that kept its problem: verified like any other, the problem named
         if traj.meta.get("contract_problems"):
             traj.meta["verify"] = {"n": 0, "status_before": before, "attempts": [], "agreed": 0, "seconds": 0.0}
             return _unverified(
-                traj, "it still breaks the task's contract: " + "; ".join(traj.meta["contract_problems"])
+                traj, kept + "it still breaks the task's contract: " + "; ".join(traj.meta["contract_problems"])
             )
         if self.verify <= 0:
-            return _unverified(traj, "the task declares no checks and verification is off (verify=0)")
+            return _unverified(traj, kept + "the task declares no checks and verification is off (verify=0)")
         votes: list[bool | None] = []
         attempts: list[dict[str, Any]] = []
         outcome = None
@@ -103,7 +106,9 @@ class Verifying:
             "seconds": time.time() - t0,
         }
         if outcome != "verified":
-            _unverified(traj, _disagreement(votes))
+            _unverified(traj, kept + _disagreement(votes))
+        elif kept:
+            traj.status = "success"  # the attempts confirmed the answer the hold doubted
 
     async def _attempt(self, task: str, i: int) -> Any:
         """One independent attempt at ``task``: a fresh agent on the same model with the run's settings, in a
@@ -138,6 +143,18 @@ def _disagreement(votes: list[bool | None]) -> str:
     if len(answered) < len(votes):
         why += f" ({len(votes) - len(answered)} more reached no answer)"
     return why if answered else f"no independent attempt reached an answer ({len(votes)} tried)"
+
+
+def _take_kept(traj: Trajectory) -> str:
+    """For an answer that kept what the review held it for (``failed_checks`` with ``meta["held_kept"]``): the
+    status made ``unverified``'s candidate, the problems moved to ``meta["kept"]``, and the reason's opening;
+    '' for any other answer."""
+    if not traj.meta.pop("held_kept", False):
+        return ""
+    problems = traj.meta.pop("failed_checks", None) or []
+    traj.meta["kept"] = problems
+    traj.error = None
+    return f"it kept what it was held for ({'; '.join(problems)}), and "
 
 
 def _unverified(traj: Trajectory, why: str) -> None:

@@ -94,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     if "verify_off" in rep:
         print()
         print(format_report(rep["verify_off"], f"the same runs with verify off ({rep['verified_runs']} verified)"))
+    if "kept_not_verified" in rep:
+        print()
+        n = rep["kept_verified_runs"]
+        print(format_report(rep["kept_not_verified"], f"the same runs, the {n} kept held answers not verified"))
     for key in sorted(k for k in rep if k.startswith("verify_") and k[7:].isdigit()):
         print()
         print(format_report(rep[key], f"the same runs with verify {key[7:]} (its first attempts)"))

@@ -205,6 +205,18 @@ def verify_off(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def kept_failed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows as they would have ended had an answer that kept what the review held it for not gone to
+    verification (before 2026-11-28): ``failed_checks``, without the attempts' seconds."""
+    out = []
+    for r in rows:
+        v = r.get("verify")
+        if v and v["status_before"] == "failed_checks":
+            r = {**r, "status": "failed_checks", "seconds": max(0.0, r["seconds"] - v["seconds"])}
+        out.append(r)
+    return out
+
+
 def verify_as(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]] | None:
     """The rows as ``verify: n`` (n at most the runs' own) would have ended them: the majority rule replayed on
     the first attempts' votes, the seconds of the attempts it needed. None when a verified row lacks its votes.
@@ -233,11 +245,16 @@ def verify_as(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]] | None
 
 
 def full_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """``report``, and where any run was verified the "verify off" view and the view of each smaller ``verify``."""
+    """``report``, and where any run was verified the "verify off" view, the view of each smaller ``verify``, and
+    where held answers that kept their problems were verified, the view without that (``kept_not_verified``)."""
     out = {"verify_on": report(rows), "holds": hold_totals(rows)}
     if any(r.get("verify") for r in rows):
         out["verify_off"] = report(verify_off(rows))
         out["verified_runs"] = sum(bool(r.get("verify")) for r in rows)
+        kept = sum((r.get("verify") or {}).get("status_before") == "failed_checks" for r in rows)
+        if kept:  # the same runs, the held answers that kept their problems not verified (the earlier rule)
+            out["kept_verified_runs"] = kept
+            out["kept_not_verified"] = report(kept_failed(rows))
         most = max((r["verify"].get("n", 0) for r in rows if r.get("verify")), default=0)
         for n in range(1, most):
             view = verify_as(rows, n)

@@ -258,6 +258,7 @@ class Acceptance:
             traj.error = traj.error or "the answer failed the task's checks: " + "; ".join(checks)
             return
         kinds = ", ".join(dict.fromkeys(traj.meta.get("held_for", []))) or "a note"
+        traj.meta["held_kept"] = True  # the review's suspicion, not the task's checks: verification may confirm it
         traj.meta["failed_checks"] = [f"{ended}; its last answer (held for: {kinds}) stands"]
         traj.error = "the answer kept problems it was held for: " + "; ".join(traj.meta["failed_checks"])
 

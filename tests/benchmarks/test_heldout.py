@@ -197,3 +197,19 @@ def test_verify_needs_an_agent_that_takes_it(monkeypatch) -> None:
         main(["--verify", "3", "--limit", "1"])
     with pytest.raises(SystemExit, match="unknown held-out task"):
         main(["--tasks", "nope"])
+
+
+def test_the_view_without_verifying_kept_held_answers() -> None:
+    # a held answer the run kept now goes to verification; the report shows the same runs under the earlier rule
+    rows = [
+        _row(verify={"status_before": "failed_checks", "seconds": 5.0}),
+        _row(correct=False, status="unverified", verify={"status_before": "failed_checks", "seconds": 5.0}),
+        _row(verify={"status_before": "success", "seconds": 5.0}),
+    ]
+    rep = hr.full_report(rows)
+    assert rep["kept_verified_runs"] == 2
+    before = rep["kept_not_verified"]["suite"]
+    assert before["success_pct"] == pytest.approx(33.3) and before["other_statuses"] == {"failed_checks": 2}
+    assert before["right_by_status"] == {"failed_checks": 1} and before["seconds_per_task"] == 6.67
+    assert rep["verify_on"]["suite"]["correct_ending_success_pct"] == 100.0
+    assert "kept_not_verified" not in hr.full_report(rows[2:])

@@ -149,3 +149,46 @@ def test_which_clinics_answered_with_waits_by_clinic_comes_back_for_the_names_an
     result = _agent([by_clinic, names, by_clinic]).run("Which 2 clinics have the longest average wait?")
     assert "final_answer(_final_answer.index.tolist())" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer == ["b", "a"]
+
+
+COUNT_ONCE = "```python\nc = visits['clinic'].value_counts()\nfinal_answer(sorted(c[c > 1].index))\n```"
+
+
+def _kept_then(attempt: str, monkeypatch) -> Agent:
+    """An agent whose run keeps an answer the review holds ('at least 2 visits' and no code uses 2), and whose
+    independent attempts reply ``attempt``."""
+    attempts = []
+    original = Agent._attempt
+
+    async def counted(self, task, i):
+        attempts.append(i)
+        return await original(self, task, i)
+
+    monkeypatch.setattr(Agent, "_attempt", counted)
+    return _agent(lambda messages: attempt if attempts else COUNT_ONCE)
+
+
+def test_a_held_answer_the_run_kept_is_verified_by_agreement_not_failed_by_the_hold(monkeypatch):
+    # a hold is the review's suspicion, not a check the task declared: the attempts decide
+    same = "```python\nn = visits['clinic'].value_counts()\nfinal_answer(sorted(n[n >= 2].index))\n```"
+    result = _kept_then(same, monkeypatch).run("Which clinics have at least 2 visits?")
+    t = result.trajectory
+    assert result.status == "success" and result.answer == ["a"] and t.error is None
+    assert t.meta["verify"]["status_before"] == "failed_checks" and t.meta["verify"]["agreed"] == 1
+    assert t.meta["kept"] == ["the answer still comes from code that does not apply 'at least 2 visits'"]
+    assert "failed_checks" not in t.meta
+
+
+def test_a_held_answer_the_run_kept_and_an_attempt_disagrees_with_is_unverified_naming_both(monkeypatch):
+    other = "```python\nfinal_answer(sorted(visits['clinic'].unique()))\n```"
+    result = _kept_then(other, monkeypatch).run("Which clinics have at least 2 visits?")
+    why = result.trajectory.meta["unverified"]
+    assert result.status == "unverified" and result.answer == ["a"]
+    assert why.startswith("it kept what it was held for (the answer still comes from code that does not apply")
+    assert why.endswith("1 of 1 independent attempts disagreed with it")
+
+
+def test_without_verification_by_the_agent_a_kept_answer_still_fails():
+    # a team's role (verify=None): the caller verifies, the hold's verdict stands
+    result = _agent([COUNT_ONCE], verify=None).run("Which clinics have at least 2 visits?")
+    assert result.status == "failed_checks" and "does not apply 'at least 2 visits'" in result.trajectory.error
