@@ -4,12 +4,14 @@ team and its `steps` field standing in for the search team and `hops`), with a s
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from cave.training.checkpoints import weights_digest
 from cave.training.config import load_config
 from cave.training.datasets import generate
-from cave.training.experiments.search_team import hop_rows, main, run_stages
+from cave.training.experiments.search_team import hop_rows, main, run_stages, stage_labels
 
 from tests.training.test_evaluate import tiny_yaml
 from tests.training.test_rollout import TEAM, save_tiny
@@ -51,7 +53,8 @@ def test_stages_write_rows_per_hop_count_and_skip_what_is_done(tiny_dir, tmp_pat
     assert "| warm |" in (out / "summary.md").read_text()
     # the stages' evals: the base models, the warm start's step-0 checkpoint, RL's last one (from the warm start)
     reports = {s: json.loads((out / f"{s}.json").read_text()) for s in ("base", "warm", "rl")}
-    assert [reports[s]["checkpoint"] for s in ("base", "warm", "rl")] == ["base", "latest (step 0)", "latest (step 1)"]
+    digest = weights_digest(tmp_path / "sft")
+    assert [reports[s]["checkpoint"] for s in ("base", "warm", "rl")] == list(stage_labels(digest, 1).values())
     rl_config = json.loads((tmp_path / "rl" / "config.json").read_text())
     assert rl_config["init_from"] == str(tmp_path / "sft") and (tmp_path / "sft" / "teacher.jsonl").is_file()
 
@@ -61,6 +64,17 @@ def test_stages_write_rows_per_hop_count_and_skip_what_is_done(tiny_dir, tmp_pat
     assert {p: p.stat().st_mtime_ns for p in stamps if p.name != "summary.json"} == {
         p: t for p, t in stamps.items() if p.name != "summary.json"
     }
+
+    # another machine, the run folders gone: the evals in OUT name one warm start, so nothing is built again
+    shutil.rmtree(tmp_path / "sft"), shutil.rmtree(tmp_path / "rl")
+    assert run_stages(cfg, ["base", "warm", "rl"], out, limit=3, k=2, by="steps") == rows
+    assert not (tmp_path / "sft").exists() and (out / "teacher.jsonl").is_file()
+    # the warm start's eval lost too: rebuilt from the kept teacher runs (the teacher is not asked), the same
+    # weights, so RL's eval in OUT still stands and RL is not trained again
+    (out / "warm.json").unlink()
+    cfg.sft.teacher = {"backend": "scripted", "replies": lambda m: pytest.fail("the teacher was asked again")}
+    assert run_stages(cfg, ["base", "warm", "rl"], out, limit=3, k=2, by="steps") == rows
+    assert weights_digest(tmp_path / "sft") == digest and not (tmp_path / "rl").exists()
 
 
 def test_hop_rows_checks_the_eval_matches_the_problems():

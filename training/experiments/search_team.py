@@ -16,7 +16,9 @@ greedy run each) and written to ``OUT/{stage}.json`` (``cave train eval``'s repo
 ``OUT/summary.json`` is a list of rows, one per stage and hop count: ``{"stage", "hops", "problems", "em", ...}``
 with ``em`` the greedy run's exact match (the answer object against the reference, normalized), its 95% bootstrap
 interval over the questions, and the sampled runs' mean (``avg@k``); ``OUT/summary.md`` is the same as a table.
-Each finished stage rewrites both, so a stopped run keeps what it finished.
+Each finished stage rewrites both, so a stopped run keeps what it finished. The stage evals name the warm start by
+the digest of its weights and the teacher's runs are kept in ``OUT/teacher.jsonl``, so OUT (small enough to commit)
+carries the experiment across machines whose run folders are gone (``stage_report``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STAGES", "hop_rows", "main", "run_stages", "stage_report", "table"]
+__all__ = ["STAGES", "hop_rows", "main", "run_stages", "stage_labels", "stage_report", "table"]
 
 CONFIG = "training/configs/search_smollm2.yaml"
 STAGES = ("base", "warm", "rl")
@@ -87,30 +89,71 @@ def table(rows: Sequence[Mapping[str, Any]], by: str = "hops") -> str:
     return "\n".join(lines)
 
 
+def stage_labels(warm_start: str, steps: int) -> dict[str, str]:
+    """The checkpoint label each stage's eval carries: the warm start and RL name the warm start's weights (its
+    ``weights_digest``), so evals made on other machines, where the run folders are gone, are known to be of the
+    same starting point.
+
+    >>> stage_labels("ab12", 8)["rl"]
+    'rl 8 steps from warm start ab12'
+    """
+    return {"base": "base", "warm": f"warm start {warm_start}", "rl": f"rl {steps} steps from warm start {warm_start}"}
+
+
+def _cached(where: Path, *, limit: int, k: int, dtype: str) -> dict[str, Any] | None:
+    """``where``'s eval when it is one of this size and dtype, else None."""
+    if not where.is_file():
+        return None
+    report = json.loads(where.read_text(encoding="utf-8"))
+    same = (report.get("problems"), report.get("k"), report.get("dtype", "float32")) == (limit, k, dtype)
+    return report if same else None
+
+
 def stage_report(
     cfg: Any, stage: str, out: Path, *, limit: int, k: int, quiet: bool = True, dtype: str | None = None
 ) -> dict[str, Any]:
     """Train what ``stage`` needs (nothing, the warm start, RL from it) unless it is there, and its held-out eval
-    (cached in ``OUT/{stage}.json``)."""
+    (cached in ``OUT/{stage}.json``). The warm start's teacher runs are kept in ``OUT/teacher.jsonl`` and rebuild
+    it where its folder is gone (``cave train sft --teacher-runs``); a stage whose eval in ``OUT`` names the same
+    warm start as the other stage's eval there is not trained or evaluated again."""
+    from cave.training.checkpoints import weights_digest
+    from cave.training.evaluate import model_dtype
     from cave.training.experiments.drmas_claim import eval_cached, train_resumable
+    from cave.training.sft import TEACHER_RUNS
     from cave.training.trainer import latest_checkpoint
 
-    where = out / f"{stage}.json"
+    where, dtype_name = out / f"{stage}.json", dtype or model_dtype(cfg)
     if stage == "base":
         return eval_cached(cfg.model_copy(update={"init_from": None}), where, run_dir=None, limit=limit, k=k,
                            label="base", dtype=dtype)  # fmt: skip
     if cfg.sft is None:
         raise ValueError(f"stage {stage} needs the config's sft: section (the warm start's teacher and settings)")
+    mine = _cached(where, limit=limit, k=k, dtype=dtype_name)
+    other = _cached(out / ("rl.json" if stage == "warm" else "warm.json"), limit=limit, k=k, dtype=dtype_name)
+    if mine and other and _warm_of(mine) is not None and _warm_of(mine) == _warm_of(other):
+        return mine  # both stages of one warm start are in OUT: nothing to build
     warm = Path(cfg.sft.output_dir)
     if latest_checkpoint(warm) is None:
         from cave.training.sft import run_sft
 
-        run_sft(cfg, quiet=quiet)
+        kept = out / TEACHER_RUNS
+        run_sft(cfg, quiet=quiet, teacher_runs=kept if kept.is_file() else None)
+    if not (out / TEACHER_RUNS).is_file() and (warm / TEACHER_RUNS).is_file():
+        (out / TEACHER_RUNS).write_bytes((warm / TEACHER_RUNS).read_bytes())
+    labels = stage_labels(weights_digest(warm) or "none", cfg.steps)
     if stage == "warm":
-        return eval_cached(cfg, where, run_dir=warm, limit=limit, k=k, label="latest (step 0)", dtype=dtype)
+        return eval_cached(cfg, where, run_dir=warm, limit=limit, k=k, label=labels["warm"], dtype=dtype)
+    if mine and mine.get("checkpoint") == labels["rl"]:
+        return mine
     rl = cfg.model_copy(update={"init_from": str(warm), "eval_every": None})
     run = train_resumable(rl, quiet=quiet)
-    return eval_cached(rl, where, run_dir=run, limit=limit, k=k, label=f"latest (step {rl.steps})", dtype=dtype)
+    return eval_cached(rl, where, run_dir=run, limit=limit, k=k, label=labels["rl"], dtype=dtype)
+
+
+def _warm_of(report: Mapping[str, Any]) -> str | None:
+    """The warm start digest a stage's eval label names (``stage_labels``), None for another label."""
+    label = str(report.get("checkpoint") or "")
+    return label.rsplit("warm start ", 1)[1] if "warm start " in label else None
 
 
 def run_stages(
