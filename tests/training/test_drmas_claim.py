@@ -122,3 +122,24 @@ def test_bad_input_is_refused_before_any_model_loads(tmp_path, capsys):
     config = Path(__file__).resolve().parents[2] / "training" / "configs" / "math_verify_smollm2.yaml"
     assert main([str(config), "--set", f"init_from={tmp_path / 'none'}", "--out", str(tmp_path / "o")]) == 2
     assert "has no checkpoint; build the warm start first" in capsys.readouterr().err
+
+
+def test_the_warm_start_travels_as_its_teacher_runs(tiny_dir, tmp_path):
+    # the comparison's OUT keeps the warm start's teacher runs; where its folder is gone they rebuild the same weights
+    from cave.training.experiments.drmas_claim import warm_start
+    from cave.training.sft import TEACHER_RUNS, run_sft
+
+    from tests.training.test_sft import sft_config
+
+    cfg = sft_config(tiny_dir, tmp_path)
+    folder = run_sft(cfg, quiet=True)
+    cfg.init_from = str(folder)
+    kept = tmp_path / "out" / TEACHER_RUNS
+    warm_start(cfg, kept)
+    assert kept.read_text() == (folder / TEACHER_RUNS).read_text()
+    digest = weights_digest(folder)
+    shutil.rmtree(folder)
+    asked = []
+    cfg.sft.teacher = {"backend": "scripted", "replies": lambda m: asked.append(m) or "I do not know."}
+    warm_start(cfg, kept)
+    assert weights_digest(folder) == digest and not asked

@@ -17,7 +17,8 @@ For the config (default ``training/configs/math_verify_smollm2.yaml``: role-spec
 Resumable: a finished run leaves its record in ``OUT/runs/{estimator}_seed{seed}.json`` (its eval and training
 metrics, and the digest of the warm start it began from), small enough to commit, so a comparison spread over
 machines whose run folders are gone goes on where it was: a run with a record for this warm start, budget and eval
-is not run again. A run whose eval exists in its folder is not evaluated again; a run with a checkpoint short of
+is not run again; the warm start's teacher runs are kept in ``OUT/teacher.jsonl`` and rebuild it where its folder
+is gone. A run whose eval exists in its folder is not evaluated again; a run with a checkpoint short of
 ``steps`` resumes from it; a run folder without a checkpoint starts over. The warm start is named by the digest of
 its weights (``weights_digest``): a rebuilt warm start with other weights invalidates its eval and every record. ``summary.json`` is a list of rows, one per finished run: estimator, seed,
 problems, avg@k with ``ci_low`` / ``ci_high``, pass@k, greedy, wall times, and per role: E[A^2], grad-norm spikes
@@ -48,6 +49,7 @@ __all__ = [
     "spike_counts",
     "summary_row",
     "train_resumable",
+    "warm_start",
 ]
 
 CONFIG = "training/configs/math_verify_smollm2.yaml"
@@ -295,6 +297,23 @@ def read_record(path: Path, *, warm_start: str, steps: int, limit: int, k: int, 
     return record if found == wanted else None
 
 
+def warm_start(cfg: Any, kept: Path, *, quiet: bool = True) -> None:
+    """The warm start (``init_from``) rebuilt from the teacher runs kept in ``kept`` where its folder is gone (the
+    same runs fine-tune to the same weights), and those runs kept there once it exists, so that OUT carries the
+    whole comparison to another machine."""
+    from cave.training.sft import TEACHER_RUNS, run_sft
+    from cave.training.trainer import latest_checkpoint
+
+    if not cfg.init_from:
+        return
+    folder = Path(cfg.init_from)
+    if latest_checkpoint(folder) is None and kept.is_file() and cfg.sft is not None:
+        run_sft(cfg, folder, quiet=quiet, teacher_runs=kept)
+    if not kept.is_file() and (folder / TEACHER_RUNS).is_file():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_bytes((folder / TEACHER_RUNS).read_bytes())
+
+
 def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     from cave.training.checkpoints import weights_digest
     from cave.training.evaluate import model_dtype
@@ -366,6 +385,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     from cave.training.advantages import ESTIMATORS
     from cave.training.cli import config_with_overrides
+    from cave.training.sft import TEACHER_RUNS
     from cave.training.trainer import TrainingStopped, latest_checkpoint
 
     prog = "drmas_claim"
@@ -378,11 +398,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = config_with_overrides(args, prog, steps=args.steps)
     if cfg is None:
         return 2
-    if cfg.init_from and latest_checkpoint(cfg.init_from) is None:
+    kept = Path(args.out) / TEACHER_RUNS  # the warm start's teacher runs, kept with the results
+    if cfg.init_from and latest_checkpoint(cfg.init_from) is None and not (kept.is_file() and cfg.sft):
         print(f"{prog}: init_from {cfg.init_from} has no checkpoint; build the warm start first "
               f"(`cave train sft {args.config}`), or --set init_from=null to start from the base", file=sys.stderr)  # fmt: skip
         return 2
     try:
+        warm_start(cfg, kept, quiet=args.quiet)
         run_claim(cfg, args)
     except TrainingStopped as e:
         print(f"{prog}: {e}", file=sys.stderr)
