@@ -6,9 +6,10 @@ at most ``CONTRACT_HOLDS`` times), then confirmed by agreement (``cave.review.ag
 attempts, each a fresh agent with the same settings in a sibling of the run's runtime holding the given inputs as
 they were at the start, sampled with its own seed; a majority of those that answered must agree. An answer
 nothing confirmed ends ``unverified``, with the reason in ``meta["unverified"]`` and the attempts in
-``meta["verify"]``. An answer the review held and the run kept (``meta["held_kept"]``: a hold is a suspicion read from
-the code, not a check the task declared) goes to the same attempts: ``success`` when they agree, else
-``unverified`` naming what it was held for (``meta["kept"]``). A team gets the same rule as a pattern (``vote``: independent answers, the majority's wins).
+``meta["verify"]``. An answer the review held and the run kept (``meta["held_kept"]``: a hold is a suspicion read
+from the code, not a check the task declared) goes to the same attempts: ``success`` when they agree, else
+``unverified`` naming what it was held for (``meta["kept"]``). A team gets the same rule as a pattern (``vote``:
+independent answers, the majority's wins).
 Taking instead an answer the attempts agree on among themselves was measured on the held-out suite and left out
 (of the 2 answers it replaced, both had been right; 1 was after).
 """
@@ -146,9 +147,9 @@ def _disagreement(votes: list[bool | None]) -> str:
 
 
 def _take_kept(traj: Trajectory) -> str:
-    """For an answer that kept what the review held it for (``failed_checks`` with ``meta["held_kept"]``): the
-    status made ``unverified``'s candidate, the problems moved to ``meta["kept"]``, and the reason's opening;
-    '' for any other answer."""
+    """For an answer that kept what the review held it for (``failed_checks`` with ``meta["held_kept"]``): its
+    problems moved from ``meta["failed_checks"]`` to ``meta["kept"]``, its error cleared, and the opening of the
+    reason it would stay ``unverified`` for; '' for any other answer."""
     if not traj.meta.pop("held_kept", False):
         return ""
     problems = traj.meta.pop("failed_checks", None) or []

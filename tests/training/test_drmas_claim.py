@@ -133,13 +133,12 @@ def test_the_warm_start_travels_as_its_teacher_runs(tiny_dir, tmp_path):
 
     cfg = sft_config(tiny_dir, tmp_path)
     folder = run_sft(cfg, quiet=True)
-    cfg.init_from = str(folder)
     kept = tmp_path / "out" / TEACHER_RUNS
-    warm_start(cfg, kept)
+    warm_start(cfg, folder, kept)
     assert kept.read_text() == (folder / TEACHER_RUNS).read_text()
     digest = weights_digest(folder)
     shutil.rmtree(folder)
     asked = []
     cfg.sft.teacher = {"backend": "scripted", "replies": lambda m: asked.append(m) or "I do not know."}
-    warm_start(cfg, kept)
+    warm_start(cfg, folder, kept)
     assert weights_digest(folder) == digest and not asked

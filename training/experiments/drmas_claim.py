@@ -297,18 +297,15 @@ def read_record(path: Path, *, warm_start: str, steps: int, limit: int, k: int, 
     return record if found == wanted else None
 
 
-def warm_start(cfg: Any, kept: Path, *, quiet: bool = True) -> None:
-    """The warm start (``init_from``) rebuilt from the teacher runs kept in ``kept`` where its folder is gone (the
-    same runs fine-tune to the same weights), and those runs kept there once it exists, so that OUT carries the
-    whole comparison to another machine."""
+def warm_start(cfg: Any, folder: Path, kept: Path, *, quiet: bool = True) -> None:
+    """The warm start in ``folder`` built where it is gone (``cave train sft``), from the teacher runs kept in
+    ``kept`` when there are any (the same runs fine-tune to the same weights), and those runs kept there once it
+    exists, so that OUT carries the whole experiment to another machine."""
     from cave.training.sft import TEACHER_RUNS, run_sft
     from cave.training.trainer import latest_checkpoint
 
-    if not cfg.init_from:
-        return
-    folder = Path(cfg.init_from)
-    if latest_checkpoint(folder) is None and kept.is_file() and cfg.sft is not None:
-        run_sft(cfg, folder, quiet=quiet, teacher_runs=kept)
+    if latest_checkpoint(folder) is None and cfg.sft is not None:
+        run_sft(cfg, folder, quiet=quiet, teacher_runs=kept if kept.is_file() else None)
     if not kept.is_file() and (folder / TEACHER_RUNS).is_file():
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_bytes((folder / TEACHER_RUNS).read_bytes())
@@ -320,7 +317,7 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     from cave.training.trainer import read_metrics
 
     out, runs = Path(args.out), Path(args.runs).resolve()
-    warm_start = weights_digest(cfg.init_from) if cfg.init_from else "base"
+    digest = weights_digest(cfg.init_from) if cfg.init_from else "base"
     dtype = args.eval_dtype or model_dtype(cfg)
     clips = {role: a.grad_clip for role, a in cfg.agents.items()}
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
@@ -333,7 +330,7 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     if not args.no_warm_eval:
         start = Path(cfg.init_from) if cfg.init_from else None
         warm = eval_cached(cfg, out / "warm.json", run_dir=start, limit=args.limit, k=args.k,
-                           label=f"warm start {warm_start}" if start else "base", dtype=args.eval_dtype)  # fmt: skip
+                           label=f"warm start {digest}" if start else "base", dtype=args.eval_dtype)  # fmt: skip
         say(f"warm start: avg@{args.k} {warm[f'avg@{args.k}']:.3f}")
     rows: list[dict[str, Any]] = []
     reports: dict[str, list[dict[str, Any]]] = {}
@@ -342,18 +339,18 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
         for estimator in args.estimators:
             run_cfg = run_config(cfg, estimator, seed, runs)
             path = out / RECORDS / f"{estimator}_seed{seed}.json"
-            record = read_record(path, warm_start=warm_start, steps=run_cfg.steps, limit=args.limit, k=args.k,
+            record = read_record(path, warm_start=digest, steps=run_cfg.steps, limit=args.limit, k=args.k,
                                  dtype=dtype)  # fmt: skip
             if record is None:
                 run = train_resumable(run_cfg, quiet=args.quiet)
                 report = eval_cached(run_cfg, run / HELDOUT, run_dir=run, limit=args.limit, k=args.k,
                                      label=f"latest (step {run_cfg.steps})", dtype=args.eval_dtype)  # fmt: skip
-                record = {"warm_start": warm_start, "steps": run_cfg.steps, "report": report,
+                record = {"warm_start": digest, "steps": run_cfg.steps, "report": report,
                           "metrics": read_metrics(run)}  # fmt: skip
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(json.dumps(record) + "\n", encoding="utf-8")
             report = record["report"]
-            rows.append({**summary_row(estimator, seed, report, record["metrics"], clips), "warm_start": warm_start})
+            rows.append({**summary_row(estimator, seed, report, record["metrics"], clips), "warm_start": digest})
             reports.setdefault(estimator, []).append(report)
             write_summary(out, rows, reports, warm)
             say(f"{estimator} seed {seed}: avg@{args.k} {report[f'avg@{args.k}']:.3f} ({path})")
@@ -404,7 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(`cave train sft {args.config}`), or --set init_from=null to start from the base", file=sys.stderr)  # fmt: skip
         return 2
     try:
-        warm_start(cfg, kept, quiet=args.quiet)
+        if cfg.init_from:
+            warm_start(cfg, Path(cfg.init_from), kept, quiet=args.quiet)
         run_claim(cfg, args)
     except TrainingStopped as e:
         print(f"{prog}: {e}", file=sys.stderr)

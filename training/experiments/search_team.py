@@ -118,9 +118,8 @@ def stage_report(
     warm start as the other stage's eval there is not trained or evaluated again."""
     from cave.training.checkpoints import weights_digest
     from cave.training.evaluate import model_dtype
-    from cave.training.experiments.drmas_claim import eval_cached, train_resumable
+    from cave.training.experiments.drmas_claim import eval_cached, train_resumable, warm_start
     from cave.training.sft import TEACHER_RUNS
-    from cave.training.trainer import latest_checkpoint
 
     where, dtype_name = out / f"{stage}.json", dtype or model_dtype(cfg)
     if stage == "base":
@@ -133,13 +132,7 @@ def stage_report(
     if mine and other and _warm_of(mine) is not None and _warm_of(mine) == _warm_of(other):
         return mine  # both stages of one warm start are in OUT: nothing to build
     warm = Path(cfg.sft.output_dir)
-    if latest_checkpoint(warm) is None:
-        from cave.training.sft import run_sft
-
-        kept = out / TEACHER_RUNS
-        run_sft(cfg, quiet=quiet, teacher_runs=kept if kept.is_file() else None)
-    if not (out / TEACHER_RUNS).is_file() and (warm / TEACHER_RUNS).is_file():
-        (out / TEACHER_RUNS).write_bytes((warm / TEACHER_RUNS).read_bytes())
+    warm_start(cfg, warm, out / TEACHER_RUNS, quiet=quiet)
     labels = stage_labels(weights_digest(warm) or "none", cfg.steps)
     if stage == "warm":
         return eval_cached(cfg, where, run_dir=warm, limit=limit, k=k, label=labels["warm"], dtype=dtype)
