@@ -545,20 +545,6 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
             traj.meta["held_kept"] = True  # the review's own suspicion, no check the task declared (_confirms_kept)
             traj.error = "the answer kept problems it was held for: " + "; ".join(kept)
 
-    def _confirms_kept(self, traj: Trajectory) -> bool:
-        """Whether an answer the review held, and the run kept (sent again with the problem, or left standing when
-        the run ended on prose or at max_steps), goes to verification. A hold is a suspicion read from the code
-        and the answer, not a check the task declared: on tasks nobody tuned the holds on, most answers ending
-        this way were right. So the attempts decide, as for any answer: ``success`` when they agree, else
-        ``unverified`` naming the kept problems. Without verification (a team's role), it stays ``failed_checks``."""
-        return (
-            traj.status == "failed_checks"
-            and bool(traj.meta.get("held_kept"))
-            and not self.checks
-            and self.verify is not None
-            and not self.expect_calls
-        )
-
     async def _keep_held_answer(self, traj: Trajectory, ended: str) -> None:
         """A run that ended on prose after its answer was held ends with that answer (``Acceptance.keep_held``)."""
         await self.acceptance.keep_held(traj, ended, lambda: asyncio.to_thread(self.runtime.retrieve, FINAL_VAR))

@@ -42,6 +42,8 @@ class Verifying:
     max_steps: int
     _given_at_start: dict[str, Any]
     _given_tables: Any
+    checks: Any
+    expect_calls: bool
 
     def _contract_hold(self, traj: Trajectory, value: Any) -> str | None:
         """The note that holds an answer breaking the task's contract (at most ``CONTRACT_HOLDS`` times a run); an
@@ -61,6 +63,20 @@ class Verifying:
             return None
         traj.meta["contract_holds"] = traj.meta.get("contract_holds", 0) + 1
         return task_contract.note(found)
+
+    def _confirms_kept(self, traj: Trajectory) -> bool:
+        """Whether an answer the review held, and the run kept (sent again with the problem, or left standing when
+        the run ended on prose or at max_steps), goes to verification. A hold is a suspicion read from the code
+        and the answer, not a check the task declared: on the frozen held-out split 4 of the 7 answers ending
+        this way were right. So the attempts decide, as for any answer: ``success`` when they agree, else
+        ``unverified`` naming the kept problems. Without verification (a team's role), it stays ``failed_checks``."""
+        return (
+            traj.status == "failed_checks"
+            and bool(traj.meta.get("held_kept"))
+            and not self.checks
+            and self.verify is not None
+            and not self.expect_calls
+        )
 
     async def _verify(self, traj: Trajectory) -> None:
         """``success`` only for a verified answer: one that the task's contract accepts and that a majority of
