@@ -33,11 +33,12 @@ async def probe_task(
 ) -> dict[str, Any]:
     """The run (``verify=0``) and one attempt per style for one analyst task: statuses, oracle verdicts, votes
     (``runtime``: the code runtime's kind, default the benches' own)."""
-    from cave.agent import Agent
     from cave.benchmarks.analyst.compare import describe
     from cave.benchmarks.analyst.run import Inputs
     from cave.benchmarks.data.run import CODE_INSTRUCTIONS
     from cave.benchmarks.runtime import code_runtime
+
+    from cave.agent import Agent
     from cave.review import agreement
     from cave.verification import ANSWERED_BY_CODE
 
@@ -136,6 +137,7 @@ def summarize(rows: list[dict[str, Any]], styles: list[str]) -> list[dict[str, A
 
 def main(argv: list[str] | None = None) -> int:
     from cave.benchmarks.analyst.tasks import TASKS
+
     from cave.llm import create_backend
     from cave.verification import ATTEMPT_STYLES
 
