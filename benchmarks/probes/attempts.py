@@ -31,16 +31,14 @@ __all__ = ["main", "probe_task", "summarize"]
 async def probe_task(
     task: Any, llm: Any, styles: list[str], *, seed: int = 0, max_steps: int = 6, runtime: str | None = None
 ) -> dict[str, Any]:
-    """The run (``verify=0``) and one attempt per style for one analyst task: statuses, oracle verdicts, votes
-    (``runtime``: the code runtime's kind, default the benches' own)."""
+    """The run (``verify=0``) and its verification by each style of attempt, for one analyst task: statuses, oracle
+    verdicts, votes (``runtime``: the code runtime's kind, default the benches' own)."""
     from cave.benchmarks.analyst.compare import describe
     from cave.benchmarks.analyst.run import Inputs
     from cave.benchmarks.data.run import CODE_INSTRUCTIONS
     from cave.benchmarks.runtime import code_runtime
 
     from cave.agent import Agent
-    from cave.review import agreement
-    from cave.verification import ANSWERED_BY_CODE
 
     inputs = Inputs.for_task(task, seed)
     rt = code_runtime(runtime, timeout=120)
@@ -79,26 +77,47 @@ async def probe_task(
         row["decided_by_attempts"] = traj.status == "unverified" and not traj.meta.get("contract_problems")
         if not row["decided_by_attempts"]:
             return row
-        form = agent._agreement_form(task.question)
         for style in styles:
-            t1 = time.perf_counter()
-            other = await agent._attempt(task.question, 0, style)
-            answered = other.status in ANSWERED_BY_CODE
-            row["attempts"][style] = {
-                "status": other.status,
-                "answered": answered,
-                "correct": bool(answered and task.check(other.answer, seed)),
-                "agrees": bool(answered and agreement.same(result.answer, other.answer, **form)),
-                "answer": describe(other.answer) if answered else None,
-                "steps": len(other.trajectory.steps),
-                "seconds": round(time.perf_counter() - t1, 1),
-            }
+            row["attempts"][style] = await _decide(agent, task, result.answer, style, seed)
         return row
     finally:
         await asyncio.to_thread(rt.close)
         inputs.close()
         if engine is not None:
             engine.dispose()
+
+
+async def _decide(agent: Any, task: Any, answer: Any, style: str, seed: int) -> dict[str, Any]:
+    """Verification of ``answer`` by attempts of one style, as ``verify: 1`` decides it (an attempt that reaches no
+    answer is run again, ``agreement.decide``): whether it was confirmed, and the first answering attempt's verdict."""
+    from cave.benchmarks.analyst.compare import describe
+
+    from cave.review import agreement
+    from cave.verification import ANSWERED_BY_CODE
+
+    form = agent._agreement_form(task.question)
+    t0 = time.perf_counter()
+    votes: list[bool | None] = []
+    first: Any = None
+    steps = 0
+    outcome = None
+    while outcome is None:
+        other = await agent._attempt(task.question, len(votes), style)
+        steps += len(other.trajectory.steps)
+        answered = other.status in ANSWERED_BY_CODE
+        votes.append(agreement.same(answer, other.answer, **form) if answered else None)
+        if answered and first is None:
+            first = other
+        outcome = agreement.decide(votes, 1)
+    return {
+        "votes": votes,
+        "answered": first is not None,
+        "agrees": outcome == "verified",
+        "correct": bool(first is not None and task.check(first.answer, seed)),
+        "answer": describe(first.answer) if first is not None else None,
+        "steps": steps,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
 
 
 def summarize(rows: list[dict[str, Any]], styles: list[str]) -> list[dict[str, Any]]:
