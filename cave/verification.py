@@ -26,7 +26,7 @@ from cave.review import contract as task_contract
 from cave.runtimes.base import Runtime
 from cave.trajectory import Trajectory
 
-__all__ = ["ATTEMPT_SETTINGS", "ATTEMPT_STEPS", "ATTEMPT_STYLES", "ATTEMPT_TEMPERATURE", "Verifying", "fresh_runtime"]
+__all__ = ["ATTEMPT_SETTINGS", "ATTEMPT_STEPS", "ATTEMPT_TEMPERATURE", "Verifying", "fresh_runtime"]
 
 
 class Verifying:
@@ -131,17 +131,12 @@ class Verifying:
         ordered = self.contract.kind == "list" or bool(self.contract.order)
         return {"ordered": ordered, "kind": self.contract.kind, "share": agreement.asks_share(task)}
 
-    async def _attempt(self, task: str, i: int, style: str = "same") -> Any:
+    async def _attempt(self, task: str, i: int) -> Any:
         """One independent attempt at ``task``: a fresh agent on the same model with the run's settings, in a
-        sibling of the run's runtime holding the given inputs as they were at the start, sampled with its own seed.
-        ``style`` names how it is asked (``ATTEMPT_STYLES``): "same" as the run, or with a method of its own."""
-        if style not in ATTEMPT_STYLES:
-            raise ValueError(f"unknown attempt style {style!r}: use one of {sorted(ATTEMPT_STYLES)}")
+        sibling of the run's runtime holding the given inputs as they were at the start, sampled with its own seed."""
         runtime = await fresh_runtime(self.runtime, self._given_at_start)
         try:
             same = {name: getattr(self, name) for name in ATTEMPT_SETTINGS}  # the settings the run was made with
-            if ATTEMPT_STYLES[style]:
-                same["instructions"] = "\n\n".join(filter(None, [same["instructions"], ATTEMPT_STYLES[style]]))
             seed = derive_seed(self.seed or 0, "verify", i)
             temperature = max(self.temperature, ATTEMPT_TEMPERATURE)
             same["max_steps"] = min(self.max_steps, ATTEMPT_STEPS)
@@ -160,14 +155,6 @@ ATTEMPT_SETTINGS = (  # what an independent attempt keeps of the agent it verifi
 ATTEMPT_TEMPERATURE = 0.3  # attempts sample (a greedy one would repeat the first) but stay near the model's best
 ATTEMPT_STEPS = 4  # an attempt with no answer after this many steps does not vote (it is run again, n at most)
 ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
-LOOK_FIRST = """\
-Work in two steps. First only look: print the rows and columns the task is about (for a text column you will \
-filter or group on, its distinct values with their counts; for the things the task counts, whether they repeat \
-across rows) and do not call final_answer in that block. Then compute the answer from what you saw."""
-ATTEMPT_STYLES: dict[str, str | None] = {  # how an attempt is asked: None as the run, else instructions it adds
-    "same": None,
-    "look_first": LOOK_FIRST,  # another method, so an attempt need not repeat the run's misreading of the data
-}
 
 
 def _disagreement(votes: list[bool | None]) -> str:

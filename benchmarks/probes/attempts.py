@@ -1,18 +1,17 @@
 """A development probe of verification: do independent attempts repeat the run's wrong answers?
 
-Agreement confirms an answer when an independent attempt gives the same one. It can only tell right from wrong
-where the attempts are not wrong in the same way as the run. This probe measures that on the analyst suite
-(development data): each task's run (verification off), then one attempt per style (``cave.verification
-.ATTEMPT_STYLES``: "same" is asked as the run was, others with a method of their own), each judged by the oracle
-and by agreement with the run's answer. Only answers that verification would decide get attempts (no task
-checks, the contract kept).
+Agreement confirms an answer when independent attempts give the same one, so it tells right from wrong only where
+the attempts are not wrong in the same way as the run. This probe measures that on the analyst suite (development
+data; its trajectories may be read): each task's run with verification off, then the verification that
+``verify: N`` would make of its answer (``Verifying._attempt``, ``agreement.decide``: an attempt that reaches no
+answer is run again), the first answering attempt judged by the oracle too. Only answers that verification
+decides get attempts (no task checks, the contract kept).
 
-    python -m cave.benchmarks.probes.attempts --out runs/probes/attempts.jsonl           # the 19 without checks
-    python -m cave.benchmarks.probes.attempts --tasks top3_customers --styles look_first  # one task
+    python -m cave.benchmarks.probes.attempts --out runs/probes/attempts.jsonl      # the 19 tasks without checks
+    python -m cave.benchmarks.probes.attempts --tasks top_region --verify 3         # one task, three attempts
 
-Per style it prints how often the attempt agrees with a right answer (right answers that would end ``success``)
-and with a wrong one (wrong answers that would end ``success``): a better style raises the first or lowers the
-second without costing the other.
+It prints how many right answers the attempts confirm (they would end ``success``) and how many wrong ones (false
+successes), the attempts' own accuracy and how often one reached no answer.
 """
 
 from __future__ import annotations
@@ -29,10 +28,10 @@ __all__ = ["main", "probe_task", "summarize"]
 
 
 async def probe_task(
-    task: Any, llm: Any, styles: list[str], *, seed: int = 0, max_steps: int = 6, runtime: str | None = None
+    task: Any, llm: Any, *, verify: int = 1, seed: int = 0, max_steps: int = 6, runtime: str | None = None
 ) -> dict[str, Any]:
-    """The run (``verify=0``) and its verification by each style of attempt, for one analyst task: statuses, oracle
-    verdicts, votes (``runtime``: the code runtime's kind, default the benches' own)."""
+    """The run (``verify=0``) and the verification ``verify`` attempts make of its answer, for one analyst task:
+    statuses, oracle verdicts, votes (``runtime``: the code runtime's kind, default the benches' own)."""
     from cave.benchmarks.analyst.compare import describe
     from cave.benchmarks.analyst.run import Inputs
     from cave.benchmarks.data.run import CODE_INSTRUCTIONS
@@ -71,14 +70,13 @@ async def probe_task(
             "correct": bool(task.check(result.answer, seed)),
             "answer": describe(result.answer),
             "seconds": round(time.perf_counter() - t0, 1),
-            "attempts": {},
+            "attempts": None,
         }
         # what verification would decide: an answer without task checks whose contract was kept
         row["decided_by_attempts"] = traj.status == "unverified" and not traj.meta.get("contract_problems")
         if not row["decided_by_attempts"]:
             return row
-        for style in styles:
-            row["attempts"][style] = await _decide(agent, task, result.answer, style, seed)
+        row["attempts"] = await _decide(agent, task, result.answer, verify, seed)
         return row
     finally:
         await asyncio.to_thread(rt.close)
@@ -87,9 +85,9 @@ async def probe_task(
             engine.dispose()
 
 
-async def _decide(agent: Any, task: Any, answer: Any, style: str, seed: int) -> dict[str, Any]:
-    """Verification of ``answer`` by attempts of one style, as ``verify: 1`` decides it (an attempt that reaches no
-    answer is run again, ``agreement.decide``): whether it was confirmed, and the first answering attempt's verdict."""
+async def _decide(agent: Any, task: Any, answer: Any, verify: int, seed: int) -> dict[str, Any]:
+    """Verification of ``answer`` as ``verify`` attempts decide it (an attempt that reaches no answer is run again,
+    ``agreement.decide``): whether it was confirmed, and the first answering attempt's verdict."""
     from cave.benchmarks.analyst.compare import describe
 
     from cave.review import agreement
@@ -102,13 +100,13 @@ async def _decide(agent: Any, task: Any, answer: Any, style: str, seed: int) -> 
     steps = 0
     outcome = None
     while outcome is None:
-        other = await agent._attempt(task.question, len(votes), style)
+        other = await agent._attempt(task.question, len(votes))
         steps += len(other.trajectory.steps)
         answered = other.status in ANSWERED_BY_CODE
         votes.append(agreement.same(answer, other.answer, **form) if answered else None)
         if answered and first is None:
             first = other
-        outcome = agreement.decide(votes, 1)
+        outcome = agreement.decide(votes, verify)
     return {
         "votes": votes,
         "answered": first is not None,
@@ -120,57 +118,48 @@ async def _decide(agent: Any, task: Any, answer: Any, style: str, seed: int) -> 
     }
 
 
-def summarize(rows: list[dict[str, Any]], styles: list[str]) -> list[dict[str, Any]]:
-    """Per style, over the runs whose answer the attempts decide: right answers an attempt agrees with, wrong
-    answers it agrees with, and the attempt's own accuracy.
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Over the runs whose answer the attempts decide: right answers confirmed, wrong answers confirmed, the
+    first answering attempt's accuracy, attempts that reached no answer, seconds of verification per run.
 
-    >>> rows = [{"correct": True, "decided_by_attempts": True, "attempts": {"same": {"agrees": True, "correct": True,
-    ...          "answered": True, "seconds": 30}}},
-    ...         {"correct": False, "decided_by_attempts": True, "attempts": {"same": {"agrees": True,
-    ...          "correct": False, "answered": True, "seconds": 50}}}]
-    >>> s = summarize(rows, ["same"])[0]
-    >>> (s["right_agreed"], s["right"], s["wrong_agreed"], s["wrong"], s["attempt_correct"], s["seconds"])
-    (1, 1, 1, 1, 1, 40.0)
+    >>> a = {"agrees": True, "correct": True, "answered": True, "votes": [None, True], "seconds": 30}
+    >>> rows = [{"correct": True, "decided_by_attempts": True, "attempts": a},
+    ...         {"correct": False, "decided_by_attempts": True, "attempts": {**a, "votes": [True], "correct": False,
+    ...          "seconds": 50}}, {"correct": True, "decided_by_attempts": False, "attempts": None}]
+    >>> s = summarize(rows)
+    >>> (s["right_agreed"], s["right"], s["wrong_agreed"], s["wrong"], s["attempt_correct"], s["no_answer"], s["seconds"])
+    (1, 1, 1, 1, 1, 1, 40.0)
     """
-    decided = [r for r in rows if r.get("decided_by_attempts")]
-    out = []
-    for style in styles:
-        got = [(r, r["attempts"][style]) for r in decided if style in r["attempts"]]
-        right = [a for r, a in got if r["correct"]]
-        wrong = [a for r, a in got if not r["correct"]]
-        out.append(
-            {
-                "style": style,
-                "decided": len(got),
-                "right": len(right),
-                "right_agreed": sum(a["agrees"] for a in right),
-                "wrong": len(wrong),
-                "wrong_agreed": sum(a["agrees"] for a in wrong),
-                "answered": sum(a["answered"] for _, a in got),
-                "attempt_correct": sum(a["correct"] for _, a in got),
-                "seconds": round(sum(a["seconds"] for _, a in got) / max(1, len(got)), 1),
-            }
-        )
-    return out
+    got = [r for r in rows if r.get("decided_by_attempts") and r.get("attempts")]
+    right = [r["attempts"] for r in got if r["correct"]]
+    wrong = [r["attempts"] for r in got if not r["correct"]]
+    return {
+        "decided": len(got),
+        "right": len(right),
+        "right_agreed": sum(a["agrees"] for a in right),
+        "wrong": len(wrong),
+        "wrong_agreed": sum(a["agrees"] for a in wrong),
+        "answered": sum(a["answered"] for a in right + wrong),
+        "attempt_correct": sum(a["correct"] for a in right + wrong),
+        "no_answer": sum(v is None for a in right + wrong for v in a["votes"]),
+        "seconds": round(sum(a["seconds"] for a in right + wrong) / max(1, len(got)), 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     from cave.benchmarks.analyst.tasks import TASKS
 
     from cave.llm import create_backend
-    from cave.verification import ATTEMPT_STYLES
 
     p = argparse.ArgumentParser(prog="python -m cave.benchmarks.probes.attempts", description=__doc__.split("\n")[0])
     p.add_argument("--tasks", nargs="*", help="analyst task ids (default: those without checks)")
-    p.add_argument("--styles", default="same,look_first", help=f"comma-separated, of {sorted(ATTEMPT_STYLES)}")
+    p.add_argument("--verify", type=int, default=1, help="attempts, as verify: N (default 1)")
     p.add_argument("--model", default="local")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, help="JSONL, one line per task; tasks already in it are not run again")
     args = p.parse_args(argv)
-    styles = [s for s in args.styles.split(",") if s]
-    unknown = [s for s in styles if s not in ATTEMPT_STYLES]
-    if unknown:
-        p.error(f"unknown style(s) {unknown}: use {sorted(ATTEMPT_STYLES)}")
+    if args.verify < 1:
+        p.error("--verify must be at least 1")
     ids = args.tasks or [tid for tid, t in TASKS.items() if t.checks is None]  # checked tasks get no attempts
     missing = [i for i in ids if i not in TASKS]
     if missing:
@@ -183,21 +172,22 @@ def main(argv: list[str] | None = None) -> int:
     for tid in ids:
         if tid in done:
             continue
-        row = asyncio.run(probe_task(TASKS[tid], llm, styles, seed=args.seed))
+        row = asyncio.run(probe_task(TASKS[tid], llm, verify=args.verify, seed=args.seed))
         rows.append(row)
-        votes = " ".join(f"{s}:{'agree' if a['agrees'] else 'differ'}" for s, a in row["attempts"].items())
+        a = row["attempts"]
+        votes = "" if a is None else f"{'confirmed' if a['agrees'] else 'not confirmed'} (votes {a['votes']})"
         print(f"{tid:28} {'right' if row['correct'] else 'wrong':5} {row['status']:14} {votes}", flush=True)
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             with args.out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
-    print(f"\n{len(rows)} tasks, {sum(r['correct'] for r in rows)} right; decided by attempts:")
-    for s in summarize(rows, styles):
-        print(
-            f"  {s['style']:11} right answers agreed {s['right_agreed']}/{s['right']}, wrong answers agreed "
-            f"{s['wrong_agreed']}/{s['wrong']}, attempt right {s['attempt_correct']}/{s['decided']} "
-            f"(answered {s['answered']}), {s['seconds']} s/attempt"
-        )
+    s = summarize(rows)
+    print(
+        f"\n{len(rows)} tasks, {sum(r['correct'] for r in rows)} right; {s['decided']} decided by attempts "
+        f"(verify {args.verify}): right answers confirmed {s['right_agreed']} of {s['right']}, wrong answers confirmed "
+        f"{s['wrong_agreed']} of {s['wrong']}; first answering attempt right {s['attempt_correct']} of "
+        f"{s['answered']}; {s['no_answer']} attempts reached no answer; {s['seconds']} s of verification per run"
+    )
     return 0
 
 

@@ -1,43 +1,51 @@
-"""The verification probe: the run and one attempt per style, judged by the oracle and by agreement."""
+"""The verification probe: the run, then the verification verify: N makes of its answer, judged by the oracle."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
 from cave.benchmarks.analyst.run import scripted_policy
 from cave.benchmarks.analyst.tasks import TASKS
-from cave.benchmarks.probes.attempts import probe_task, summarize
+from cave.benchmarks.probes.attempts import main, probe_task, summarize
 
 from cave.llm.base import Scripted
-from cave.verification import LOOK_FIRST
 
 TASK = TASKS["top_region"]  # a name, no checks: its answer goes to the attempts
 
 
-def test_a_right_answer_repeated_by_every_style_is_agreed_with() -> None:
-    llm = scripted_policy(TASK, "code")
-    row = asyncio.run(probe_task(TASK, llm, ["same", "look_first"], runtime="inprocess"))
+def test_a_right_answer_the_attempt_repeats_is_confirmed() -> None:
+    row = asyncio.run(probe_task(TASK, scripted_policy(TASK, "code"), runtime="inprocess"))
     assert row["correct"] and row["status"] == "unverified" and row["decided_by_attempts"]
-    assert set(row["attempts"]) == {"same", "look_first"}
-    assert all(a["answered"] and a["correct"] and a["agrees"] for a in row["attempts"].values())
-    (same, look) = summarize([row], ["same", "look_first"])
-    assert (same["right"], same["right_agreed"], same["wrong"], look["attempt_correct"]) == (1, 1, 0, 1)
-    # the run and the "same" attempt share their instructions; the look_first attempt is asked for another method
-    systems = [c[0]["content"] for c in llm.calls]
-    assert sum(LOOK_FIRST in s for s in systems) == 1 and LOOK_FIRST not in systems[0]
+    assert row["attempts"] == {**row["attempts"], "votes": [True], "agrees": True, "correct": True, "answered": True}
+    s = summarize([row])
+    assert (s["right"], s["right_agreed"], s["wrong"], s["attempt_correct"], s["no_answer"]) == (1, 1, 0, 1, 0)
 
 
-def test_a_wrong_answer_that_the_attempts_repeat_is_counted_as_agreed_wrong() -> None:
+def test_a_wrong_answer_that_the_attempts_repeat_is_a_confirmed_wrong_one() -> None:
     wrong = "```python\nfinal_answer(orders.groupby('region')['amount'].sum().idxmin())\n```"
-    llm = Scripted([wrong], repeat_last=True)
-    row = asyncio.run(probe_task(TASK, llm, ["same"], runtime="inprocess"))
+    row = asyncio.run(probe_task(TASK, Scripted([wrong], repeat_last=True), verify=3, runtime="inprocess"))
     assert not row["correct"] and row["decided_by_attempts"]
-    assert row["attempts"]["same"] == {**row["attempts"]["same"], "agrees": True, "correct": False}
-    (s,) = summarize([row], ["same"])
+    assert row["attempts"]["votes"] == [True, True] and row["attempts"]["agrees"]  # early exit: 2 of 3 agree
+    s = summarize([row])
     assert (s["wrong"], s["wrong_agreed"], s["right"]) == (1, 1, 0)
+
+
+def test_an_attempt_with_no_answer_is_run_again_and_counted() -> None:
+    right = scripted_policy(TASK, "code").replies[0]
+    script = [right, "I think it is the west region.", "Still thinking.", right]  # the first attempt: prose
+    row = asyncio.run(probe_task(TASK, Scripted(script, repeat_last=True), runtime="inprocess", max_steps=2))
+    assert row["attempts"]["votes"][0] is None and row["attempts"]["agrees"]
+    assert summarize([row])["no_answer"] == 1
 
 
 def test_checked_tasks_are_not_given_attempts() -> None:
     checked = next(t for t in TASKS.values() if t.checks is not None and "db" not in t.inputs)
-    row = asyncio.run(probe_task(checked, scripted_policy(checked, "code"), ["same"], runtime="inprocess"))
-    assert not row["decided_by_attempts"] and row["attempts"] == {}
+    row = asyncio.run(probe_task(checked, scripted_policy(checked, "code"), runtime="inprocess"))
+    assert not row["decided_by_attempts"] and row["attempts"] is None
+
+
+def test_the_command_names_what_is_wrong(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--tasks", "no_such_task", "--model", "scripted"])
+    assert "no_such_task" in capsys.readouterr().err
