@@ -5,7 +5,8 @@ the attempts are not wrong in the same way as the run. This probe measures that 
 data; its trajectories may be read): each task's run with verification off, then the verification that
 ``verify: N`` would make of its answer (``Verifying._attempt``, ``agreement.decide``: an attempt that reaches no
 answer is run again), the first answering attempt judged by the oracle too. Only answers that verification
-decides get attempts (no task checks, the contract kept).
+decides get attempts (no task checks, the contract kept). Each line of ``--out`` keeps the run's trajectory and its
+attempts', to read why an attempt failed or repeated an error.
 
     python -m cave.benchmarks.probes.attempts --out runs/probes/attempts.jsonl      # the 19 tasks without checks
     python -m cave.benchmarks.probes.attempts --tasks top_region --verify 3         # one task, three attempts
@@ -71,6 +72,7 @@ async def probe_task(
             "answer": describe(result.answer),
             "seconds": round(time.perf_counter() - t0, 1),
             "attempts": None,
+            "trajectory": traj.to_dict(),  # development data: read freely
         }
         # what verification would decide: an answer without task checks whose contract was kept
         row["decided_by_attempts"] = traj.status == "unverified" and not traj.meta.get("contract_problems")
@@ -97,11 +99,13 @@ async def _decide(agent: Any, task: Any, answer: Any, verify: int, seed: int) ->
     t0 = time.perf_counter()
     votes: list[bool | None] = []
     first: Any = None
+    trajectories = []
     steps = 0
     outcome = None
     while outcome is None:
         other = await agent._attempt(task.question, len(votes))
         steps += len(other.trajectory.steps)
+        trajectories.append(other.trajectory.to_dict())
         answered = other.status in ANSWERED_BY_CODE
         votes.append(agreement.same(answer, other.answer, **form) if answered else None)
         if answered and first is None:
@@ -115,6 +119,7 @@ async def _decide(agent: Any, task: Any, answer: Any, verify: int, seed: int) ->
         "answer": describe(first.answer) if first is not None else None,
         "steps": steps,
         "seconds": round(time.perf_counter() - t0, 1),
+        "trajectories": trajectories,
     }
 
 

@@ -36,6 +36,8 @@ def test_an_attempt_with_no_answer_is_run_again_and_counted() -> None:
     script = [right, "I think it is the west region.", "Still thinking.", right]  # the first attempt: prose
     row = asyncio.run(probe_task(TASK, Scripted(script, repeat_last=True), runtime="inprocess", max_steps=2))
     assert row["attempts"]["votes"][0] is None and row["attempts"]["agrees"]
+    prose, answered = row["attempts"]["trajectories"]  # kept, to read why the first attempt reached no answer
+    assert prose["status"] != "unverified" and answered["final_answer"] == "west" == row["trajectory"]["final_answer"]
     assert summarize([row])["no_answer"] == 1
 
 
