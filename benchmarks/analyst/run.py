@@ -18,7 +18,8 @@ import sqlite3
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,17 @@ class Inputs:
             self._dir.cleanup()
 
 
-async def run_code(
-    question: str,
+async def run_code(question: str, inputs: Inputs, llm: LLM, **setup: Any) -> tuple[Any, Trajectory]:
+    """The code agent on ``question`` with ``inputs`` injected as live objects; ``setup``: ``code_agent``'s
+    keyword arguments (``checks``, ``instructions``, ``max_steps``, ``runtime``, ``agent_options``: more ``Agent``
+    keyword arguments, e.g. ``review=True`` or ``response_prefix``)."""
+    with code_agent(inputs, llm, **setup) as agent:
+        result = await agent.arun(question)
+    return result.answer, result.trajectory
+
+
+@contextmanager
+def code_agent(
     inputs: Inputs,
     llm: LLM,
     *,
@@ -83,9 +93,9 @@ async def run_code(
     max_steps: int = 6,
     runtime: str | None = None,
     agent_options: dict[str, Any] | None = None,
-) -> tuple[Any, Trajectory]:
-    """The code agent on ``question`` with ``inputs`` injected as live objects (``agent_options``: more ``Agent``
-    keyword arguments, e.g. ``review=True`` or ``response_prefix``)."""
+) -> Iterator[Any]:
+    """The code agent with ``inputs`` injected as live objects in a fresh runtime of kind ``runtime`` (the tables
+    by name, ``db`` an engine on the database file); the runtime and the engine are closed on leaving."""
     from cave.agent import Agent
 
     rt = code_runtime(runtime, timeout=120)
@@ -100,7 +110,7 @@ async def run_code(
                 rt.expose([str(inputs.db_path.parent)])  # the sandbox shows the kernel the database's folder
             engine = create_engine(f"sqlite:///{inputs.db_path}")
             rt.inject("db", engine, description=inputs.db_description)
-        agent = Agent(
+        yield Agent(
             model=llm,
             runtime=rt,
             max_steps=max_steps,
@@ -109,8 +119,6 @@ async def run_code(
             stream=False,
             **(agent_options or {}),
         )
-        result = await agent.arun(question)
-        return result.answer, result.trajectory
     finally:
         rt.close()
         if engine is not None:

@@ -33,58 +33,38 @@ async def probe_task(
 ) -> dict[str, Any]:
     """The run (``verify=0``) and the verification ``verify`` attempts make of its answer, for one analyst task:
     statuses, oracle verdicts, votes (``runtime``: the code runtime's kind, default the benches' own)."""
-    from cave.benchmarks.analyst.compare import describe
-    from cave.benchmarks.analyst.run import Inputs
-    from cave.benchmarks.data.run import CODE_INSTRUCTIONS
-    from cave.benchmarks.runtime import code_runtime
-
-    from cave.agent import Agent
+    from cave.benchmarks.analyst.run import Inputs, code_agent
 
     inputs = Inputs.for_task(task, seed)
-    rt = code_runtime(runtime, timeout=120)
-    engine = None
     t0 = time.perf_counter()
+    options = {"verify": 0}  # the run unverified: this probe verifies it
     try:
-        for name, frame in inputs.frames.items():
-            rt.inject(name, frame, description=inputs.descriptions.get(name))
-        if inputs.db_path is not None:
-            from sqlalchemy import create_engine
-
-            if hasattr(rt, "expose"):
-                rt.expose([str(inputs.db_path.parent)])
-            engine = create_engine(f"sqlite:///{inputs.db_path}")
-            rt.inject("db", engine, description=inputs.db_description)
-        agent = Agent(
-            model=llm,
-            runtime=rt,
-            max_steps=max_steps,
-            instructions=CODE_INSTRUCTIONS,
-            checks=task.check_specs(seed),
-            stream=False,
-            verify=0,
-        )
-        result = await agent.arun(task.question)
-        traj = result.trajectory
-        row: dict[str, Any] = {
-            "id": task.id,
-            "status": traj.status,
-            "correct": bool(task.check(result.answer, seed)),
-            "answer": describe(result.answer),
-            "seconds": round(time.perf_counter() - t0, 1),
-            "attempts": None,
-            "trajectory": traj.to_dict(),  # development data: read freely
-        }
-        # what verification would decide: an answer without task checks whose contract was kept
-        row["decided_by_attempts"] = traj.status == "unverified" and not traj.meta.get("contract_problems")
-        if not row["decided_by_attempts"]:
-            return row
-        row["attempts"] = await _decide(agent, task, result.answer, verify, seed)
-        return row
+        with code_agent(inputs, llm, checks=task.check_specs(seed), max_steps=max_steps, runtime=runtime,
+                        agent_options=options) as agent:  # fmt: skip
+            return await _probe(agent, task, seed, verify, t0)
     finally:
-        await asyncio.to_thread(rt.close)
         inputs.close()
-        if engine is not None:
-            engine.dispose()
+
+
+async def _probe(agent: Any, task: Any, seed: int, verify: int, t0: float) -> dict[str, Any]:
+    from cave.benchmarks.analyst.compare import describe
+
+    result = await agent.arun(task.question)
+    traj = result.trajectory
+    row: dict[str, Any] = {
+        "id": task.id,
+        "status": traj.status,
+        "correct": bool(task.check(result.answer, seed)),
+        "answer": describe(result.answer),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "attempts": None,
+        "trajectory": traj.to_dict(),  # development data: read freely
+    }
+    # what verification would decide: an answer without task checks whose contract was kept
+    row["decided_by_attempts"] = traj.status == "unverified" and not traj.meta.get("contract_problems")
+    if row["decided_by_attempts"]:
+        row["attempts"] = await _decide(agent, task, result.answer, verify, seed)
+    return row
 
 
 async def _decide(agent: Any, task: Any, answer: Any, verify: int, seed: int) -> dict[str, Any]:
