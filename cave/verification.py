@@ -90,29 +90,7 @@ class Verifying:
             )
         if self.verify <= 0:
             return _unverified(traj, kept + "the task declares no checks and verification is off (verify=0)")
-        votes: list[bool | None] = []
-        attempts: list[dict[str, Any]] = []
-        outcome = None
-        form = self._agreement_form(traj.task)
-        while outcome is None:
-            t_attempt = time.time()
-            other = await self._attempt(traj.task, len(votes))
-            answered = other.status in ANSWERED_BY_CODE
-            agrees = agreement.same(traj.final_answer, other.answer, **form) if answered else None
-            votes.append(agrees)
-            usage = other.usage
-            attempts.append(
-                {
-                    "status": other.status,
-                    "answer": agreement.shown(other.answer) if answered else None,
-                    "agrees": agrees,
-                    "steps": len(other.trajectory.steps),
-                    "prompt_tokens": usage.prompt_tokens,
-                    "completion_tokens": usage.completion_tokens,
-                    "seconds": round(time.time() - t_attempt, 3),
-                }
-            )
-            outcome = agreement.decide(votes, self.verify)
+        outcome, votes, attempts, _ = await self._confirm(traj.task, traj.final_answer, self.verify)
         traj.meta["verify"] = {
             "n": self.verify,
             "status_before": before,
@@ -125,11 +103,40 @@ class Verifying:
         elif kept:
             traj.status = "success"  # the attempts confirmed the answer the hold doubted
 
-    def _agreement_form(self, task: str) -> dict[str, Any]:
-        """What counts as the same answer to ``task`` in another form (``agreement.same``'s options): a name and
-        the one-row table naming it, 0.153 and 15.3 where a share is asked, a list in order where order is asked."""
+    async def _confirm(
+        self, task: str, answer: Any, n: int
+    ) -> tuple[str, list[bool | None], list[dict[str, Any]], list[Any]]:
+        """Independent attempts at ``task`` until ``agreement.decide(votes, n)`` settles whether they confirm
+        ``answer``: the outcome ('verified' or 'disagreed'), each attempt's vote (None: it reached no answer), its
+        record (for ``meta["verify"]``) and its result."""
+        # the same answer in another form agrees: a name and the one-row table naming it, 0.153 and 15.3 (%)
         ordered = self.contract.kind == "list" or bool(self.contract.order)
-        return {"ordered": ordered, "kind": self.contract.kind, "share": agreement.asks_share(task)}
+        form = {"ordered": ordered, "kind": self.contract.kind, "share": agreement.asks_share(task)}
+        votes: list[bool | None] = []
+        records: list[dict[str, Any]] = []
+        results: list[Any] = []
+        outcome = None
+        while outcome is None:
+            t_attempt = time.time()
+            other = await self._attempt(task, len(votes))
+            answered = other.status in ANSWERED_BY_CODE
+            agrees = agreement.same(answer, other.answer, **form) if answered else None
+            votes.append(agrees)
+            results.append(other)
+            usage = other.usage
+            records.append(
+                {
+                    "status": other.status,
+                    "answer": agreement.shown(other.answer) if answered else None,
+                    "agrees": agrees,
+                    "steps": len(other.trajectory.steps),
+                    "prompt_tokens": usage.prompt_tokens,
+                    "completion_tokens": usage.completion_tokens,
+                    "seconds": round(time.time() - t_attempt, 3),
+                }
+            )
+            outcome = agreement.decide(votes, n)
+        return outcome, votes, records, results
 
     async def _attempt(self, task: str, i: int) -> Any:
         """One independent attempt at ``task``: a fresh agent on the same model with the run's settings, in a

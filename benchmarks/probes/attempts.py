@@ -3,9 +3,9 @@
 Agreement confirms an answer when independent attempts give the same one, so it tells right from wrong only where
 the attempts are not wrong in the same way as the run. This probe measures that on the analyst suite (development
 data; its trajectories may be read): each task's run with verification off, then the verification that
-``verify: N`` would make of its answer (``Verifying._attempt``, ``agreement.decide``: an attempt that reaches no
-answer is run again), the first answering attempt judged by the oracle too. Only answers that verification
-decides get attempts (no task checks, the contract kept). Each line of ``--out`` keeps the run's trajectory and its
+``verify: N`` would make of its answer (``Verifying._confirm``: an attempt that reaches no answer is run again),
+the first answering attempt judged by the oracle too. Only answers that verification decides get attempts (no task
+checks, the contract kept). Each line of ``--out`` keeps the run's trajectory and its
 attempts', to read why an attempt failed or repeated an error.
 
     python -m cave.benchmarks.probes.attempts --out runs/probes/attempts.jsonl      # the 19 tasks without checks
@@ -68,38 +68,24 @@ async def _probe(agent: Any, task: Any, seed: int, verify: int, t0: float) -> di
 
 
 async def _decide(agent: Any, task: Any, answer: Any, verify: int, seed: int) -> dict[str, Any]:
-    """Verification of ``answer`` as ``verify`` attempts decide it (an attempt that reaches no answer is run again,
-    ``agreement.decide``): whether it was confirmed, and the first answering attempt's verdict."""
+    """Verification of ``answer`` as ``verify`` attempts decide it (``Verifying._confirm``: an attempt that reaches
+    no answer is run again): whether it was confirmed, and the first answering attempt's verdict."""
     from cave.benchmarks.analyst.compare import describe
 
-    from cave.review import agreement
     from cave.verification import ANSWERED_BY_CODE
 
-    form = agent._agreement_form(task.question)
     t0 = time.perf_counter()
-    votes: list[bool | None] = []
-    first: Any = None
-    trajectories = []
-    steps = 0
-    outcome = None
-    while outcome is None:
-        other = await agent._attempt(task.question, len(votes))
-        steps += len(other.trajectory.steps)
-        trajectories.append(other.trajectory.to_dict())
-        answered = other.status in ANSWERED_BY_CODE
-        votes.append(agreement.same(answer, other.answer, **form) if answered else None)
-        if answered and first is None:
-            first = other
-        outcome = agreement.decide(votes, verify)
+    outcome, votes, records, results = await agent._confirm(task.question, answer, verify)
+    first = next((r for r in results if r.status in ANSWERED_BY_CODE), None)
     return {
         "votes": votes,
         "answered": first is not None,
         "agrees": outcome == "verified",
         "correct": bool(first is not None and task.check(first.answer, seed)),
         "answer": describe(first.answer) if first is not None else None,
-        "steps": steps,
+        "steps": sum(r["steps"] for r in records),
         "seconds": round(time.perf_counter() - t0, 1),
-        "trajectories": trajectories,
+        "trajectories": [r.trajectory.to_dict() for r in results],
     }
 
 
