@@ -18,6 +18,8 @@ from cave.llm.base import Completion, Message, TextDelta, Usage
 from cave.review import recovery
 from cave.trajectory import Step, Trajectory
 
+CODE_PREFIX = "```python\n"  # where a retry of refused prose starts: inside a code block
+
 __all__ = ["Generation", "Replying", "continued_tokens", "strip_reopened_fence"]
 
 
@@ -120,6 +122,9 @@ class Replying:
         for attempt, temperature in enumerate(recovery.retry_temperatures(self.retry_temperature)):
             if not self._repeats(traj, gen.text, blocks):
                 break
+            # The same words again after they were refused: a hotter sample of a small model says them once more
+            # (the answer stated, the nudge to pass its variable ignored), so the retry starts inside a code block
+            opens_code = recovery.repeats_refused_prose(traj, gen.text, blocks) and self._may_open_code()
             # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
             step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
@@ -131,6 +136,9 @@ class Replying:
                     step.messages = list(messages)
             seed = None if self.seed is None else self.seed + index + 1 + attempt
             self._override = {"temperature": temperature, "seed": seed}
+            if opens_code:
+                self._override["prefix"] = CODE_PREFIX
+                step.meta["resampled"][-1]["prefix"] = CODE_PREFIX
             retry = Generation()
             try:
                 async for event in self._generate(index, messages, retry):
@@ -174,6 +182,11 @@ class Replying:
                 ]
                 if not self._room_for_reply(convo):  # the cell stays cut off (and is said to be), not a run error
                     return
+
+    def _may_open_code(self) -> bool:
+        """Whether a retry may start the reply inside a code block: the backend takes a response prefix and the
+        agent sets none of its own (one that opens code already makes every reply start there)."""
+        return not self.response_prefix and bool(getattr(self.llm, "supports_prefix", False))
 
     def _repeats(self, traj: Trajectory, text: str, blocks: list[str]) -> bool:
         """Whether this reply repeats the last failing cell, a cell already run twice, the last refused prose or a

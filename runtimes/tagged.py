@@ -15,7 +15,7 @@ from typing import Any
 
 from cave.runtimes.base import TransferError
 
-__all__ = ["NoSafeForm", "from_tagged", "is_type", "qualified_type", "to_tagged"]
+__all__ = ["NoSafeForm", "from_tagged", "is_type", "qualified_type", "tagged_pandas", "to_tagged"]
 
 
 def qualified_type(obj: Any) -> str:
@@ -112,6 +112,21 @@ def _number(value: Any) -> Any:
     raise NoSafeForm(qualified_type(value))
 
 
+def tagged_pandas(value: Any, max_items: int) -> dict[str, Any]:
+    """A Series or DataFrame as tagged JSON, item by item (at most ``max_items`` values), or raise NoSafeForm: the
+    safe form of one that Arrow cannot carry, an object column of mixed plain values (a frame's row ``df.loc[i]``).
+
+    >>> import pandas as pd
+    >>> row = pd.DataFrame({"region": ["west"], "amount": [12.5]}).iloc[0]
+    >>> from_tagged(tagged_pandas(row, 100)).to_dict()
+    {'region': 'west', 'amount': 12.5}
+    """
+    tagged = _tag_nested(value, [max_items], 1)
+    if tagged is None or tagged.get(_TAG) not in ("series", "frame"):
+        raise NoSafeForm(qualified_type(value))
+    return tagged
+
+
 def _tag_nested(value: Any, budget: list[int], depth: int) -> dict[str, Any] | None:
     """A pandas Index or Series or a numpy array inside an answer (``{"cols": df.columns[mask]}``), or None.
 
@@ -128,10 +143,13 @@ def _tag_nested(value: Any, budget: list[int], depth: int) -> dict[str, Any] | N
         items = [to_tagged(v, budget, depth + 1) for v in value.tolist()]
         return {_TAG: "pdindex", "v": items, "name": to_tagged(value.name, budget, depth + 1)}
     if is_type(value, "pandas", "Series"):
+        index = _tag_nested(value.index, budget, depth + 1)
+        if index is None:  # a MultiIndex: no tagged form (a Series without its index would not be the same one)
+            raise NoSafeForm(f"a Series indexed by a {qualified_type(value.index)}")
         return {
             _TAG: "series",
             "v": [to_tagged(v, budget, depth + 1) for v in value.tolist()],
-            "index": _tag_nested(value.index, budget, depth + 1),
+            "index": index,
             "name": to_tagged(value.name, budget, depth + 1),
             "dtype": dtype_name,
         }

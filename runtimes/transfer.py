@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cave.runtimes.base import TransferError
-from cave.runtimes.tagged import NoSafeForm, from_tagged, is_type, qualified_type, to_tagged
+from cave.runtimes.tagged import NoSafeForm, from_tagged, is_type, qualified_type, tagged_pandas, to_tagged
 
 INLINE_LIMIT = 1 << 20  # bytes: smaller payloads ride in the message, larger ones go through a file
 _ALIGN = 64  # buffer offsets in a payload file (NumPy and Arrow like aligned memory)
@@ -294,25 +294,17 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
         return {"format": "tjson", "value": to_tagged(value, [_JSON_MAX_ITEMS])}, b""
     except NoSafeForm:
         pass
-    if is_type(value, "pandas", "Series"):  # a one-column frame on the wire, a Series again on arrival
-        column = value.name if isinstance(value.name, str) else "__series__"
-        meta, attachment = _encode_safe(value.to_frame(name=column), directory)
-        return {
-            **meta,
-            "series": True,
-            "name": value.name if isinstance(value.name, str | int | float) else None,
-        }, attachment
-    if is_type(value, "pandas", "DataFrame"):
-        import pyarrow as pa
-
+    if is_type(value, "pandas", "Series") or is_type(value, "pandas", "DataFrame"):
         try:
-            table = pa.Table.from_pandas(value)
-        except Exception as e:
-            raise TransferError(f"this DataFrame has no safe (Arrow) form: {type(e).__name__}: {e}") from e
-        path = new_path(directory, ".arrow")
-        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        return {"format": "arrow", "path": path}, b""
+            return _encode_arrow(value, directory)
+        except TransferError:
+            # Arrow wants one type per column; an object column of mixed plain values (a frame's row
+            # ``df.loc[i]``: a name and a number) still has a safe form, item by item
+            try:
+                return {"format": "tjson", "value": tagged_pandas(value, _JSON_MAX_ITEMS)}, b""
+            except NoSafeForm:
+                pass
+            raise
     if is_type(value, "numpy", "ndarray") and not value.dtype.hasobject:
         import numpy as np
 
@@ -324,6 +316,28 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
         "and pickles from an untrusted kernel are refused. Convert it (e.g. to a DataFrame or a dict) inside "
         "the kernel, or create the runtime with trust=True if you trust the code that ran there."
     )
+
+
+def _encode_arrow(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
+    """A DataFrame as an Arrow file; a Series as a one-column frame on the wire, a Series again on arrival."""
+    if is_type(value, "pandas", "Series"):
+        column = value.name if isinstance(value.name, str) else "__series__"
+        meta, attachment = _encode_arrow(value.to_frame(name=column), directory)
+        return {
+            **meta,
+            "series": True,
+            "name": value.name if isinstance(value.name, str | int | float) else None,
+        }, attachment
+    import pyarrow as pa
+
+    try:
+        table = pa.Table.from_pandas(value)
+    except Exception as e:
+        raise TransferError(f"this DataFrame has no safe (Arrow) form: {type(e).__name__}: {e}") from e
+    path = new_path(directory, ".arrow")
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return {"format": "arrow", "path": path}, b""
 
 
 # -- decode ----------------------------------------------------------------------------------------

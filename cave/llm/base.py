@@ -223,6 +223,16 @@ Reply = str | Completion
 ReplyFn = Callable[[list[Message]], Reply]
 
 
+def _prefixed(prefix: str, reply: str) -> str:
+    """A scripted reply as it reads when the call's response starts with ``prefix``.
+
+    >>> _prefixed("```python\\n", "x = 1\\n```"), _prefixed("```python\\n", "I will.\\n```python\\nx = 1\\n```")
+    ('```python\\nx = 1\\n```', '```python\\nx = 1\\n```')
+    """
+    at = reply.find(prefix)
+    return reply[at:] if at >= 0 else prefix + reply
+
+
 @register_backend("scripted")
 class Scripted(LLM):
     """Replays given replies, in order (or a function of the messages), reporting usage.
@@ -237,8 +247,10 @@ class Scripted(LLM):
     so tests can check totals. ``calls`` records every message list it was sent.
 
     A response ``prefix`` is emulated: the reply's text is ``prefix + reply``, unless the scripted reply
-    already starts with the prefix (so one script serves callers with and without a prefix); the prefix
-    is counted as prompt tokens, not completion tokens. ``prefixes`` records each call's prefix.
+    already holds the prefix: then it is the reply from there on (what the model would have written, had it
+    started there: a sentence, then the code block a ``"```python\n"`` prefix opens), so one script serves
+    callers with and without a prefix. The prefix is counted as prompt tokens, not completion tokens.
+    ``prefixes`` records each call's prefix.
     """
 
     supports_prefix = True
@@ -279,13 +291,11 @@ class Scripted(LLM):
             )
         self._i += 1
         if isinstance(reply, Completion):
-            if prefix and not reply.text.startswith(prefix):
-                reply = replace(reply, text=prefix + reply.text)
-            return reply
+            return replace(reply, text=_prefixed(prefix, reply.text)) if prefix else reply
         prompt = sum(self.count_tokens(str(m.get("content") or "")) for m in messages)
         if prefix:
             prompt += self.count_tokens(prefix)
-            reply = reply if reply.startswith(prefix) else prefix + reply
+            reply = _prefixed(prefix, reply)
         generated = reply[len(prefix) :]
         completion = self.count_tokens(generated) if generated else 0
         return Completion(

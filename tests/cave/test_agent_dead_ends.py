@@ -57,6 +57,31 @@ def test_prose_after_a_successful_cell_is_still_an_answer(sales):
     assert result.status == "no_code" and result.answer == "The total is 10."
 
 
+def test_refused_prose_said_again_is_sampled_again_inside_a_code_block(sales):
+    # a development attempt: it printed the share, stated it in words, was told to pass its variable, stated it
+    # again word for word, and twice more when sampled hotter: the retry now starts inside a code block
+    words = "The total is 10 units."
+    replies = [code("total = sales.units.sum()\nprint(total)"), words, words, "final_answer(total)\n```"]
+    model = Scripted(replies)
+    agent = _Agent(model=model, runtime=InProcessRuntime(), verify=0, retry_temperature=0.7)
+    agent.runtime.inject("sales", sales)
+    result = agent.run("How many units were sold?")
+    assert result.answer == 10 and result.status == "unverified"  # from code (verification off: not confirmed)
+    assert model.prefixes == ["", "", "", "```python\n"]
+    assert result.trajectory.steps[2].meta["resampled"] == [
+        {"temperature": 0.7, "discarded": words, "prefix": "```python\n"}
+    ]
+
+    # a backend that takes no response prefix is sampled hotter, as before
+    class NoPrefix(Scripted):
+        supports_prefix = False
+
+    model = NoPrefix([*replies[:3], code("final_answer(total)")])
+    agent = _Agent(model=model, runtime=InProcessRuntime(), verify=0, retry_temperature=0.7)
+    agent.runtime.inject("sales", sales)
+    assert agent.run("How many units were sold?").answer == 10 and model.prefixes == ["", "", "", ""]
+
+
 def test_a_model_that_never_writes_code_ends_after_two_refusals(sales):
     result = agent_with(["N.", "Still N.", "N, really."], sales, max_steps=6).run("top region?")
     assert result.status == "no_code" and result.answer == "N, really."

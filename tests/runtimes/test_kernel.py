@@ -398,6 +398,25 @@ def test_everyday_answers_cross_from_an_untrusted_kernel():
         assert runtime.retrieve("stamp") == np.datetime64("2025-03-01")
 
 
+def test_a_row_of_mixed_types_crosses_from_an_untrusted_kernel():
+    """``df.loc[df.amount.idxmax()]`` is an object Series holding a name and a number: Arrow (one type per column)
+    cannot carry it, but its items are plain values, so it comes back item by item; the same for a mixed column."""
+    with KernelRuntime(timeout=20, trust=False) as runtime:
+        runtime.execute(
+            "import pandas as pd\n"
+            "df = pd.DataFrame({'region': ['west', 'east'], 'amount': [12.5, 3.0], 'day': pd.to_datetime(['2024-01-01', '2024-01-02'])})\n"
+            "row = df.loc[df['amount'].idxmax()]\n"
+            "mixed = pd.DataFrame({'value': ['x', 1.5]})\n"
+            "deep = pd.Series([1, 'a'], index=pd.MultiIndex.from_tuples([(1, 2), (3, 4)]))\n"
+        )
+        row = runtime.retrieve("row")
+        assert row.to_dict() == {"region": "west", "amount": 12.5, "day": pd.Timestamp("2024-01-01")}
+        assert row.name == 0
+        assert runtime.retrieve("mixed")["value"].tolist() == ["x", 1.5]
+        with pytest.raises(TransferError, match="no safe"):  # no item-by-item form either: still refused, clearly
+            runtime.retrieve("deep")
+
+
 def test_answers_holding_pandas_and_numpy_values_cross_from_an_untrusted_kernel():
     """`{"cols": df.columns[mask]}`, a dict of Series, arrays, a small frame: the dicts models really return."""
     with KernelRuntime(timeout=20, trust=False) as runtime:
