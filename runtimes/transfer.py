@@ -14,7 +14,8 @@ Formats:
   mapped copy-on-write by the receiver (zero-copy on that side).
 - ``recipe``: objects that cannot be pickled but can be rebuilt, e.g. a SQLAlchemy
   Engine re-created from its URL. ``register_recipe(type, fn)`` adds your own.
-- ``arrow`` (DataFrames) and ``npy`` (arrays): the *safe* formats. ``decode(...,
+- ``arrow`` (DataFrames) and ``npy`` (arrays): the *safe* formats, with ``tjson`` (tagged JSON: a Series or
+  DataFrame whose object column mixes plain values, such as a frame's row ``df.loc[i]``, goes item by item). ``decode(...,
   trust=False)`` refuses pickles (unpickling runs arbitrary code) and recipes (rebuilding
   one opens the database the sender names); ``encode(..., safe=True)`` produces only json /
   arrow / npy / named recipes, so data can be read from an untrusted kernel without
