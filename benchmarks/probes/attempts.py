@@ -82,6 +82,8 @@ async def _decide(agent: Any, task: Any, answer: Any, verify: int, seed: int) ->
         "answered": first is not None,
         "agrees": outcome == "verified",
         "correct": bool(first is not None and task.check(first.answer, seed)),
+        # every attempt judged (None: it reached no answer): how often an attempt is right, not only the first
+        "verdicts": [bool(task.check(r.answer, seed)) if r.status in ANSWERED_BY_CODE else None for r in results],
         "answer": describe(first.answer) if first is not None else None,
         "steps": sum(r["steps"] for r in records),
         "seconds": round(time.perf_counter() - t0, 1),
@@ -113,6 +115,8 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "answered": sum(a["answered"] for a in right + wrong),
         "attempt_correct": sum(a["correct"] for a in right + wrong),
         "no_answer": sum(v is None for a in right + wrong for v in a["votes"]),
+        "attempts_right": sum(v is True for a in right + wrong for v in a.get("verdicts", ())),
+        "attempts_answered": sum(v is not None for a in right + wrong for v in a.get("verdicts", ())),
         "seconds": round(sum(a["seconds"] for a in right + wrong) / max(1, len(got)), 1),
     }
 
@@ -157,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{len(rows)} tasks, {sum(r['correct'] for r in rows)} right; {s['decided']} decided by attempts "
         f"(verify {args.verify}): right answers confirmed {s['right_agreed']} of {s['right']}, wrong answers confirmed "
         f"{s['wrong_agreed']} of {s['wrong']}; first answering attempt right {s['attempt_correct']} of "
-        f"{s['answered']}; {s['no_answer']} attempts reached no answer; {s['seconds']} s of verification per run"
+        f"{s['answered']} (all attempts: {s['attempts_right']} of {s['attempts_answered']} answers right); "
+        f"{s['no_answer']} attempts reached no answer; {s['seconds']} s of verification per run"
     )
     return 0
 

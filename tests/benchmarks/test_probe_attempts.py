@@ -20,6 +20,7 @@ def test_a_right_answer_the_attempt_repeats_is_confirmed() -> None:
     assert row["attempts"] == {**row["attempts"], "votes": [True], "agrees": True, "correct": True, "answered": True}
     s = summarize([row])
     assert (s["right"], s["right_agreed"], s["wrong"], s["attempt_correct"], s["no_answer"]) == (1, 1, 0, 1, 0)
+    assert row["attempts"]["verdicts"] == [True] and (s["attempts_right"], s["attempts_answered"]) == (1, 1)
 
 
 def test_a_wrong_answer_that_the_attempts_repeat_is_a_confirmed_wrong_one() -> None:
@@ -29,6 +30,7 @@ def test_a_wrong_answer_that_the_attempts_repeat_is_a_confirmed_wrong_one() -> N
     assert row["attempts"]["votes"] == [True, True] and row["attempts"]["agrees"]  # early exit: 2 of 3 agree
     s = summarize([row])
     assert (s["wrong"], s["wrong_agreed"], s["right"]) == (1, 1, 0)
+    assert row["attempts"]["verdicts"] == [False, False] and (s["attempts_right"], s["attempts_answered"]) == (0, 2)
 
 
 def test_an_attempt_with_no_answer_is_run_again_and_counted() -> None:
@@ -38,7 +40,7 @@ def test_an_attempt_with_no_answer_is_run_again_and_counted() -> None:
     assert row["attempts"]["votes"][0] is None and row["attempts"]["agrees"]
     prose, answered = row["attempts"]["trajectories"]  # kept, to read why the first attempt reached no answer
     assert prose["status"] != "unverified" and answered["final_answer"] == "west" == row["trajectory"]["final_answer"]
-    assert summarize([row])["no_answer"] == 1
+    assert summarize([row])["no_answer"] == 1 and row["attempts"]["verdicts"] == [None, True]
 
 
 def test_checked_tasks_are_not_given_attempts() -> None:
