@@ -15,7 +15,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["chained_writes", "guard_code", "positional_picks"]
+__all__ = ["chained_writes", "guard_code", "positional_picks", "typed_in"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -123,7 +123,7 @@ def _guard_statements(
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return code, []
+        return code, typed_in(code, protected)
     drop: list[tuple[int, int]] = []
     calls: list[ast.Assign] = []  # `final_answer = value` -> final_answer(value)
     aliases: list[tuple[ast.Assign, str]] = []  # `x = create_engine(...)` -> `x = db`
@@ -207,6 +207,29 @@ def _guard_statements(
             lines[first] = head + lines[first][value.col_offset :]
             lines[last] = lines[last][: value.end_col_offset] + ")" + lines[last][node.end_col_offset :]
     return "\n".join(lines), list(dict.fromkeys(notes))
+
+
+def typed_in(code: str, protected: Iterable[str]) -> list[str]:
+    """The note for code that does not parse because it types a given table in as literal data: a long literal
+    cut off by the reply's length limit (a development attempt re-typed a given 600-row table four times, each cut
+    off, each a SyntaxError, and never used the table it had).
+
+    >>> typed_in("requests = pd.DataFrame({'service': ['a', 'b',", ["requests"])[0][:41]
+    '`requests` was given to you ready to use:'
+    >>> typed_in("x = pd.DataFrame({'a': [1,", ["requests"]), typed_in("requests = requests[", ["requests"])
+    ([], [])
+    """
+    names = "|".join(sorted(map(re.escape, frozenset(protected))))
+    if not names:
+        return []
+    found = re.search(rf"^({names})\s*=\s*[\w.]*\(\s*[{{\[]", code, re.M)
+    if found is None:
+        return []
+    name = found.group(1)
+    return [
+        f"`{name}` was given to you ready to use: this cell types its data in, and that text did not even parse. "
+        f"Do not write data out; use `{name}` as it is (e.g. `{name}.head()`)."
+    ]
 
 
 def _names_used(node: object) -> set[str]:

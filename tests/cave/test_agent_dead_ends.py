@@ -130,6 +130,16 @@ def test_a_reply_cut_off_before_is_sampled_again_not_taken_again(sales):
     assert again.meta["resampled"][0]["discarded"] == typed.text and not again.meta.get("cut_off")
 
 
+def test_a_given_table_typed_in_that_does_not_parse_is_named(sales):
+    # a development attempt: a given table typed in, the continuation of the cut reply went on with the analysis
+    # in the middle of the list, so the cell ran as a SyntaxError that named nothing; the note names the table
+    typed = code("sales = pd.DataFrame({'region': ['N', 'S', 'N',# the total\nprint(sales.units.sum())")
+    result = agent_with([typed, code("final_answer(int(sales.units.sum()))")], sales).run("units?")
+    first = result.trajectory.steps[0].observation
+    assert "SyntaxError" in first and "`sales` was given to you ready to use" in first
+    assert result.status == "success" and result.answer == 10
+
+
 def test_a_continuation_that_would_overflow_the_context_window_is_not_asked_for(sales):
     # a small window (a 1.5B at n_ctx=4096): continuing a long cut cell would overflow it, which ended the run
     # with an LLMError; the cell stays cut off instead, and the run goes on
