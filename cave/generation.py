@@ -18,9 +18,9 @@ from cave.llm.base import Completion, Message, TextDelta, Usage
 from cave.review import recovery
 from cave.trajectory import Step, Trajectory
 
-CODE_PREFIX = "```python\n"  # where a retry of refused prose starts: inside a code block
-
 __all__ = ["Generation", "Replying", "continued_tokens", "strip_reopened_fence"]
+
+CODE_PREFIX = "```python\n"  # where a retry of refused prose starts: inside a code block
 
 
 @dataclass
@@ -122,12 +122,14 @@ class Replying:
         for attempt, temperature in enumerate(recovery.retry_temperatures(self.retry_temperature)):
             if not self._repeats(traj, gen.text, blocks):
                 break
-            # The same words again after they were refused: a hotter sample of a small model says them once more
-            # (the answer stated, the nudge to pass its variable ignored), so the retry starts inside a code block
-            opens_code = recovery.repeats_refused_prose(traj, gen.text, blocks) and self._may_open_code()
             # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
-            step.meta.setdefault("resampled", []).append({"temperature": temperature, "discarded": gen.text})
+            retry_with: dict[str, Any] = {"temperature": temperature}
+            if recovery.repeats_refused_prose(traj, gen.text, blocks) and self._may_open_code():
+                # refused words said again: a hotter sample of a small model says them once more (the answer
+                # stated, the nudge to pass its variable ignored), so the retry starts inside a code block
+                retry_with["prefix"] = CODE_PREFIX
+            step.meta.setdefault("resampled", []).append({**retry_with, "discarded": gen.text})
             if attempt == 0 and recovery.repeats_failure(traj, blocks):  # the failing code leaves the context
                 error = recovery.error_line(recovery.last_code_step(traj)) or "a failed check"
                 folded = recovery.fold_failed(messages, "\n\n".join(blocks), error, start=head)
@@ -135,10 +137,7 @@ class Replying:
                     step.meta["folded"] = folded
                     step.messages = list(messages)
             seed = None if self.seed is None else self.seed + index + 1 + attempt
-            self._override = {"temperature": temperature, "seed": seed}
-            if opens_code:
-                self._override["prefix"] = CODE_PREFIX
-                step.meta["resampled"][-1]["prefix"] = CODE_PREFIX
+            self._override = {**retry_with, "seed": seed}
             retry = Generation()
             try:
                 async for event in self._generate(index, messages, retry):

@@ -14,12 +14,13 @@ Formats:
   mapped copy-on-write by the receiver (zero-copy on that side).
 - ``recipe``: objects that cannot be pickled but can be rebuilt, e.g. a SQLAlchemy
   Engine re-created from its URL. ``register_recipe(type, fn)`` adds your own.
-- ``arrow`` (DataFrames) and ``npy`` (arrays): the *safe* formats, with ``tjson`` (tagged JSON: a Series or
-  DataFrame whose object column mixes plain values, such as a frame's row ``df.loc[i]``, goes item by item). ``decode(...,
-  trust=False)`` refuses pickles (unpickling runs arbitrary code) and recipes (rebuilding
-  one opens the database the sender names); ``encode(..., safe=True)`` produces only json /
-  arrow / npy / named recipes, so data can be read from an untrusted kernel without
-  executing anything it sent.
+- ``arrow`` (DataFrames) and ``npy`` (arrays): the *safe* formats, with ``tjson``
+  (tagged JSON; also a Series or DataFrame that Arrow cannot carry because an object
+  column mixes plain values, such as a frame's row ``df.loc[i]``: it goes item by item).
+  ``decode(..., trust=False)`` refuses pickles (unpickling runs arbitrary code) and
+  recipes (rebuilding one opens the database the sender names); ``encode(..., safe=True)``
+  produces only json / arrow / npy / named recipes, so data can be read from an untrusted
+  kernel without executing anything it sent.
 
 This module runs on both sides (the kernel imports it) and imports pandas, NumPy,
 pyarrow and SQLAlchemy only when an object of theirs is being moved.
@@ -298,14 +299,13 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
     if is_type(value, "pandas", "Series") or is_type(value, "pandas", "DataFrame"):
         try:
             return _encode_arrow(value, directory)
-        except TransferError:
+        except TransferError as no_arrow:
             # Arrow wants one type per column; an object column of mixed plain values (a frame's row
             # ``df.loc[i]``: a name and a number) still has a safe form, item by item
             try:
                 return {"format": "tjson", "value": tagged_pandas(value, _JSON_MAX_ITEMS)}, b""
             except NoSafeForm:
-                pass
-            raise
+                raise no_arrow from no_arrow.__cause__
     if is_type(value, "numpy", "ndarray") and not value.dtype.hasobject:
         import numpy as np
 

@@ -76,15 +76,16 @@ async def _decide(agent: Any, task: Any, answer: Any, verify: int, seed: int) ->
 
     t0 = time.perf_counter()
     outcome, votes, records, results = await agent._confirm(task.question, answer, verify)
-    first = next((r for r in results if r.status in ANSWERED_BY_CODE), None)
+    # every attempt judged (None: it reached no answer): how often an attempt is right, not only the first
+    verdicts = [bool(task.check(r.answer, seed)) if r.status in ANSWERED_BY_CODE else None for r in results]
+    first = next((i for i, v in enumerate(verdicts) if v is not None), None)
     return {
         "votes": votes,
         "answered": first is not None,
         "agrees": outcome == "verified",
-        "correct": bool(first is not None and task.check(first.answer, seed)),
-        # every attempt judged (None: it reached no answer): how often an attempt is right, not only the first
-        "verdicts": [bool(task.check(r.answer, seed)) if r.status in ANSWERED_BY_CODE else None for r in results],
-        "answer": describe(first.answer) if first is not None else None,
+        "correct": first is not None and verdicts[first],
+        "verdicts": verdicts,
+        "answer": describe(results[first].answer) if first is not None else None,
         "steps": sum(r["steps"] for r in records),
         "seconds": round(time.perf_counter() - t0, 1),
         "trajectories": [r.trajectory.to_dict() for r in results],

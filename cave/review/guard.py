@@ -15,7 +15,7 @@ import functools
 import re
 from collections.abc import Iterable, Mapping
 
-__all__ = ["chained_writes", "guard_code", "positional_picks", "typed_in"]
+__all__ = ["chained_writes", "guard_code", "positional_picks"]
 
 
 @functools.lru_cache(maxsize=256)
@@ -123,7 +123,7 @@ def _guard_statements(
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return code, typed_in(code, protected)
+        return code, _typed_in(code, protected)
     drop: list[tuple[int, int]] = []
     calls: list[ast.Assign] = []  # `final_answer = value` -> final_answer(value)
     aliases: list[tuple[ast.Assign, str]] = []  # `x = create_engine(...)` -> `x = db`
@@ -209,14 +209,14 @@ def _guard_statements(
     return "\n".join(lines), list(dict.fromkeys(notes))
 
 
-def typed_in(code: str, protected: Iterable[str]) -> list[str]:
+def _typed_in(code: str, protected: Iterable[str]) -> list[str]:
     """The note for code that does not parse because it types a given table in as literal data: a long literal
     cut off by the reply's length limit (a development attempt re-typed a given 600-row table four times, each cut
     off, each a SyntaxError, and never used the table it had).
 
-    >>> typed_in("requests = pd.DataFrame({'service': ['a', 'b',", ["requests"])[0][:41]
+    >>> _typed_in("requests = pd.DataFrame({'service': ['a', 'b',", ["requests"])[0][:41]
     '`requests` was given to you ready to use:'
-    >>> typed_in("x = pd.DataFrame({'a': [1,", ["requests"]), typed_in("requests = requests[", ["requests"])
+    >>> _typed_in("x = pd.DataFrame({'a': [1,", ["requests"]), _typed_in("requests = requests[", ["requests"])
     ([], [])
     """
     names = "|".join(sorted(map(re.escape, frozenset(protected))))
