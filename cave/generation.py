@@ -21,6 +21,7 @@ from cave.trajectory import Step, Trajectory
 __all__ = ["Generation", "Replying", "continued_tokens", "strip_reopened_fence"]
 
 CODE_PREFIX = "```python\n"  # where a retry of refused prose starts: inside a code block
+ANSWER_PREFIX = CODE_PREFIX + "final_answer("  # where a retry of a working cell run a third time starts
 
 
 @dataclass
@@ -129,6 +130,11 @@ class Replying:
                 # refused words said again: a hotter sample of a small model says them once more (the answer
                 # stated, the nudge to pass its variable ignored), so the retry starts inside a code block
                 retry_with["prefix"] = CODE_PREFIX
+            elif recovery.repeats_answered_cell(traj, blocks) and self._may_open_code():
+                # a cell that worked, run a third time after the note to answer with its result: a hotter sample
+                # of a small model runs it again word for word (a development task: six times, to max_steps,
+                # the answer only printed), so the retry starts at the call the note asked for, the argument its own
+                retry_with["prefix"] = ANSWER_PREFIX
             step.meta.setdefault("resampled", []).append({**retry_with, "discarded": gen.text})
             if attempt == 0 and recovery.repeats_failure(traj, blocks):  # the failing code leaves the context
                 error = recovery.error_line(recovery.last_code_step(traj)) or "a failed check"

@@ -42,6 +42,7 @@ __all__ = [
     "named_uncalled",
     "needs_review",
     "prose_refusal",
+    "repeats_answered_cell",
     "repeats_cut_off",
     "repeats_failure",
     "repeats_refused_prose",
@@ -93,6 +94,23 @@ def repeats_twice(traj: Trajectory, blocks: list[str]) -> bool:
         return False
     ran = [s for s in traj.steps if s.kind == "action" and s.code]
     return len(ran) >= 2 and ran[-1].code == code and ran[-2].code == code
+
+
+def repeats_answered_cell(traj: Trajectory, blocks: list[str]) -> bool:
+    r"""Whether ``blocks`` are a cell already run twice (``repeats_twice``) that worked and assigned its result,
+    so that the note after the repeat offered ``final_answer(name)`` (``prompts.REPEAT_CALL_NOTE``).
+
+    >>> from cave.runtimes.base import Execution
+    >>> t = Trajectory(task="t")
+    >>> t.steps += [Step(index=i, code="x = 1\nprint(x)", execution=Execution(stdout="1\n")) for i in range(2)]
+    >>> repeats_answered_cell(t, ["x = 1\nprint(x)"]), repeats_answered_cell(t, ["print(x)"])
+    (True, False)
+    """
+    if not repeats_twice(traj, blocks):
+        return False
+    last = last_code_step(traj)
+    ran = last is not None and last.execution is not None and last.execution.ok
+    return ran and last_assigned(last.code or "") is not None
 
 
 def repeats_cut_off(traj: Trajectory, text: str) -> bool:

@@ -82,6 +82,30 @@ def test_refused_prose_said_again_is_sampled_again_inside_a_code_block(sales):
     assert agent.run("How many units were sold?").answer == 10 and model.prefixes == ["", "", "", ""]
 
 
+def test_a_working_cell_run_a_third_time_is_sampled_again_at_the_answer_call(sales):
+    # a development run: a cell that printed the answer ran six times, the note after the repeat (run
+    # final_answer(name)) ignored, the same cell sampled hotter twice a step: the retry now starts at the call
+    cell = code("top = sales.groupby('region').units.sum().idxmax()\nprint(top)", "The answer is 'E'.")
+    model = Scripted([cell, cell, cell, "top)\n```"])
+    agent = _Agent(model=model, runtime=InProcessRuntime(), verify=0, retry_temperature=0.7)
+    agent.runtime.inject("sales", sales)
+    result = agent.run("Which region sold the most units?")
+    assert result.answer == "E" and result.status == "unverified"  # from code (verification off: not confirmed)
+    assert "final_answer(top)" in result.trajectory.steps[1].observation  # the note the third run ignored
+    assert model.prefixes == ["", "", "", "```python\nfinal_answer("]
+    assert result.trajectory.steps[2].meta["resampled"] == [
+        {"temperature": 0.7, "discarded": cell, "prefix": "```python\nfinal_answer("}
+    ]
+    assert result.trajectory.steps[2].code == "final_answer(top)"
+
+    # a cell that only looks (no result assigned) is sampled hotter, without the call
+    look = code("print(sales.head())")
+    model = Scripted([look, look, look, code("final_answer(int(sales.units.sum()))")])
+    agent = _Agent(model=model, runtime=InProcessRuntime(), verify=0, retry_temperature=0.7)
+    agent.runtime.inject("sales", sales)
+    assert agent.run("How many units were sold?").answer == 10 and model.prefixes == ["", "", "", ""]
+
+
 def test_a_model_that_never_writes_code_ends_after_two_refusals(sales):
     result = agent_with(["N.", "Still N.", "N, really."], sales, max_steps=6).run("top region?")
     assert result.status == "no_code" and result.answer == "N, really."
