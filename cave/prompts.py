@@ -380,6 +380,8 @@ def format_execution(ex: Execution, *, limit: int = 4000, max_frames: int = 3, n
         tail.append(truncate_middle(trim_traceback(str(ex.error), max_frames), max(limit // 2, 400)))
         hint = error_hint(ex.error.type, ex.error.message)
         fixed = line_fix(ex.error.type, ex.error.message, str(ex.error))
+        if fixed and ex.error.type == "KeyError":  # a row label taken for a column: not a Series' label/position
+            hint = None
         if fixed:  # the general hint's example is not the model's own line; a small model copies the line better
             hint = f"{hint}. Your line, rewritten: {fixed}" if hint else f"your line, rewritten: {fixed}"
         if hint:

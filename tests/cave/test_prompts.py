@@ -188,6 +188,19 @@ def test_the_errors_of_the_libraries_as_installed_get_their_hint(code, hint):
     assert ex.error is not None and hint in format_execution(ex).split("\nHint: ", 1)[1]
 
 
+def test_a_row_label_taken_for_a_column_gets_the_rewrite_alone():
+    # a development run: df[s.idxmax()] with a numbered index raised KeyError: 29, and the hint about a Series'
+    # labels and positions (s[1] is the label 1) came before the rewrite; the model set the product as the index
+    from cave.runtimes.inprocess import InProcessRuntime
+
+    runtime = InProcessRuntime()
+    ex = runtime.execute(
+        "import pandas as pd\ns = pd.DataFrame({'d': [1, 3], 'p': ['a', 'b']})\np = s[s['d'].idxmax()]['p']"
+    )
+    assert ex.error is not None and ex.error.message == "1"
+    assert format_execution(ex).split("\nHint: ", 1)[1] == "your line, rewritten: p = s.loc[s['d'].idxmax()]['p']"
+
+
 # -- guards --------------------------------------------------------------------------------------
 def test_guard_keeps_line_numbers_and_legitimate_code():
     src = "x = 1\ndef final_answer(v):\n    return v\ny = undefined"
