@@ -472,6 +472,11 @@ SCALAR_FIXED_LINE = (
     "The failing line without an index into one number (a test's statistic and p-value are single floats), to use "
     "instead:\n```python\n{fixed}\n```"
 )
+VALUE_AS_LABEL_LINE = (
+    "{value!r} is a value of {frame}[{column!r}], not a row label of {frame}: the name you looked it up with already "
+    "holds it (a label from idxmax() over a Series indexed by {column} is the {column} itself). The failing line, to "
+    "use instead:\n```python\n{fixed}\n```"
+)
 ARRAY_FIXED_LINE = (
     "The failing line written for a NumPy array, to use instead:\n```python\nimport numpy as np\n{fixed}\n```"
 )

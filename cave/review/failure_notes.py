@@ -24,15 +24,27 @@ __all__ = [
     "missing_filter_note",
     "task_column_note",
     "text_values_note",
+    "value_as_label",
 ]
 
 
-def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos: list[VariableInfo]) -> str | None:
+def loop_note(
+    traj: Trajectory,
+    step: Step,
+    records: list[dict[str, Any]],
+    infos: list[VariableInfo],
+    tables: Mapping[str, Any] | None = None,
+) -> str | None:
     """When the same error comes back step after step, point at the failing line and the real objects; a
-    missing key or attribute gets the objects' real columns/attributes the first time."""
+    missing key or attribute gets the objects' real columns/attributes the first time. A value of a given table's
+    column looked up as a row label of it (``tables``: the given tables) gets the line without the lookup."""
     error = step.execution.error if step.execution is not None else None
     if error is None:
         return None
+    if error.type == "KeyError" and tables:
+        found = value_as_label(_failing_line(records[-1]["code"] if records else "", error), error.message, tables)
+        if found is not None:  # every time: the objects' names would not say what is wrong with the line
+            return prompts.VALUE_AS_LABEL_LINE.format(**found)
     signature = (error.type, error.message.strip()[:200])
     n = 0
     for earlier in reversed([s for s in traj.steps if s.kind == "action" and s.code]):  # prose between: same loop
@@ -69,6 +81,70 @@ def loop_note(traj: Trajectory, step: Step, records: list[dict[str, Any]], infos
         facts=(" What those objects really are: " + "; ".join(facts)[:900] + ".") if facts else "",
         step=made or step_note,
     )
+
+
+def value_as_label(line: str, message: str, tables: Mapping[str, Any]) -> dict[str, str] | None:
+    """A lookup on ``line`` of a given table's column item by a label (``T['c'][x]``, ``T['c'].loc[x]``,
+    ``T.loc[x, 'c']``, ``T.at[x, 'c']``, ``T.loc[x]['c']``) that raised ``KeyError`` with a value of ``T['c']``:
+    ``x`` already holds that value, the label an idxmax() over a Series indexed by the column gives (a development
+    task: ``sales['product'][top]`` with ``top == 'monitor'``, four steps, to max_steps). The value, the table, the
+    column and the line with ``x`` in place of the lookup; None for any other line or key.
+
+    >>> import pandas as pd
+    >>> t = {"sales": pd.DataFrame({"product": ["phone", "monitor"], "units": [1, 2]})}
+    >>> value_as_label("name = sales['product'][top]", "'monitor'", t)["fixed"]
+    'name = top'
+    >>> value_as_label("final_answer(sales.loc[best, 'product'])", "'monitor'", t)["fixed"]
+    'final_answer(best)'
+    >>> value_as_label("p = sales.loc[best]['product']", "'monitor'", t)["fixed"], value_as_label("p = sales['product'][top]", "'tv'", t)
+    ('p = best', None)
+    """
+    key = re.fullmatch(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"", message.strip())
+    if key is None:
+        return None
+    value = key.group(1) if key.group(1) is not None else key.group(2)
+    try:
+        tree = ast.parse(line)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        found = _item_lookup(node)
+        if found is None:
+            continue
+        table, column, label = found
+        frame = tables.get(table)
+        if frame is None or column not in getattr(frame, "columns", ()) or isinstance(label, ast.Constant):
+            continue
+        try:
+            holds = bool((frame[column].astype(str) == value).any())
+        except Exception:  # a column that cannot be read as text: no claim about it
+            continue
+        fixed = rewritten(line, [(node, ast.get_source_segment(line, label) or ast.unparse(label))]) if holds else None
+        if fixed:
+            return {"value": value, "frame": table, "column": column, "fixed": fixed}
+    return None
+
+
+def _item_lookup(node: ast.AST) -> tuple[str, str, ast.expr] | None:
+    """(table, column, label) of a subscript that takes one column's item by a label, else None."""
+    if not isinstance(node, ast.Subscript):
+        return None
+    outer, index = node.value, node.slice
+    at = isinstance(outer, ast.Attribute) and outer.attr in ("loc", "at")
+    if at and isinstance(outer.value, ast.Name) and isinstance(index, ast.Tuple) and len(index.elts) == 2:
+        column = index.elts[1]  # T.loc[x, 'c']
+        return (outer.value.id, column.value, index.elts[0]) if _text_constant(column) else None
+    inner = outer.value if at else outer  # T['c'][x], T['c'].loc[x]
+    if isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name) and _text_constant(inner.slice):
+        return inner.value.id, inner.slice.value, index
+    rows = outer.value if isinstance(outer, ast.Subscript) else None  # T.loc[x]['c']
+    if rows is not None and isinstance(rows, ast.Attribute) and rows.attr == "loc" and isinstance(rows.value, ast.Name):
+        return (rows.value.id, index.value, outer.slice) if _text_constant(index) else None
+    return None
+
+
+def _text_constant(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
 def _failing_line(code: str, error: Any) -> str:

@@ -75,7 +75,7 @@ class Feedback:
         fit = imputing.fit_note(traj.task, step, tables)
         if fit:  # the error's hint drops rows with missing values: not those of the column the task fills
             step.observation += "\n" + fit
-        loop = failure_notes.loop_note(traj, step, records, infos)
+        loop = failure_notes.loop_note(traj, step, records, infos, tables)
         if loop:
             step.observation += "\n" + loop
             step.meta["loop_note"] = True

@@ -1136,3 +1136,31 @@ def test_none_from_a_call_that_works_in_place_comes_back_with_the_line_that_keep
     assert "set hotels to None: .sort() changes the object in place and returns None" in first
     assert "hotels = sorted(list(stays[stays.status == 'no-show']['hotel'].unique()))" in first
     assert result.status == "success" and result.answer == ["Inn", "Lodge"]
+
+
+def test_a_value_looked_up_as_a_row_label_gets_the_line_without_the_lookup():
+    # a development run: the product that rose most was already in `top` (an idxmax over a Series indexed by
+    # product), and `sales['product'][top]` / `sales.loc[top, 'product']` raised KeyError: 'monitor' four times
+    sales = pd.DataFrame(
+        {"product": ["phone", "monitor", "phone", "monitor"], "q": [1, 1, 2, 2], "units": [5, 1, 6, 9]}
+    )
+    cell = (
+        "t = sales.pivot_table(index='product', columns='q', values='units', aggfunc='sum')\n"
+        "top = (t[2] - t[1]).idxmax()\nname = sales['product'][top]"
+    )
+    model = Scripted([code(cell), code("name = top\nfinal_answer(name)")])
+    agent = Agent(model=model, runtime=InProcessRuntime())
+    agent.runtime.inject("sales", sales)
+    result = agent.run("Which product rose most from Q1 to Q2?")
+    assert result.answer == "monitor"
+    note = result.trajectory.steps[0].observation
+    assert "'monitor' is a value of sales['product'], not a row label of sales" in note
+    assert "```python\nname = top\n```" in note
+    # the same lookup by .loc gets the same line
+    model = Scripted(
+        [code(cell.replace("sales['product'][top]", "sales.loc[top, 'product']")), code("final_answer(top)")]
+    )
+    agent = Agent(model=model, runtime=InProcessRuntime())
+    agent.runtime.inject("sales", sales)
+    result = agent.run("Which product rose most from Q1 to Q2?")
+    assert "```python\nname = top\n```" in result.trajectory.steps[0].observation
