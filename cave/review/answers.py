@@ -483,7 +483,7 @@ def number_for_a_name(task: str, value: Any, given: Mapping[str, Any]) -> str | 
 
     >>> import pandas as pd
     >>> sales = pd.DataFrame({"product": ["phone", "monitor"], "units": [3, 5]})
-    >>> print(number_for_a_name("Which product rose most from Q1 to Q2?", 0, {"sales": sales}))
+    >>> print(number_for_a_name("Which product grew fastest between March and April?", 0, {"sales": sales}))
     the task asks which product; the answer is the number 0, but `sales['product']` holds the products as text: answer with the product itself
     >>> number_for_a_name("How many units per product?", 0, {"sales": sales}) is None
     True

@@ -503,12 +503,12 @@ def sum_share(task: str, code: str) -> list[str]:
     """The divisions of ``code`` that take a share of rows the task counts as a ratio of one column's sums
     (a development task: the share of orders over a threshold answered with the share of the amount).
 
-    >>> sum_share("What share of orders are over $150?",
-    ...           "big = orders[orders['amount'] > 150]['amount'].sum()\\nshare = big / orders['amount'].sum()")
-    ["line 2: `big / orders['amount'].sum()` is a share of 'amount': len(orders[orders['amount'] > 150]) / len(orders)"]
-    >>> sum_share("What share of revenue comes from orders over $150?", "s = a['amount'].sum() / b['amount'].sum()")
+    >>> sum_share("What share of bookings cost more than $200?",
+    ...           "big = bookings[bookings['price'] > 200]['price'].sum()\\nshare = big / bookings['price'].sum()")
+    ["line 2: `big / bookings['price'].sum()` is a share of 'price': len(bookings[bookings['price'] > 200]) / len(bookings)"]
+    >>> sum_share("What share of revenue comes from bookings over $200?", "s = a['price'].sum() / b['price'].sum()")
     []
-    >>> sum_share("What share of orders are over $150?", "s = len(orders[orders.amount > 150]) / len(orders)")
+    >>> sum_share("What share of bookings cost more than $200?", "s = len(bookings[bookings.price > 200]) / len(bookings)")
     []
     """
     m = _COUNT_SHARE.search(task)
@@ -543,10 +543,10 @@ _HTTP_ASKED = re.compile(r"\b(server|client)[- ](?:side )?errors?\b", re.I)
 
 
 def http_class(task: str, code: str) -> list[str]:
-    """The comparisons of ``code`` with an HTTP status of the other class than the errors ``task`` names (analyst
-    suite: "What fraction of requests failed with a server error?" answered with ``status == 404``).
+    """The comparisons of ``code`` with an HTTP status of the other class than the errors ``task`` names (a
+    development task: a share of server errors taken with ``status == 404``).
 
-    >>> http_class("What fraction of requests failed with a server error?", "bad = df[df['status'] == 404]")
+    >>> http_class("What percentage of calls ended in a server error?", "bad = df[df['status'] == 404]")
     ["line 1: `df['status'] == 404` selects 404, a client error (the task asks about server errors)"]
     >>> http_class("Share of server errors?", "bad = df[df.status >= 500]")
     []

@@ -1,6 +1,6 @@
 """A condition that holds on every row: a count that is the whole table, a share that is all of it.
 
-"How many orders reference a customer that isn't in the customers table?" answered with
+A count of the orders whose customer is missing from the customers table answered with
 ``orders['customer_id'].isin(customers['customer_id']).notna().sum()``: ``.notna()`` of True/False values is True
 on every row, so the count is the table's length (412 of 412 orders; a development task, `unverified` only because
 an independent attempt disagreed). The empty selection (a filter that matched no row) is noted by the runtime

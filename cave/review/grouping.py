@@ -96,7 +96,7 @@ def granularity_problem(task: str, value: Any, given: Mapping[str, Any] | None =
     return None
 
 
-# "what hour of the day gets the most requests", "which month had the highest revenue"
+# "which hour has the most page views", "which month had the highest revenue"
 _PERIOD_ASKED = re.compile(r"\b(?:what|which)\s+(hour|day of the week|weekday|day|week|month|quarter|year)\b", re.I)
 _PERIOD_KEY = {
     "hour": ".dt.hour",
@@ -117,7 +117,7 @@ def period_pick(task: str, given: Mapping[str, Any] | None) -> str | None:
 
     >>> import pandas as pd
     >>> requests = pd.DataFrame({"timestamp": pd.date_range("2025-01-01", periods=4, freq="37min"), "ms": range(4)})
-    >>> period_pick("What hour of the day gets the most requests?", {"requests": requests})
+    >>> period_pick("Which hour has the most page views?", {"requests": requests})
     "requests.groupby(requests['timestamp'].dt.hour).size().idxmax() (or ['col'].sum() for a total in place of .size())"
     >>> period_pick("What is the mean latency?", {"requests": requests}) is None
     True
