@@ -109,9 +109,15 @@ class Verifying:
         """Independent attempts at ``task`` until ``agreement.decide(votes, n)`` settles whether they confirm
         ``answer``: the outcome ('verified' or 'disagreed'), each attempt's vote (None: it reached no answer), its
         record (for ``meta["verify"]``) and its result."""
-        # the same answer in another form agrees: a name and the one-row table naming it, 0.153 and 15.3 (%)
+        # the same answer in another form agrees: a name and the one-row table naming it, 0.153 and 15.3 (%), 3
+        # and "March" for which month, 9 and "09:00" for which hour
         ordered = self.contract.kind == "list" or bool(self.contract.order)
-        form = {"ordered": ordered, "kind": self.contract.kind, "share": agreement.asks_share(task)}
+        form = {
+            "ordered": ordered,
+            "kind": self.contract.kind,
+            "share": agreement.asks_share(task),
+            "period": agreement.asks_period(task),
+        }
         votes: list[bool | None] = []
         records: list[dict[str, Any]] = []
         results: list[Any] = []

@@ -28,7 +28,19 @@ from typing import Any
 
 from cave.review.answers import is_number
 
-__all__ = ["as_name", "asks_share", "canonical", "decide", "groups", "same", "shown"]
+__all__ = [
+    "as_name",
+    "asks_period",
+    "asks_share",
+    "canonical",
+    "decide",
+    "groups",
+    "hour_of",
+    "month_of",
+    "same",
+    "shown",
+    "year_of",
+]
 
 REL_TOL = 1e-3
 
@@ -65,11 +77,16 @@ def groups(answers: list[Any], *, ordered: bool = False) -> list[list[int]]:
     return found
 
 
-def same(a: Any, b: Any, *, ordered: bool = False, kind: str | None = None, share: bool = False) -> bool:
+def same(
+    a: Any, b: Any, *, ordered: bool = False, kind: str | None = None, share: bool = False, period: str | None = None
+) -> bool:
     """Whether answers ``a`` and ``b`` agree (see the module's doc). What the task asks decides what counts as
     the same answer in another form: ``kind="name"`` compares the names two answers give (a name, or the one
     row, key or label that carries it: "Hotel A" and ``pd.Series({"Hotel A": 0.93})`` agree); ``share`` (the task
-    asks for a share, percentage or rate) lets a fraction agree with its percentage (0.153 and 15.3).
+    asks for a share, percentage or rate) lets a fraction agree with its percentage (0.153 and 15.3); ``period``
+    (``asks_period``: the task asks which month, hour or year) lets the forms of one month agree (3, "March",
+    "2024-03", unless both give a year and the years differ), of one hour (9, "09:00", "9 AM") or of one year (2024,
+    ``Period("2024")``, the first or last day of 2024 that labels a yearly resample).
 
     >>> same("Hotel A", {"Hotel A": 0.93}), same("Hotel A", {"Hotel A": 0.93}, kind="name")
     (False, True)
@@ -79,6 +96,12 @@ def same(a: Any, b: Any, *, ordered: bool = False, kind: str | None = None, shar
     (True, True, False)
     """
     try:
+        if period == "month" and (ma := month_of(a)) is not None and (mb := month_of(b)) is not None:
+            return ma[1] == mb[1] and (ma[0] is None or mb[0] is None or ma[0] == mb[0])
+        if period == "hour" and (ha := hour_of(a)) is not None and (hb := hour_of(b)) is not None:
+            return ha == hb
+        if period == "year" and (ya := year_of(a)) is not None and (yb := year_of(b)) is not None:
+            return ya == yb
         if kind == "name":
             a, b = as_name(a), as_name(b)
         if kind in ("list", "set"):  # "which 3 countries": the counts by country and the 3 names agree
@@ -98,6 +121,92 @@ def asks_share(task: str) -> bool:
     (True, False)
     """
     return bool(SHARE_WORDS.search(task.lower()))
+
+
+def _asked(unit: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"\b(?:which|what)\s+(?:calendar\s+)?{unit}\b|\b(?:busiest|best|worst|peak|quietest|slowest)\s+{unit}\b"
+        rf"|\b{unit}\s+(?:with|had|has|saw|in which|when)\b",
+        re.I,
+    )
+
+
+PERIOD_ASKED = {"month": _asked("month"), "hour": _asked("hour(?: of the day)?"), "year": _asked("year")}
+
+
+def asks_period(task: str) -> str | None:
+    """The period a task asks for by name, "month", "hour" or "year" (its answer may be written in several forms),
+    else None.
+
+    >>> asks_period("Which month had the highest revenue?"), asks_period("What hour of the day is busiest?")
+    ('month', 'hour')
+    >>> asks_period("Revenue per month?")
+    """
+    return next((unit for unit, asked in PERIOD_ASKED.items() if asked.search(task)), None)
+
+
+def year_of(x: Any) -> int | None:
+    """The year an answer names: a number 1000-2999, a year period, or the first or last day of a year (the label
+    a yearly resample gives); None for any other answer.
+
+    >>> import pandas as pd
+    >>> year_of(2024), year_of(pd.Period("2024", "Y")), year_of(pd.Timestamp("2024-12-31")), year_of("2024-03-05")
+    (2024, 2024, 2024, None)
+    """
+    v = canonical(as_name(x))
+    if isinstance(v, float):
+        return int(v) if v.is_integer() and 1000 <= v <= 2999 else None
+    if not isinstance(v, str):
+        return None
+    if re.fullmatch(r"\d{4}", v):
+        return int(v)
+    day = _period(v)
+    if day is not None and (day[1], day[2]) in ((1, 1), (12, 31)):
+        return day[0]
+    return None
+
+
+def hour_of(x: Any) -> int | None:
+    """The hour of the day an answer names: a number 0-23, a time on the hour ('09:00', '9:00:00'), '9 AM' or
+    '9pm'; None for any other answer.
+
+    >>> hour_of(9), hour_of("09:00"), hour_of("9 PM"), hour_of("12am"), hour_of("09:30"), hour_of(24)
+    (9, 9, 21, 0, None, None)
+    """
+    v = canonical(as_name(x))
+    if isinstance(v, float):
+        return int(v) if v.is_integer() and 0 <= v <= 23 else None
+    if not isinstance(v, str):
+        return None
+    m = re.fullmatch(r"(\d{1,2}):00(?::00)?", v)
+    if m and int(m.group(1)) <= 23:
+        return int(m.group(1))
+    m = re.fullmatch(r"(\d{1,2})(?::00)?\s*([ap])\.?m\.?", v)
+    if m and 1 <= int(m.group(1)) <= 12:
+        return int(m.group(1)) % 12 + (12 if m.group(2) == "p" else 0)
+    return None
+
+
+def month_of(x: Any) -> tuple[int | None, int] | None:
+    """The month an answer names, as (year or None, month): a number 1-12, a month's name or its three-letter
+    abbreviation, a date or period in the month; None for any other answer.
+
+    >>> import pandas as pd
+    >>> month_of(3), month_of("March"), month_of("Mar 2024"), month_of(pd.Period("2024-03", "M"))
+    ((None, 3), (None, 3), (2024, 3), (2024, 3))
+    >>> month_of(pd.Series({"2024-03": 912.5})), month_of(13), month_of("marketing"), month_of(3.5)
+    ((2024, 3), None, None, None)
+    """
+    v = canonical(as_name(x))
+    if isinstance(v, float):
+        return (None, int(v)) if v.is_integer() and 1 <= v <= 12 else None
+    if not isinstance(v, str):
+        return None
+    period = _period(v)
+    if period is not None and period[1] is not None:
+        return period[0], period[1]
+    named = _MONTH_NAMES.get(v.rstrip("."))
+    return (None, named) if named else None
 
 
 def as_name(x: Any) -> Any:
@@ -301,6 +410,16 @@ def _same_multiset(a: tuple[Any, ...], b: tuple[Any, ...], share: bool = False) 
 
 
 _MONTHS = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
+_MONTH_NAMES = {
+    **_MONTHS,
+    "sept": 9,
+    **{
+        m: i + 1
+        for i, m in enumerate(
+            "january february march april may june july august september october november december".split()
+        )
+    },
+}
 
 
 def _period(text: str) -> tuple[int | None, int | None, int | None] | None:

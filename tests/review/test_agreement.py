@@ -74,3 +74,52 @@ def test_measures_by_label_agree_with_the_labels_where_a_list_is_asked():
     assert same(counts, np.array(names), kind="set") and same(counts.to_dict(), names, kind="list")
     assert not same(counts, ["US", "India", "China"], kind="list", ordered=True)
     assert not same(counts, ["US", "China"], kind="list") and not same(counts, names)  # kind unknown: not the same
+
+
+def test_a_month_agrees_with_its_number_name_and_dates_where_the_task_asks_which_month():
+    import pandas as pd
+
+    from cave.review.agreement import asks_period, same
+
+    task = "Which month of 2024 had the most signups?"
+    assert asks_period(task) == "month" and asks_period("How many signups per month?") is None
+    forms = [
+        3,
+        "March",
+        "Mar",
+        pd.Period("2024-03", "M"),
+        "2024-03",
+        pd.Timestamp("2024-03-01"),
+        pd.Series({"2024-03": 41}),
+    ]
+    for a in forms:
+        for b in forms:
+            assert same(a, b, period="month"), (a, b)
+    assert not same(3, "April", period="month") and not same("2024-03", "2023-03", period="month")
+    assert not same(3, "March")  # only where the task asks which month
+    # answers that are not months compare as before
+    assert (
+        same(312, 312.0, period="month")
+        and not same(312, 313, period="month")
+        and not same("marketing", "March", period="month")
+    )
+
+
+def test_an_hour_agrees_with_its_times_where_the_task_asks_which_hour():
+    from cave.review.agreement import asks_period, same
+
+    assert asks_period("What hour of the day gets the most logins?") == "hour"
+    for a, b in [(9, "09:00"), (21, "9 PM"), (0, "12 am"), ("9:00:00", 9.0)]:
+        assert same(a, b, period="hour") and not same(a, b)
+    assert not same(9, "10:00", period="hour") and not same(9, "09:30", period="hour")
+
+
+def test_a_year_agrees_with_its_period_and_a_yearly_label_where_the_task_asks_which_year():
+    import pandas as pd
+
+    from cave.review.agreement import asks_period, same
+
+    assert asks_period("Which year saw the most launches?") == "year"
+    for b in (pd.Period("2024", "Y"), pd.Timestamp("2024-12-31"), "2024-01-01"):
+        assert same(2024, b, period="year")
+    assert not same(2024, "2024-03-05", period="year") and not same(2024, 2023, period="year")
