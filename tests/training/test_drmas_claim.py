@@ -115,6 +115,18 @@ def test_the_comparison_runs_each_estimator_and_seed_and_resumes(tiny_dir, tmp_p
     assert main(fresh) == 2  # a run trained past this comparison's budget is refused, not mixed in
     assert "more than this comparison's 1" in capsys.readouterr().err
 
+    # --summarize: the records alone (no run folders, no warm start on this machine) make the summary and its plot
+    # again, for the runs that finished; nothing is trained or evaluated
+    assert (out / "summary.png").is_file()
+    shutil.rmtree(runs)
+    shutil.move(tmp_path / "warm", tmp_path / "warm_gone")
+    (out / "runs" / "grpo_seed1.json").unlink()
+    (out / "summary.png").unlink()
+    assert main([*args, "--summarize"]) == 0
+    assert json.loads((out / "summary.json").read_text()) == rows[:3]
+    assert (out / "summary.png").stat().st_size > 0 and not runs.exists()
+    assert "3 finished runs" in capsys.readouterr().out
+
 
 def test_bad_input_is_refused_before_any_model_loads(tmp_path, capsys):
     assert main(["nowhere.yaml", "--estimators", "nope"]) == 2

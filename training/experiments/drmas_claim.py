@@ -43,6 +43,7 @@ __all__ = [
     "eval_cached",
     "main",
     "paired_difference",
+    "plot_summary",
     "read_record",
     "role_gradients",
     "run_table",
@@ -270,6 +271,45 @@ def write_summary(out: Path, rows: list[dict[str, Any]], reports: Mapping[str, l
     (out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
     text = f"{run_table(rows, warm)}\n\n{estimator_table(reports)}\n"
     (out / "summary.md").write_text(text, encoding="utf-8")
+    if rows:
+        plot_summary(rows, warm, out / "summary.png")
+
+
+def plot_summary(rows: Sequence[Mapping[str, Any]], warm: Mapping[str, Any] | None, path: Path) -> Path:
+    """Each run's held-out avg@k with its 95% interval, grouped by estimator (seeds side by side), over the warm
+    start's avg@k and interval (a band): whether the estimators separate is read off the overlap."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    estimators = list(dict.fromkeys(r["estimator"] for r in rows))
+    k = next(key for key in rows[0] if key.startswith("avg@")).split("@")[1]
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(estimators), 3.6))
+    if warm:
+        low, high = warm.get("ci", {}).get(f"avg@{k}", [None, None])
+        ax.axhline(warm[f"avg@{k}"], color="grey", ls="--", lw=1, label="warm start")
+        if low is not None:
+            ax.axhspan(low, high, color="grey", alpha=0.15)
+    for i, est in enumerate(estimators):
+        runs = [r for r in rows if r["estimator"] == est]
+        for j, r in enumerate(runs):
+            x = i + (j - (len(runs) - 1) / 2) * 0.18
+            y = r[f"avg@{k}"]
+            err = [[y - r["ci_low"]], [r["ci_high"] - y]] if r["ci_low"] is not None else None
+            ax.errorbar(x, y, yerr=err, fmt="o", color=f"C{i}", capsize=3)
+            ax.annotate(f"s{r['seed']}", (x, y), textcoords="offset points", xytext=(4, -3), fontsize=7)
+    ax.set_xticks(range(len(estimators)), estimators)
+    ax.set_xlim(-0.6, len(estimators) - 0.4)
+    problems = rows[0].get("problems")
+    ax.set_ylabel(f"held-out avg@{k} ({problems} problems), 95% CI")
+    ax.set_title("Dr. MAS's claim: one warm start, the same budget", fontsize=10)
+    if warm:
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
 
 
 def inspect_cached(cfg: Any, out: Path) -> dict[str, Any]:
@@ -282,6 +322,25 @@ def inspect_cached(cfg: Any, out: Path) -> dict[str, Any]:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
+
+
+def warm_digest(cfg: Any, out: Path) -> str:
+    """The digest of the warm start the comparison's records were made from: of its weights where they are here,
+    else the one its recorded eval names (``OUT/warm.json``, "warm start <digest>"), so that the records can be
+    summarized on a machine without the run folders."""
+    from cave.training.checkpoints import weights_digest
+    from cave.training.trainer import latest_checkpoint
+
+    if not cfg.init_from:
+        return "base"
+    if latest_checkpoint(cfg.init_from) is not None:
+        return weights_digest(cfg.init_from)
+    warm = out / "warm.json"
+    label = json.loads(warm.read_text(encoding="utf-8")).get("checkpoint", "") if warm.is_file() else ""
+    if not label.startswith("warm start "):
+        raise FileNotFoundError(f"no warm start at {cfg.init_from} and no {warm} naming its digest: nothing to "
+                                "match the records with")  # fmt: skip
+    return label.removeprefix("warm start ")
 
 
 def read_record(path: Path, *, warm_start: str, steps: int, limit: int, k: int, dtype: str) -> dict[str, Any] | None:
@@ -317,17 +376,20 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     from cave.training.trainer import read_metrics
 
     out, runs = Path(args.out), Path(args.runs).resolve()
-    digest = weights_digest(cfg.init_from) if cfg.init_from else "base"
+    digest = warm_digest(cfg, out) if args.summarize else weights_digest(cfg.init_from) if cfg.init_from else "base"
     dtype = args.eval_dtype or model_dtype(cfg)
     clips = {role: a.grad_clip for role, a in cfg.agents.items()}
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
-    if not args.no_inspect:
+    if not args.no_inspect and not args.summarize:
         from cave.training.cli import inspect_table
         from rich.console import Console
 
         Console().print(inspect_table(inspect_cached(cfg, out / "inspect.json")))
     warm = None
-    if not args.no_warm_eval:
+    if args.summarize:  # nothing is run: the warm start's eval as recorded, where it is there
+        warm_file = out / "warm.json"
+        warm = json.loads(warm_file.read_text(encoding="utf-8")) if warm_file.is_file() else None
+    elif not args.no_warm_eval:
         start = Path(cfg.init_from) if cfg.init_from else None
         warm = eval_cached(cfg, out / "warm.json", run_dir=start, limit=args.limit, k=args.k,
                            label=f"warm start {digest}" if start else "base", dtype=args.eval_dtype)  # fmt: skip
@@ -341,6 +403,8 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
             path = out / RECORDS / f"{estimator}_seed{seed}.json"
             record = read_record(path, warm_start=digest, steps=run_cfg.steps, limit=args.limit, k=args.k,
                                  dtype=dtype)  # fmt: skip
+            if record is None and args.summarize:
+                continue  # only the finished runs' records are summarized
             if record is None:
                 run = train_resumable(run_cfg, quiet=args.quiet)
                 report = eval_cached(run_cfg, run / HELDOUT, run_dir=run, limit=args.limit, k=args.k,
@@ -375,6 +439,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="training/experiments/results/drmas_claim", help="summary.json, summary.md, ...")
     p.add_argument("--no-inspect", action="store_true", help="skip the per-role reward report before training")
     p.add_argument("--no-warm-eval", action="store_true", help="skip the warm start's own held-out eval")
+    p.add_argument("--summarize", action="store_true", help="train and evaluate nothing: rewrite summary.json, "
+                   "summary.md and summary.png from the finished runs' records in OUT/runs")  # fmt: skip
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or progress lines")
     return p.parse_args(argv)
 
@@ -396,6 +462,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cfg is None:
         return 2
     kept = Path(args.out) / TEACHER_RUNS  # the warm start's teacher runs, kept with the results
+    if args.summarize:
+        try:
+            rows = run_claim(cfg, args)
+        except (FileNotFoundError, ValueError) as e:
+            print(f"{prog}: {e}", file=sys.stderr)
+            return 2
+        print(f"{len(rows)} finished runs: {Path(args.out) / 'summary.json'}")
+        return 0
     if cfg.init_from and latest_checkpoint(cfg.init_from) is None and not (kept.is_file() and cfg.sft):
         print(f"{prog}: init_from {cfg.init_from} has no checkpoint; build the warm start first "
               f"(`cave train sft {args.config}`), or --set init_from=null to start from the base", file=sys.stderr)  # fmt: skip
