@@ -31,6 +31,10 @@ from cave.runtimes.base import (
 from cave.runtimes.capture import CAPTURE, Capture
 from cave.runtimes.suggest import did_you_mean
 
+# the modules whose functions stand in for a cell's own calls (the compiled cell calls matches.matched for
+# `s.max()`): their frames are the runtime's, not the code's, and a traceback through them would point there
+_WRAPPERS = frozenset(module.__file__ for module in (aligned, coercion, matches))
+
 DEFAULT_MAX_OUTPUT_CHARS = 1_000_000  # per stream per cell; the rest is counted, not kept
 _FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _CO_COROUTINE = inspect.CO_COROUTINE
@@ -472,7 +476,9 @@ class CellRunner:
 
     def _agent_frames(self, frames: traceback.StackSummary) -> list[Any]:
         """From the first frame of agent code on; runs of library frames become one marker,
-        except the innermost frame (where the error was raised), which is kept."""
+        except the innermost frame (where the error was raised), which is kept. The runtime's own wrappers of the
+        cell's calls (``_WRAPPERS``) are left out: the error reads as it would from the cell's line."""
+        frames = [f for f in frames if f.filename not in _WRAPPERS]
         mine = [f.filename.startswith(self._prefix) for f in frames]
         if True not in mine:
             return []
