@@ -472,6 +472,10 @@ SCALAR_FIXED_LINE = (
     "The failing line without an index into one number (a test's statistic and p-value are single floats), to use "
     "instead:\n```python\n{fixed}\n```"
 )
+SHADOWED_COLUMN_LINE = (
+    "`.{column}` is a DataFrame method, not the column {column!r}: a column named like a method is read with "
+    "brackets. The failing line, to use instead:\n```python\n{fixed}\n```"
+)
 VALUE_AS_LABEL_LINE = (
     "{value!r} is a value of {frame}[{column!r}], not a row label of {frame}: the name you looked it up with already "
     "holds it (a label from idxmax() over a Series indexed by {column} is the {column} itself). The failing line, to "

@@ -18,6 +18,7 @@ from cave.runtimes.suggest import is_text, suggested_column
 from cave.trajectory import Step, Trajectory
 
 __all__ = [
+    "column_by_attribute",
     "features_note",
     "loop_note",
     "missing_file_note",
@@ -45,6 +46,10 @@ def loop_note(
         found = value_as_label(_failing_line(records[-1]["code"] if records else "", error), error.message, tables)
         if found is not None:  # every time: the objects' names would not say what is wrong with the line
             return prompts.VALUE_AS_LABEL_LINE.format(**found)
+    if error.type in ("AttributeError", "TypeError") and tables and re.search(r"'(?:function|method)'", error.message):
+        shadowed = column_by_attribute(_failing_line(records[-1]["code"] if records else "", error), tables)
+        if shadowed is not None:  # every time: the error names a function, not the column the code meant
+            return prompts.SHADOWED_COLUMN_LINE.format(**shadowed)
     signature = (error.type, error.message.strip()[:200])
     n = 0
     for earlier in reversed([s for s in traj.steps if s.kind == "action" and s.code]):  # prose between: same loop
@@ -123,6 +128,48 @@ def value_as_label(line: str, message: str, tables: Mapping[str, Any]) -> dict[s
         if fixed:
             return {"value": value, "frame": table, "column": column, "fixed": fixed}
     return None
+
+
+def column_by_attribute(line: str, tables: Mapping[str, Any]) -> dict[str, str] | None:
+    """A given table's column read as an attribute on ``line`` where the table has a method of that name
+    (``sales.product`` is ``DataFrame.product()``, ``df.count`` is ``DataFrame.count()``): the method came back, and
+    the error names a function. The column, the method and the line with the column read by its name (a
+    development run: ``sales[...].product.max()``, "'function' object has no attribute 'max'", three times).
+
+    >>> import pandas as pd
+    >>> t = {"sales": pd.DataFrame({"product": ["a"], "count": [1], "units": [2]})}
+    >>> column_by_attribute("top = sales[sales.units > 1].product.max()", t)["fixed"]
+    "top = sales[sales.units > 1]['product'].max()"
+    >>> column_by_attribute("n = sales[sales.count > 1]", t)["fixed"], column_by_attribute("n = sales.units.max()", t)
+    ("n = sales[sales['count'] > 1]", None)
+    """
+    import pandas as pd
+
+    try:
+        tree = ast.parse(line)
+    except SyntaxError:
+        return None
+    spans = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not callable(getattr(pd.DataFrame, node.attr, None)):
+            continue
+        root = node.value
+        while isinstance(root, ast.Subscript | ast.Attribute):  # sales[...].product, sales.loc[...].product
+            root = root.value
+        frame = tables.get(root.id) if isinstance(root, ast.Name) else None
+        if frame is not None and node.attr in getattr(frame, "columns", ()) and not _called(tree, node):
+            owner = ast.get_source_segment(line, node.value) or ast.unparse(node.value)
+            spans.append((node, f"{owner}[{node.attr!r}]"))
+    fixed = rewritten(line, spans)
+    if not fixed:
+        return None
+    column = spans[0][0].attr  # type: ignore[attr-defined]
+    return {"column": column, "fixed": fixed}
+
+
+def _called(tree: ast.AST, node: ast.Attribute) -> bool:
+    """Whether ``node`` is the function of a call (``df.count()`` means the method)."""
+    return any(isinstance(n, ast.Call) and n.func is node for n in ast.walk(tree))
 
 
 def _item_lookup(node: ast.AST) -> tuple[str, str, ast.expr] | None:

@@ -117,13 +117,13 @@ def _guard_statements(
     protected = frozenset(protected)
     given = frozenset(functions) - {"final_answer"}
     if not _guard_pattern(protected, given).search(code) and not (types and _RELOAD.search(code)):
-        return code, []  # the common case costs one or two regex scans
+        return code, _printed_rows(code, protected)  # the common case costs a few regex scans
     import ast
 
     try:
         tree = ast.parse(code)
     except SyntaxError:
-        return code, _typed_in(code, protected)
+        return code, _typed_in(code, protected) or _printed_rows(code, protected)
     drop: list[tuple[int, int]] = []
     calls: list[ast.Assign] = []  # `final_answer = value` -> final_answer(value)
     aliases: list[tuple[ast.Assign, str]] = []  # `x = create_engine(...)` -> `x = db`
@@ -230,6 +230,34 @@ def _typed_in(code: str, protected: Iterable[str]) -> list[str]:
         f"`{name}` was given to you ready to use: this cell types its data in, and that text did not even parse. "
         f"Do not write data out; use `{name}` as it is (e.g. `{name}.head()`)."
     ]
+
+
+_ROW = re.compile(r"^\s*\S+(?: {2,}\S+){2,}\s*$")  # a printed table's row: cells apart by runs of spaces
+
+
+def _printed_rows(code: str, protected: Iterable[str]) -> list[str]:
+    """The note for a cell that does not parse because it is a table's printed rows, not code (a development run
+    wrote the first rows it was shown into a code block twice: "leading zeros in decimal integer literals").
+
+    >>> _printed_rows("0  2025-01-01    phone      5        35.0", ["sales"])[0][:52]
+    "This cell is a table's printed rows, not Python code"
+    >>> _printed_rows("x = [1,", ["sales"]), _printed_rows("print(df.head()", ["sales"])
+    ([], [])
+    """
+    lines = [line for line in code.splitlines() if line.strip()]
+    rows = [line for line in lines if _ROW.match(line) and not re.search(r"[=(\[{:]", line)]
+    if not lines or len(rows) < max(1, len(lines) // 2):
+        return []
+    import ast
+
+    try:
+        ast.parse(code)
+        return []  # it is code after all
+    except SyntaxError:
+        pass
+    names = sorted(frozenset(protected))
+    use = f" that uses {names[0]} (e.g. `print({names[0]}.head())`)" if len(names) == 1 else ""
+    return [f"This cell is a table's printed rows, not Python code: nothing ran. Write the code{use} instead."]
 
 
 def _names_used(node: object) -> set[str]:

@@ -1164,3 +1164,32 @@ def test_a_value_looked_up_as_a_row_label_gets_the_line_without_the_lookup():
     agent.runtime.inject("sales", sales)
     result = agent.run("Which product rose most from Q1 to Q2?")
     assert "```python\nname = top\n```" in result.trajectory.steps[0].observation
+
+
+def test_a_column_named_like_a_dataframe_method_gets_the_line_with_brackets():
+    # a development run: sales[...].product.max() read DataFrame.product(), "'function' object has no attribute
+    # 'max'" three times; the traceback pointed into the runtime's own wrapper of .max()
+    sales = pd.DataFrame({"product": ["phone", "monitor"], "units": [5, 9]})
+    cell = "top = sales[sales.units > 6].product.max()"
+    fixed = code("top = sales[sales.units > 6]['product'].max()\nfinal_answer(top)")
+    agent = Agent(model=Scripted([code(cell), fixed], repeat_last=True), runtime=InProcessRuntime())
+    agent.runtime.inject("sales", sales)
+    result = agent.run("Which product sold more than 6 units?")
+    assert result.answer == "monitor"
+    observation = result.trajectory.steps[0].observation
+    assert "'function' object has no attribute 'max'" in observation and "matches.py" not in observation
+    assert "`.product` is a DataFrame method, not the column 'product'" in observation
+    assert "```python\ntop = sales[sales.units > 6]['product'].max()\n```" in observation
+
+
+def test_a_cell_of_printed_rows_is_told_it_is_not_code(sales):
+    # a development run wrote the first rows it had been shown into a code block, twice: a SyntaxError about
+    # leading zeros, which named nothing it could act on
+    rows = "   region  units\n0       N      1\n1       S      2"
+    model = Scripted([code(rows), code("final_answer(int(sales.units.sum()))")])
+    agent = Agent(model=model, runtime=InProcessRuntime())
+    agent.runtime.inject("sales", sales)
+    result = agent.run("How many units were sold?")
+    assert result.answer == 10
+    assert "This cell is a table's printed rows, not Python code" in result.trajectory.steps[0].observation
+    assert "print(sales.head())" in result.trajectory.steps[0].observation
