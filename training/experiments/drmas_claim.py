@@ -285,7 +285,7 @@ def plot_summary(rows: Sequence[Mapping[str, Any]], warm: Mapping[str, Any] | No
 
     estimators = list(dict.fromkeys(r["estimator"] for r in rows))
     k = next(key for key in rows[0] if key.startswith("avg@")).split("@")[1]
-    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(estimators), 3.6))
+    fig, ax = plt.subplots(figsize=(max(4.8, 1.8 + 1.6 * len(estimators)), 3.6))
     if warm:
         low, high = warm.get("ci", {}).get(f"avg@{k}", [None, None])
         ax.axhline(warm[f"avg@{k}"], color="grey", ls="--", lw=1, label="warm start")
