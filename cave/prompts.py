@@ -518,6 +518,10 @@ def answer_without_calls_note(functions: list[str], shown: int = 6) -> str:
 
 STATE_HEADER = "Variables now in the session (new or changed):"
 REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the error above and change the code."
+REPEAT_NOTED_NOTE = (
+    "You ran exactly the same code as in your previous step, and it got the same Note about what it computed. Read "
+    "that Note and change the code as it says, then call final_answer."
+)
 PROSE_CALL_NOTE = (
     "Your reply names final_answer({name}) outside the code block, so it was not called. If {name} is the answer, "
     "run:\n```python\nfinal_answer({name})\n```"

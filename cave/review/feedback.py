@@ -37,6 +37,8 @@ class Feedback:
         """The same code again: after an error, read it; after output, answer with it (or change the code)."""
         if step.execution is not None and not step.execution.ok:
             return prompts.REPEAT_NOTE
+        if recovery.runtime_noted(step):  # not "answer with it": the Note says the result is doubtful
+            return prompts.REPEAT_NOTED_NOTE
         if typed.only_displays(step.code or ""):  # not "answer with it": TYPED_DISPLAY_NOTE follows
             return prompts.REPEAT_OK_NOTE.split(",", 1)[0] + "."
         name = recovery.last_assigned(step.code or "")

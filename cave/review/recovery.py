@@ -48,6 +48,7 @@ __all__ = [
     "repeats_refused_prose",
     "repeats_twice",
     "retry_temperatures",
+    "runtime_noted",
     "uncalled",
     "unknown_function_note",
 ]
@@ -109,8 +110,17 @@ def repeats_answered_cell(traj: Trajectory, blocks: list[str]) -> bool:
     if not repeats_twice(traj, blocks):
         return False
     last = last_code_step(traj)
-    ran = last is not None and last.execution is not None and last.execution.ok
+    ran = last is not None and last.execution is not None and last.execution.ok and not runtime_noted(last)
     return ran and last_assigned(last.code or "") is not None
+
+
+RUNTIME_NOTE = "Note (line "  # how the runtime's notes on what a cell computed start (cave.runtimes.matches, ...)
+
+
+def runtime_noted(step: Step) -> bool:
+    """Whether the runtime noted something doubtful about what the step's cell computed (a conversion that made
+    most values missing, a selection that matched no row, ...): its result is not one to answer with as it is."""
+    return step.execution is not None and RUNTIME_NOTE in (step.execution.stderr or "")
 
 
 def repeats_cut_off(traj: Trajectory, text: str) -> bool:

@@ -98,6 +98,17 @@ def test_a_working_cell_run_a_third_time_is_sampled_again_at_the_answer_call(sal
     ]
     assert result.trajectory.steps[2].code == "final_answer(top)"
 
+    # a cell the runtime noted (a conversion made most values missing) is no answer as it is: the note after the
+    # repeat says to act on the Note, and the retry is not started at the call (a dev run answered such a table)
+    days = pd.DataFrame({"day": ["2025-01-01", "Jan 2 2025", "03 Jan 2025", "4 January 2025"]})
+    noted = code("import pandas as pd\nd = pd.to_datetime(days['day'], errors='coerce')\nn = d.notna().sum()\nprint(n)")
+    model = Scripted([noted, noted, noted, code("final_answer(int(n))")])
+    agent = _Agent(model=model, runtime=InProcessRuntime(), verify=0, retry_temperature=0.7)
+    agent.runtime.inject("days", days)
+    result = agent.run("How many days are there?")
+    assert set(model.prefixes) == {""}
+    assert "got the same Note about what it computed" in result.trajectory.steps[1].observation
+
     # a cell that only looks (no result assigned) is sampled hotter, without the call
     look = code("print(sales.head())")
     model = Scripted([look, look, look, code("final_answer(int(sales.units.sum()))")])
