@@ -43,6 +43,17 @@ def test_per_value_coercion_in_apply_is_one_note_and_dates_say_nat(rt):
     assert "to_datetime(errors=\"coerce\") turned 1 of 2 non-empty values into NaT, e.g. 'soon'" in ex.stderr
 
 
+def test_dates_written_several_ways_get_the_line_that_reads_each(rt):
+    # a development run coerced 80 of 103 signup dates ('Apr 12 2025', '07 May 2025', ...) to NaT and sent the table
+    rt.inject("signups", __import__("pandas").DataFrame({"day": ["2025-02-08", "Apr 12 2025", "07 May 2025", "x"]}))
+    ex = rt.execute("import pandas as pd\nd = pd.to_datetime(signups['day'], errors='coerce')")
+    fix = "pd.to_datetime(signups['day'], format='mixed', errors='coerce')"
+    assert "turned 3 of 4 non-empty values of 'day' into NaT" in ex.stderr and fix in ex.stderr
+    assert rt.execute(f"d = {fix}").ok and rt.retrieve("d").notna().sum() == 3
+    ex = rt.execute("d = pd.to_datetime(pd.Series(['2024-01-05', 'soon', 'later']), errors='coerce')")
+    assert "NaT" in ex.stderr and "format='mixed'" not in ex.stderr  # words that are no dates: no such line
+
+
 def test_nothing_is_said_when_nothing_is_lost_or_nothing_is_coerced(rt):
     ex = rt.execute(
         "import pandas as pd\n"
