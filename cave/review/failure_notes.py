@@ -42,12 +42,14 @@ def loop_note(
     error = step.execution.error if step.execution is not None else None
     if error is None:
         return None
+    code = records[-1]["code"] if records else ""
+    failing = _failing_line(code, error)
     if error.type == "KeyError" and tables:
-        found = value_as_label(_failing_line(records[-1]["code"] if records else "", error), error.message, tables)
+        found = value_as_label(failing, error.message, tables)
         if found is not None:  # every time: the objects' names would not say what is wrong with the line
             return prompts.VALUE_AS_LABEL_LINE.format(**found)
     if error.type in ("AttributeError", "TypeError") and tables and re.search(r"'(?:function|method)'", error.message):
-        shadowed = column_by_attribute(_failing_line(records[-1]["code"] if records else "", error), tables)
+        shadowed = column_by_attribute(failing, tables)
         if shadowed is not None:  # every time: the error names a function, not the column the code meant
             return prompts.SHADOWED_COLUMN_LINE.format(**shadowed)
     signature = (error.type, error.message.strip()[:200])
@@ -59,8 +61,6 @@ def loop_note(
         n += 1
     if n < 1 and error.type not in ("KeyError", "AttributeError", *_SCALAR_ERRORS):
         return None
-    code = records[-1]["code"] if records else ""
-    failing = _failing_line(code, error)
     used = set(re.findall(r"[A-Za-z_]\w*", failing or code))
     facts = [f"{v.name}: {v.type} - {v.preview}" for v in infos if v.name in used and v.kind == "variable"]
     made = task_column_note(traj.task, error.message, code) if error.type == "KeyError" else None
