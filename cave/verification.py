@@ -4,7 +4,8 @@
 An answer without the task's own checks is held while it breaks the task's contract (``cave.review.contract``,
 at most ``CONTRACT_HOLDS`` times), then confirmed by agreement (``cave.review.agreement``): ``verify`` independent
 attempts, each a fresh agent with the same settings in a sibling of the run's runtime holding the given inputs as
-they were at the start, sampled with its own seed; a majority of those that answered must agree. An answer
+they were at the start, sampled with its own seed; a majority of those that answered must agree (an attempt whose
+own answer the review did not accept cannot outvote one it accepted: it is run again). An answer
 nothing confirmed ends ``unverified``, with the reason in ``meta["unverified"]`` and the attempts in
 ``meta["verify"]``. An answer the review held and the run kept (``meta["held_kept"]``: a hold is a suspicion read
 from the code, not a check the task declared) goes to the same attempts: ``success`` when they agree, else
@@ -90,7 +91,7 @@ class Verifying:
             )
         if self.verify <= 0:
             return _unverified(traj, kept + "the task declares no checks and verification is off (verify=0)")
-        outcome, votes, attempts, _ = await self._confirm(traj.task, traj.final_answer, self.verify)
+        outcome, votes, attempts, _ = await self._confirm(traj.task, traj.final_answer, self.verify, accepted=not kept)
         traj.meta["verify"] = {
             "n": self.verify,
             "status_before": before,
@@ -104,11 +105,18 @@ class Verifying:
             traj.status = "success"  # the attempts confirmed the answer the hold doubted
 
     async def _confirm(
-        self, task: str, answer: Any, n: int
+        self, task: str, answer: Any, n: int, *, accepted: bool = True
     ) -> tuple[str, list[bool | None], list[dict[str, Any]], list[Any]]:
         """Independent attempts at ``task`` until ``agreement.decide(votes, n)`` settles whether they confirm
         ``answer``: the outcome ('verified' or 'disagreed'), each attempt's vote (None: it reached no answer), its
-        record (for ``meta["verify"]``) and its result."""
+        record (for ``meta["verify"]``) and its result.
+
+        ``accepted``: the review accepted ``answer`` (nothing it was held for stands). Then an attempt that disagrees
+        with it, and whose own answer the review did not accept (it kept what it was held for, or broke the task's
+        contract), does not vote: it is run again, as one that reached no answer. (Such an attempt that agrees still
+        confirms: the same content in a form the review doubted, e.g. the clinics' waits for "which clinics".) A
+        development probe (groupings over a value in several spellings): runs that fixed the hold were outvoted by
+        attempts that kept the split groups."""
         # the same answer in another form agrees: a name and the one-row table naming it, 0.153 and 15.3 (%), 3
         # and "March" for which month, 9 and "09:00" for which hour
         ordered = self.contract.kind == "list" or bool(self.contract.order)
@@ -126,7 +134,10 @@ class Verifying:
             t_attempt = time.time()
             other = await self._attempt(task, len(votes))
             answered = other.status in ANSWERED_BY_CODE
+            unaccepted = _unaccepted(other.trajectory) if answered else []
             agrees = agreement.same(answer, other.answer, **form) if answered else None
+            if agrees is False and accepted and unaccepted:
+                agrees = None  # the review's doubt about the attempt outweighs its disagreement: run another
             votes.append(agrees)
             results.append(other)
             usage = other.usage
@@ -139,6 +150,7 @@ class Verifying:
                     "prompt_tokens": usage.prompt_tokens,
                     "completion_tokens": usage.completion_tokens,
                     "seconds": round(time.time() - t_attempt, 3),
+                    **({"unaccepted": unaccepted} if unaccepted else {}),
                 }
             )
             outcome = agreement.decide(votes, n)
@@ -170,13 +182,19 @@ ATTEMPT_STEPS = 4  # an attempt with no answer after this many steps does not vo
 ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
 
 
+def _unaccepted(traj: Trajectory) -> list[str]:
+    """What the review did not accept in an attempt's answer: the problems it kept after a hold, or the task's
+    contract it broke; [] for an answer the review accepted."""
+    return list(traj.meta.get("kept") or []) + list(traj.meta.get("contract_problems") or [])
+
+
 def _disagreement(votes: list[bool | None]) -> str:
     """Why the attempts did not confirm an answer, e.g. '1 of 1 independent attempts disagreed with it'."""
     answered = [v for v in votes if v is not None]
     why = f"{answered.count(False)} of {len(answered)} independent attempts disagreed with it"
     if len(answered) < len(votes):
-        why += f" ({len(votes) - len(answered)} more reached no answer)"
-    return why if answered else f"no independent attempt reached an answer ({len(votes)} tried)"
+        why += f" ({len(votes) - len(answered)} more reached no answer the review accepted)"
+    return why if answered else f"no independent attempt reached an answer the review accepted ({len(votes)} tried)"
 
 
 def _take_kept(traj: Trajectory) -> str:

@@ -108,7 +108,26 @@ def test_attempts_that_never_answer_leave_the_answer_unverified_with_that_reason
         "What is the median wait per clinic?"
     )
     assert result.status == "unverified" and len(result.trajectory.meta["verify"]["attempts"]) == 3
-    assert "no independent attempt reached an answer (3 tried)" in result.trajectory.meta["unverified"]
+    assert (
+        "no independent attempt reached an answer the review accepted (3 tried)" in result.trajectory.meta["unverified"]
+    )
+
+
+def test_an_attempt_whose_answer_the_review_did_not_accept_cannot_outvote_an_accepted_one():
+    # the attempt keeps a per-row answer through the contract's holds: it does not vote, another attempt is run
+    script = [RIGHT, PER_ROW, PER_ROW, PER_ROW, WRONG]
+    result = _agent(script).run("What is the median wait per clinic?")
+    attempts = result.trajectory.meta["verify"]["attempts"]
+    assert [a["agrees"] for a in attempts] == [None, False] and result.status == "unverified"
+    assert "one row per clinic" in attempts[0]["unaccepted"][0] and "unaccepted" not in attempts[1]
+    assert result.trajectory.meta["unverified"] == (
+        "1 of 1 independent attempts disagreed with it (1 more reached no answer the review accepted)"
+    )
+    agreed = _agent([RIGHT, PER_ROW, PER_ROW, PER_ROW, RIGHT]).run("What is the median wait per clinic?")
+    assert agreed.status == "success" and [a["agrees"] for a in agreed.trajectory.meta["verify"]["attempts"]] == [
+        None,
+        True,
+    ]
 
 
 def test_a_prose_answer_about_the_given_data_is_sent_back_once_to_be_passed_to_final_answer():
