@@ -115,7 +115,7 @@ TASKS: dict[str, DataTask] = {
 def check(answer: Any, reference: Any, kind: str) -> bool:
     """Exact check of ``answer`` against ``reference`` (numbers compared at 2 decimals)."""
     if kind == "table":
-        table = _as_table(answer)
+        table = as_table(answer)
         return (
             table is not None
             and set(table) == set(reference)
@@ -153,7 +153,9 @@ def _as_number(answer: Any) -> float | None:
     return None
 
 
-def _as_table(answer: Any) -> dict[str, Any] | None:
+def as_table(answer: Any) -> dict[str, Any] | None:
+    """A table answer as {key: value}: a two-column frame (key, value), a one-column frame or Series by its
+    index, a dict, JSON text of one, or a list of two-key records; None for anything else."""
     if isinstance(answer, pd.DataFrame):
         if answer.shape[1] == 1:
             answer = answer.iloc[:, 0]

@@ -63,19 +63,22 @@ async def _probe(agent: Any, task: Any, seed: int, verify: int, t0: float) -> di
     # what verification would decide: an answer without task checks whose contract was kept
     row["decided_by_attempts"] = traj.status == "unverified" and not traj.meta.get("contract_problems")
     if row["decided_by_attempts"]:
-        row["attempts"] = await _decide(agent, task, result.answer, verify, seed)
+        row["attempts"] = await _decide(agent, task, result.answer, verify, seed, accepted=not traj.meta.get("kept"))
     return row
 
 
-async def _decide(agent: Any, task: Any, answer: Any, verify: int, seed: int) -> dict[str, Any]:
+async def _decide(
+    agent: Any, task: Any, answer: Any, verify: int, seed: int, *, accepted: bool = True
+) -> dict[str, Any]:
     """Verification of ``answer`` as ``verify`` attempts decide it (``Verifying._confirm``: an attempt that reaches
-    no answer is run again): whether it was confirmed, and the first answering attempt's verdict."""
+    no answer is run again; ``accepted``: the review accepted the run's answer, as ``Verifying._verify`` passes it):
+    whether it was confirmed, and the first answering attempt's verdict."""
     from cave.benchmarks.analyst.compare import describe
 
     from cave.verification import ANSWERED_BY_CODE
 
     t0 = time.perf_counter()
-    outcome, votes, records, results = await agent._confirm(task.question, answer, verify)
+    outcome, votes, records, results = await agent._confirm(task.question, answer, verify, accepted=accepted)
     # every attempt judged (None: it reached no answer): how often an attempt is right, not only the first
     verdicts = [bool(task.check(r.answer, seed)) if r.status in ANSWERED_BY_CODE else None for r in results]
     first = next((i for i, v in enumerate(verdicts) if v is not None), None)

@@ -290,16 +290,10 @@ def _number(x: Any) -> float | None:
 def _mapping(x: Any) -> dict[str, float] | None:
     """A per-group answer as {group (read case and spaces aside): number}; None when it is not one. Two spellings of
     one group stay two entries (a grouping that kept them apart is wrong)."""
-    if isinstance(x, pd.DataFrame):
-        if x.shape[1] == 1:
-            x = x.iloc[:, 0]
-        elif x.shape[1] == 2:
-            x = x.set_index(x.columns[0]).iloc[:, 0]
-        else:
-            return None
-    if isinstance(x, pd.Series):
-        x = x.to_dict()
-    if not isinstance(x, Mapping):
+    from cave.benchmarks.data.tasks import as_table
+
+    x = as_table(x)
+    if x is None:
         return None
     out: dict[str, float] = {}
     for k, v in x.items():
