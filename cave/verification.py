@@ -9,7 +9,11 @@ own answer the review did not accept cannot outvote one it accepted: it is run a
 nothing confirmed ends ``unverified``, with the reason in ``meta["unverified"]`` and the attempts in
 ``meta["verify"]``. An answer the review held and the run kept (``meta["held_kept"]``: a hold is a suspicion read
 from the code, not a check the task declared) goes to the same attempts: ``success`` when they agree, else
-``unverified`` naming what it was held for (``meta["kept"]``). A team gets the same rule as a pattern (``vote``:
+``unverified`` naming what it was held for (``meta["kept"]``); such an answer is read against the task's contract
+first (one left standing at max_steps never reached it). An answer that selects rows by one spelling of a value its
+column also holds in other spellings, sent again as it was after the note said so, is ``unverified`` without
+attempts: the spellings are a fact of the data, the model's word is no evidence (nor can such an attempt outvote an
+accepted answer). A team gets the same rule as a pattern (``vote``:
 independent answers, the majority's wins).
 Taking instead an answer the attempts agree on among themselves was measured on the held-out suite and left out
 (of the 2 answers it replaced, both had been right; 1 was after).
@@ -84,10 +88,18 @@ class Verifying:
         ``verify`` independent attempts agree with; otherwise ``unverified``, with the reason."""
         before, t0 = traj.status, time.time()
         kept = _take_kept(traj)  # a held answer that kept its problem: verified like any other, the problem named
-        if traj.meta.get("contract_problems"):
+        if kept and not traj.meta.get("contract_problems"):
+            # a held answer left standing (at max_steps, or on prose) never reached the contract: it is read now
+            found = task_contract.problems(self.contract, traj.final_answer, self._given_tables())
+            traj.meta.update({"contract_problems": found} if found else {})
+        if traj.meta.get("contract_problems") or traj.meta.get("spelling_confirmed"):
             traj.meta["verify"] = {"n": 0, "status_before": before, "attempts": [], "agreed": 0, "seconds": 0.0}
+            facts = [SPELLING_CONFIRMED] if traj.meta.get("spelling_confirmed") else []
+            broken = traj.meta.get("contract_problems") or []
             return _unverified(
-                traj, kept + "it still breaks the task's contract: " + "; ".join(traj.meta["contract_problems"])
+                traj,
+                kept
+                + "; ".join(facts + (["it still breaks the task's contract: " + "; ".join(broken)] if broken else [])),
             )
         if self.verify <= 0:
             return _unverified(traj, kept + "the task declares no checks and verification is off (verify=0)")
@@ -182,10 +194,17 @@ ATTEMPT_STEPS = 4  # an attempt with no answer after this many steps does not vo
 ANSWERED_BY_CODE = ("success", "unverified")  # attempts whose answer came from final_answer
 
 
+SPELLING_CONFIRMED = (  # an answer sent again as it was after the spelling hold: the data says otherwise
+    "it selects rows by one spelling of a value that its column also holds in other spellings (sent again as it "
+    "was, as if the task meant that spelling)"
+)
+
+
 def _unaccepted(traj: Trajectory) -> list[str]:
-    """What the review did not accept in an attempt's answer: the problems it kept after a hold, or the task's
-    contract it broke; [] for an answer the review accepted."""
-    return list(traj.meta.get("kept") or []) + list(traj.meta.get("contract_problems") or [])
+    """What the review did not accept in an attempt's answer: the problems it kept after a hold, the task's
+    contract it broke, or a selection by one spelling it confirmed; [] for an answer the review accepted."""
+    confirmed = [SPELLING_CONFIRMED] if traj.meta.get("spelling_confirmed") else []
+    return list(traj.meta.get("kept") or []) + list(traj.meta.get("contract_problems") or []) + confirmed
 
 
 def _disagreement(votes: list[bool | None]) -> str:

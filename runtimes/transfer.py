@@ -306,6 +306,13 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
                 return {"format": "tjson", "value": tagged_pandas(value, _JSON_MAX_ITEMS)}, b""
             except NoSafeForm:
                 raise no_arrow from no_arrow.__cause__
+    one_column = _one_column_kind(value)
+    if one_column is not None:  # df[col].unique() (a pandas array), df.index: a one-column Arrow file, rebuilt
+        import pandas as pd
+
+        name = value.name if one_column == "index" and isinstance(value.name, str | int | float) else None
+        meta, attachment = _encode_arrow(pd.Series(value, name=name, copy=False).reset_index(drop=True), directory)
+        return {**meta, "rebuild": one_column}, attachment
     if is_type(value, "numpy", "ndarray") and not value.dtype.hasobject:
         import numpy as np
 
@@ -317,6 +324,16 @@ def _encode_safe(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
         "and pickles from an untrusted kernel are refused. Convert it (e.g. to a DataFrame or a dict) inside "
         "the kernel, or create the runtime with trust=True if you trust the code that ran there."
     )
+
+
+def _one_column_kind(value: Any) -> str | None:
+    """'array' for a pandas array (``df['city'].unique()`` of a text column: an ArrowStringArray; Int64, dates,
+    categories), 'index' for a one-level pandas Index, None for anything else."""
+    if is_type(value, "pandas", "ExtensionArray"):
+        return "array"
+    if is_type(value, "pandas", "Index") and getattr(value, "nlevels", 2) == 1:
+        return "index"
+    return None
 
 
 def _encode_arrow(value: Any, directory: str) -> tuple[dict[str, Any], bytes]:
@@ -404,6 +421,13 @@ def _decode_safe(fmt: Any, meta: dict[str, Any], path: Any, trust: bool, validat
                 raise TransferError(f"a Series payload named by a {type(name).__name__}")
             series = frame.iloc[:, 0]
             series.name = name
+            rebuild = meta.get("rebuild")
+            if rebuild == "array":
+                return series.array
+            if rebuild == "index":
+                import pandas as pd
+
+                return pd.Index(series, name=name)
             return series
         return frame
     if fmt == "npy":

@@ -29,6 +29,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from cave.benchmarks.data.tasks import _as_number, _json_span, _loads
 
@@ -53,6 +54,7 @@ def same(answer: Any, reference: Any, kind: str, *, candidates: Iterable[str] = 
     """Whether ``answer`` is ``reference`` (see the module's doc). ``candidates``: every name a ``name`` or
     ``names`` answer could be (prose must name the reference and no other); ``keys``: ``text`` or ``month``
     (how a ``table``'s keys are read)."""
+    answer = plain(answer)
     try:
         if kind == "number":
             x = number(answer)
@@ -110,6 +112,18 @@ def share(answer: Any) -> float | None:
     if x is None:
         return None
     return 100 * x if abs(x) <= 1 else x
+
+
+def plain(answer: Any) -> Any:
+    """A one-dimensional array (numpy's, or pandas' own: ``df['city'].unique()`` of a text column) as a list of
+    its values; anything else as it is.
+
+    >>> plain(pd.Series(["a", "b", "a"]).unique()), plain(3)
+    (['a', 'b'], 3)
+    """
+    if isinstance(answer, pd.api.extensions.ExtensionArray) or (isinstance(answer, np.ndarray) and answer.ndim == 1):
+        return list(answer)
+    return answer
 
 
 def _unwrap(answer: Any) -> Any:

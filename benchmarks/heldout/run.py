@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from cave.benchmarks.analyst.compare import plain
 from cave.benchmarks.analyst.run import Inputs, run_code
 from cave.benchmarks.heldout import generate as g
 from cave.benchmarks.heldout.tasks import TASKS, HeldoutTask
@@ -85,7 +86,7 @@ async def arun(
         row.update(seconds=time.perf_counter() - t0, verify=None)
         return row
     try:
-        correct = bool(task.check(answer, seed))
+        correct = bool(task.check(plain(answer), seed))  # a pandas array as its list (the frozen reader)
     except Exception:
         correct = False
     usage = traj.usage

@@ -307,7 +307,7 @@ def _mapping(x: Any) -> dict[str, float] | None:
 def _names(x: Any) -> list[str] | None:
     if isinstance(x, pd.DataFrame) and x.shape[1] == 1:
         x = x.iloc[:, 0]
-    if isinstance(x, pd.Series | pd.Index | np.ndarray):
+    if isinstance(x, pd.Series | pd.Index | np.ndarray | pd.api.extensions.ExtensionArray):
         x = list(x)
     if isinstance(x, str):
         x = [p for p in re.split(r",|\n|;", x.strip("[]")) if p.strip(" '\"")]

@@ -5,8 +5,9 @@ task is done by calling the session's functions and none was called (``expect_ca
 after a failed cell (giving up), when it holds numbers typed in that no output had shown, when its code misreads
 a result (``is_normal = p < 0.05``, an MSE sent as the RMSE: ``cave.review.misreadings``), when no code of the run
 applies a bound or an operation the task names ("only brands with at least 10 hotels", "in logarithmic scale":
-``bounds.unapplied``), when its code selects rows by a value the task never names (``conditions.unasked``), when
-it was computed
+``bounds.unapplied``), when its code selects rows by a value the task never names (``conditions.unasked``) or
+no code of the run reads a column holding a value the task names ("unpaid fire hydrant fines":
+``conditions.unapplied``), when it was computed
 after a conversion dropped values or from a selection that matched no row (``== 'north'`` on 'North'), picked from
 a wide tie or decided on a test that returned nan over missing values, when it is not in the form the task names,
 or when it looks wrong enough to
@@ -202,6 +203,11 @@ class Acceptance:
             if extra:  # once: a selection by a value the task never names (a development probe's invented filter)
                 traj.meta["conditions_asked"] = True
                 return conditions.UNASKED_NOTE.format(lines="\n".join(f"- {x}" for x in extra[:3]))
+        if self.review and not traj.meta.get("unapplied_asked"):
+            stated = conditions.unapplied(traj.task, _run_code(traj, code), self.given_tables())
+            if stated:  # once: "unpaid fire hydrant fines" summed over every ticket (a development probe)
+                traj.meta["unapplied_asked"] = True
+                return conditions.UNAPPLIED_NOTE.format(lines="\n".join(f"- {x}" for x in stated[:3]))
         if self.review and traj.meta.get("form_checked") and not traj.meta.get("keys_asked"):
             missing = answers.missing_keys(traj.task, value)
             if missing:  # once more after the form check: a later answer dropped names it had (a development task)
@@ -362,6 +368,10 @@ class Acceptance:
         held = [k for k in traj.meta.get("held_for", ()) if k != "form" or not traj.meta.get("form_settled")]
         if not held:  # (a settled form is fixed in the answer that ends the run: settled_form)
             return problems
+        if "spelling" in held and _confirmed(code):
+            # sent again as it was: the model says the task means the one spelling. The other spellings are a fact
+            # of the data, not a suspicion: verification leaves the answer unverified (SPELLING_CONFIRMED)
+            traj.meta["spelling_confirmed"] = True
         summary = await _summary(traj, value)
         return problems + await asyncio.to_thread(
             recovery.kept_problems,

@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from cave.review.answers import is_number
+from cave.review.answers import is_array, is_number
 
 __all__ = [
     "as_name",
@@ -264,7 +264,7 @@ def _labels_beside(x: Any, other: Any) -> Any:
 
 
 def _texts(x: Any) -> bool:
-    items = list(x) if isinstance(x, list | tuple) or type(x).__name__ in ("ndarray", "Index") else None
+    items = list(x) if isinstance(x, list | tuple) or is_array(x) else None
     return bool(items) and all(isinstance(v, str) for v in items)
 
 
@@ -298,7 +298,7 @@ def canonical(x: Any) -> Any:
             if not isinstance(inner, tuple):
                 return ("keyed", _cell(k), inner)
         return ("rows", tuple(sorted(((_cell(k), _cell(v)) for k, v in x.items()), key=repr)))
-    if isinstance(x, (list, tuple, set, frozenset)) or name in ("ndarray", "Index"):
+    if isinstance(x, (list, tuple, set, frozenset)) or is_array(x):
         items = [_cell(v) for v in x]
         if len(items) == 1:
             return items[0]

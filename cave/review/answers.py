@@ -22,6 +22,7 @@ __all__ = [
     "absence_possible",
     "as_count",
     "asks_yes_no",
+    "is_array",
     "collection_keys",
     "listed_words",
     "missing_keys",
@@ -597,6 +598,19 @@ def is_number(value: Any) -> bool:
     (True, True, False, False, False)
     """
     return isinstance(value, Number) and not is_bool(value)
+
+
+def is_array(value: Any) -> bool:
+    """A one-dimensional array of values: numpy's, a pandas Index, or a pandas array (``df['city'].unique()`` of a
+    text column is an ArrowStringArray).
+
+    >>> import pandas as pd
+    >>> is_array(pd.Series(["a", "b"]).unique()), is_array(pd.Index([1])), is_array([1]), is_array(pd.Series([1]))
+    (True, True, False, False)
+    """
+    return type(value).__name__ in ("ndarray", "Index") or any(
+        c.__name__ == "ExtensionArray" and c.__module__.startswith("pandas") for c in type(value).__mro__
+    )
 
 
 def as_count(value: Any) -> int | None:

@@ -249,6 +249,11 @@ _OPERATIONS = (
      "a logarithm", "np.log(x) (base 10: np.log10(x))"),
     (re.compile(r"\bsquare[- ]root\b", re.I), re.compile(r"\bsqrt\b|\*\*\s*\(?\s*(?:0?\.5|1\s*/\s*2)"),
      "a square root", "np.sqrt(x)"),
+    # "some repairs were entered twice; count each once" (a development probe: the mean over every row, `success`)
+    (re.compile(r"\b(?:entered|recorded|logged|listed|stored|included|appears?|counted)\s+(?:twice|more than once)\b"
+                r"|\bduplicat\w*|\bcount (?:each|every) (?:\w+ )?once\b|\bdouble[- ](?:entered|counted)\b", re.I),
+     re.compile(r"drop_duplicates|duplicated|\.unique\(|nunique|\bset\(|DISTINCT", re.I),
+     "duplicate rows out", "df = df.drop_duplicates() first"),
 )  # fmt: skip
 
 
@@ -266,6 +271,11 @@ def unapplied_operations(task: str, codes: list[str]) -> list[str]:
 
     >>> unapplied_operations("Apply a log transformation.", ["x = PowerTransformer(method='yeo-johnson').fit_transform(a)"])
     ["'log transformation': no code takes a logarithm (e.g. np.log(x) (base 10: np.log10(x)))"]
+
+    Rows the task says are entered twice:
+
+    >>> unapplied_operations("Mean cost? Some repairs were entered twice.", ["repairs['cost'].mean()"])
+    ["'entered twice': no code takes duplicate rows out (e.g. df = df.drop_duplicates() first)"]
     """
     text = "\n".join(codes)
     out = []

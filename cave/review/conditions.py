@@ -23,12 +23,17 @@ import re
 
 from cave.review.contract.words import stem as _stem
 
-__all__ = ["UNASKED_NOTE", "mentioned", "unasked"]
+__all__ = ["UNAPPLIED_NOTE", "UNASKED_NOTE", "mentioned", "unapplied", "unasked"]
 
 UNASKED_NOTE = (
     "Not accepted yet: the code selects rows by a condition the task does not state:\n{lines}\n"
     "Keep only the conditions the task asks for: drop the others and compute the answer again. If the task does ask "
     "for it in other words, send the same answer again."
+)
+UNAPPLIED_NOTE = (
+    "Not accepted yet: the task states a condition that no code so far applies:\n{lines}\n"
+    "Select the rows it names, compute the answer again and pass it to final_answer. If the task does not ask for "
+    "it, send the same answer again."
 )
 _METHODS = frozenset({"contains", "startswith", "endswith", "match", "fullmatch"})
 _WORD = re.compile(r"[a-z0-9]+")
@@ -154,3 +159,80 @@ def _prefixed(a: str, b: str) -> bool:
     """One word begins the other, three letters at least ('tech' and 'technolog')."""
     short, long_ = sorted((a, b), key=len)
     return len(short) >= 3 and long_.startswith(short)
+
+
+# -- the other way: a condition the task states that the code never applies ------------------------------------
+_FLAGS = {"yes", "no", "y", "n", "true", "false", "t", "f", "0", "1"}  # the values of a yes/no column
+_NOT_CONDITIONS = {"other", "others", "all", "none", "unknown", "total", "missing", "n/a", "na", "nan", "null"}
+
+
+def unapplied(task: str, code: list[str] | str, tables: dict[str, object]) -> list[str]:
+    """The conditions ``task`` states by a value of a given text column ("fire hydrant" fines, where
+    ``tickets['violation']`` holds 'Fire Hydrant') or by a yes/no column's name ("unpaid", a column ``paid`` of
+    yes/no) that ``code`` (the run's cells) never applies: it reads no column holding that value and never writes
+    the value (a development probe: "unpaid fire hydrant fines" summed over every paid ticket; the attempt did the
+    same and agreed).
+
+    >>> import pandas as pd
+    >>> tickets = pd.DataFrame({"violation": ["Fire Hydrant", "No Permit", "fire hydrant "], "paid": ["yes", "no", "no"],
+    ...                         "fine": [115.0, 45.0, 65.0]})
+    >>> unapplied("How much is owed in unpaid fire hydrant fines?", "tickets[tickets.violation == 'Fire Hydrant'].fine.sum()", {"tickets": tickets})
+    ["'unpaid': tickets['paid'] (yes/no) is never read"]
+    >>> unapplied("How many fire hydrant tickets?", "len(tickets)", {"tickets": tickets})
+    ["'fire hydrant': a value of tickets['violation'], which is never read"]
+    >>> unapplied("Total unpaid fire hydrant fines", "t = tickets[tickets['paid'] == 'no']; t[t['violation'].str.lower().str.strip() == 'fire hydrant'].fine.sum()", {"tickets": tickets})
+    []
+    """
+    import pandas as pd
+
+    text = "\n".join(code) if isinstance(code, list) else code
+    low_code = text.lower()
+    low = " " + re.sub(r"[^a-z0-9]+", " ", task.lower()) + " "
+    named: dict[str, list[tuple[str, str, bool]]] = {}  # a value the task names -> the columns holding it
+    found: list[str] = []
+    for table, frame in tables.items():
+        if not isinstance(frame, pd.DataFrame):
+            continue
+        for column in list(frame.columns)[:100]:
+            if not isinstance(column, str):
+                continue
+            read = _reads(text, column)
+            series = frame[column]
+            if series.dtype.kind not in "OSUb" and not pd.api.types.is_string_dtype(series):
+                continue
+            values = {" ".join(_words(str(v))) for v in series.dropna().unique()[:200]}
+            if not 2 <= len(values) <= 50:
+                continue
+            if values <= _FLAGS:  # a yes/no column: named by its own name, or its negation ("unpaid", "non-smoker")
+                name = " ".join(_words(column))
+                if name and not read and re.search(rf" (?:un|non |non|not )?{re.escape(name)} ", low):
+                    said = re.search(rf" ((?:un|non |non|not )?{re.escape(name)}) ", low).group(1)
+                    found.append(f"{said!r}: {table}[{column!r}] (yes/no) is never read")
+                continue
+            for value in values:
+                if len(value) >= 3 and value not in _NOT_CONDITIONS and re.search(r"[a-z]", value):
+                    if f" {value} " in low:
+                        named.setdefault(value, []).append((table, column, read))
+    for value, columns in named.items():
+        if any(read for *_, read in columns):
+            continue  # a column holding it is read: the condition may be applied there
+        if value in low_code or value.replace(" ", "") in re.sub(r"[^a-z0-9]", "", low_code):
+            continue  # the value is written in the code: applied some way (a derived column, a regex)
+        if _in_column_name(value, tables):
+            continue  # "fine" the column, not a value of one
+        table, column, _ = columns[0]
+        found.append(f"{value!r}: a value of {table}[{column!r}], which is never read")
+    return found
+
+
+def _reads(code: str, column: str) -> bool:
+    """Whether the code names the column (``['col']``, ``.col``, ``"col"`` in a list or a groupby)."""
+    return bool(re.search(rf"""['"]{re.escape(column)}['"]|\.{re.escape(column)}\b""", code))
+
+
+def _in_column_name(value: str, tables: dict[str, object]) -> bool:
+    import pandas as pd
+
+    return any(
+        value == " ".join(_words(str(c))) for f in tables.values() if isinstance(f, pd.DataFrame) for c in f.columns
+    )

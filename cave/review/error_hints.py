@@ -78,6 +78,9 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
     (("AttributeError",), re.compile(r"'float' object has no attribute 'numerator'"),
      "Python's statistics functions fail on NaN (or inf): drop the missing values first, e.g. "
      "statistics.stdev(df[col].dropna().tolist())"),
+    (("TypeError",), re.compile(r"'r?(?:and|or|xor)_' (?:not supported for dtype|with a dtyped)"),
+     "& and | bind tighter than == and >: wrap each comparison in parentheses, e.g. "
+     "df[(df['a'] == 'x') & (df['b'] > 3)]"),
     (("AttributeError", "TypeError"), re.compile(r"ObjectDType' object has no attribute 'dtype'"),
      "a column holds Python objects (text or mixed), not numbers: convert it first, "
      "e.g. pd.to_numeric(df[col], errors='coerce')"),

@@ -430,3 +430,36 @@ def test_a_series_held_for_a_misread_statistic_does_not_end_the_run_in_error():
     )
     assert "computes max, not mean" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer == 26.0
+
+
+def test_a_condition_the_task_states_and_no_code_applies_is_held_once_then_the_answer_stands():
+    # a development probe: "unpaid fire hydrant fines" summed over every fire hydrant ticket, paid or not, and the
+    # independent attempt did the same and agreed
+    tickets = pd.DataFrame(
+        {"violation": ["Fire Hydrant", "No Permit", "Fire Hydrant"], "paid": ["yes", "no", "no"], "fine": [1.0, 2, 4]}
+    )
+    task = "How much is owed in unpaid fire hydrant fines?"
+    every = "final_answer(float(df[df['violation'] == 'Fire Hydrant']['fine'].sum()))"
+    unpaid = "final_answer(float(df[(df['violation'] == 'Fire Hydrant') & (df['paid'] == 'no')]['fine'].sum()))"
+    result = run([code(every), code(unpaid)], tickets, task)
+    assert (
+        "the task states a condition that no code so far applies:\n- 'unpaid': df['paid'] (yes/no) is never read"
+        in (result.trajectory.steps[0].observation)
+    )
+    assert result.status == "success" and result.answer == 4.0
+    again = run([code(every), code(every)], tickets, task)  # sent again (the task may not mean it): it stands
+    assert again.status == "success" and again.answer == 5.0
+    assert len(run([code(unpaid)], tickets, task).trajectory.steps) == 1  # applied: no note
+
+
+def test_rows_the_task_says_are_entered_twice_are_taken_out_or_the_answer_is_held():
+    # a development probe: "Some repairs were entered twice; count each once" answered with the mean over every row
+    repairs = pd.DataFrame({"repair_id": [1, 2, 2, 3], "cost": [10.0, 40.0, 40.0, 10.0]})
+    task = "What is the average cost of a repair? Some repairs were entered twice; count each once."
+    every = "final_answer(float(df['cost'].mean()))"
+    once = "final_answer(float(df.drop_duplicates()['cost'].mean()))"
+    result = run([code(every), code(once)], repairs, task)
+    assert "'entered twice': no code takes duplicate rows out" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == 20.0
+    kept = run([code(every), code(every)], repairs, task, verify=None)  # sent again unchanged: it kept the problem
+    assert kept.status == "failed_checks" and "does not apply 'entered twice'" in kept.trajectory.error

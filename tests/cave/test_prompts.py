@@ -141,6 +141,8 @@ def test_error_hints():
         ("LogisticRegression().fit([[1.0], [2.0]], [0.5, 1.5])", "a classifier needs class labels"),
         ("df = pd.DataFrame({'a': [1.0, 2.0, None]})\ndf[(df.a.dropna() > 1).values]", "the boolean mask has a"),
         ("OneHotEncoder(sparse=False)", "sparse_output=False"),
+        ("r = pd.DataFrame({'p': ['a'], 'm': ['x']})\nr[r['p'] == 'a' & r['m'] == 'x']", "wrap each comparison"),
+        ("r = pd.DataFrame({'n': [1.0, 2.0]})\nr[r.n > 1 | r.n < 3]", "wrap each comparison"),  # a traps probe
         ("pearsonr(pd.Series([1, 2, 3], dtype=object), pd.Series([1, 2, 4], dtype=object))", "Python objects"),
         ("LogisticRegression(solver='liblinear').fit([[1.0], [2.0], [3.0]], [0, 1, 2])", "leave solver= out"),
         ("import statistics\nstatistics.stdev(pd.Series([1.0, None, 3.0]))", "statistics functions fail on NaN"),

@@ -211,3 +211,48 @@ def test_without_verification_by_the_agent_a_kept_answer_still_fails():
     # a team's role (verify=None): the caller verifies, the hold's verdict stands
     result = _agent([COUNT_ONCE], verify=None).run("Which clinics have at least 2 visits?")
     assert result.status == "failed_checks" and "does not apply 'at least 2 visits'" in result.trajectory.error
+
+
+SPELLED = pd.DataFrame({"clinic": ["a", "A", "a ", "b"], "wait": [1.0, 3.0, 2.0, 5.0]})
+SPLIT = "```python\nfinal_answer(visits.groupby('clinic')['wait'].median().to_dict())\n```"
+LOOK = "```python\nprint(visits['wait'].describe())\n```"
+
+
+def test_a_held_answer_left_standing_at_max_steps_is_read_against_the_contract_before_any_attempt():
+    # a dev probe: groups split over one clinic's spellings, held, left standing at max_steps, and confirmed by an
+    # attempt that split them the same way; the split is a fact of the data, so no attempt is asked
+    agent = Agent(model=Scripted([SPLIT, LOOK, GIVES_UP, SPLIT], repeat_last=True), runtime="inprocess", max_steps=2)
+    agent.runtime.inject("visits", SPELLED.copy(), description="one row per visit")
+    result = agent.run("What is the median wait per clinic?")
+    t = result.trajectory
+    assert result.status == "unverified" and result.answer == {"A": 3.0, "a": 1.0, "a ": 2.0, "b": 5.0}
+    assert "spell one clinic in several ways ('A', 'a', 'a ')" in t.meta["unverified"]
+    assert t.meta["verify"]["attempts"] == []
+
+
+DOGS = pd.DataFrame({"species": ["Dog", " dog", "DOG", "Cat", "Dog "], "fee": [10.0, 20.0, 30.0, 99.0, 40.0]})
+EXACT = "```python\nfinal_answer(float(clinic[clinic['species'] == 'Dog']['fee'].mean()))\n```"
+CLEAN = "```python\nfinal_answer(float(clinic[clinic['species'].str.strip().str.lower() == 'dog']['fee'].mean()))\n```"
+AS_IT_WAS = "```python\nfinal_answer(_final_answer)\n```"
+
+
+def _dogs(replies) -> Agent:
+    agent = Agent(model=Scripted(replies, repeat_last=True), runtime="inprocess")
+    agent.runtime.inject("clinic", DOGS.copy(), description="one row per visit")
+    return agent
+
+
+def test_a_selection_by_one_spelling_sent_again_as_it_was_is_unverified_without_attempts():
+    # the other spellings are a fact of the data: the model's word that the task means one spelling verifies nothing
+    result = _dogs([EXACT, AS_IT_WAS, EXACT, AS_IT_WAS]).run("What is the average fee of visits for dogs?")
+    assert result.status == "unverified" and result.answer == 10.0
+    assert result.trajectory.meta["unverified"].startswith("it selects rows by one spelling of a value")
+    assert result.trajectory.meta["verify"]["attempts"] == []
+
+
+def test_an_attempt_that_confirmed_one_spelling_cannot_outvote_an_answer_over_every_spelling():
+    # a dev probe: the run's answer over every spelling was outvoted by an attempt that confirmed the one spelling
+    result = _dogs([CLEAN, EXACT, AS_IT_WAS, CLEAN]).run("What is the average fee of visits for dogs?")
+    attempts = result.trajectory.meta["verify"]["attempts"]
+    assert result.status == "success" and result.answer == 25.0
+    assert [a["agrees"] for a in attempts] == [None, True] and "one spelling" in attempts[0]["unaccepted"][0]

@@ -99,6 +99,16 @@ def test_per_group_answers_one_row_per_group():
     assert "one row per clinic" in problems(c, per_row, TABLES)[0]
 
 
+def test_groups_split_over_one_values_spellings_are_a_problem_in_every_form():
+    spelled = VISITS.assign(clinic=["north", "North", "south", "east", "east ", "south"])
+    c, tables = read("What is the median wait per clinic?"), {"visits": spelled}
+    split = spelled.groupby("clinic")["wait"].median()
+    for answer in (split, split.reset_index(), split.to_dict()):  # a dict's keys are unique, not its names
+        assert "spell one clinic in several ways ('North', 'north')" in problems(c, answer, tables)[0]
+    clean = spelled.groupby(spelled["clinic"].str.strip().str.title())["wait"].median()
+    assert problems(c, clean, tables) == problems(c, clean.to_dict(), tables) == []
+
+
 def test_which_answers_a_value_of_the_column_that_holds_it():
     c = read("Which clinic had the longest single wait?")
     assert c.kind == "name" and problems(c, "south", TABLES) == []

@@ -87,3 +87,24 @@ def test_a_recipe_that_cannot_be_rebuilt_is_a_transfer_error(tmp_path):
         with pytest.raises(TransferError, match="cannot rebuild"):
             decode(meta, trust=True)  # the kernel's side of an inject (an untrusted kernel's recipes are refused)
     assert not (tmp_path / "gone.db").exists()  # no empty database made in its place
+
+
+def test_pandas_arrays_and_indexes_come_back_from_an_untrusted_kernel():
+    # a dev probe: final_answer(loans['genre'].unique()) was refused (an ArrowStringArray has no JSON/npy form),
+    # and the retry with .tolist() dropped the .unique()
+    from cave.runtimes import create_runtime
+
+    rt = create_runtime("process", trust=False)
+    try:
+        rt.inject("df", pd.DataFrame({"g": ["a", "b", "a"], "n": pd.array([1, None, 3], dtype="Int64")}))
+        ex = rt.execute(
+            "u = df['g'].unique(); i = df.set_index('g').index; n = df['n'].unique(); c = df['g'].astype('category').values"
+        )
+        assert ex.ok, ex.error
+        assert list(rt.retrieve("u")) == ["a", "b"]
+        index = rt.retrieve("i")
+        assert isinstance(index, pd.Index) and list(index) == ["a", "b", "a"] and index.name == "g"
+        assert str(rt.retrieve("n").dtype) == "Int64" and rt.retrieve("n")[1] is pd.NA
+        assert list(rt.retrieve("c").categories) == ["a", "b"]
+    finally:
+        rt.close()

@@ -10,7 +10,7 @@ import re
 import warnings
 from typing import Any
 
-from cave.review.answers import is_number
+from cave.review.answers import is_array, is_number
 from cave.review.contract.reading import Contract
 from cave.review.contract.words import stem as _stem
 
@@ -236,10 +236,25 @@ def column_for(phrase: str, tables: dict[str, Any]) -> tuple[str, str] | None:
     >>> import pandas as pd
     >>> column_for("patients", {"v": pd.DataFrame({"patient_id": [1], "clinic": ["a"]})})
     ('v', 'patient_id')
+
+    A last word that only says "a kind of" names the column without it ("violation type" -> 'violation'):
+
+    >>> column_for("violation type", {"t": pd.DataFrame({"violation": ["x"], "fine": [1.0]})})
+    ('t', 'violation')
     """
     words = [w for w in re.split(r"[\s\-_]+", phrase.lower()) if w]
     if not words:
         return None
+    found = _column_named(words, tables)
+    if found is None and len(words) > 1 and words[-1] in _QUALIFIERS:
+        return _column_named(words[:-1], tables)
+    return found
+
+
+_QUALIFIERS = {"type", "types", "kind", "kinds", "category", "categories", "class", "classes"}
+
+
+def _column_named(words: list[str], tables: dict[str, Any]) -> tuple[str, str] | None:
     stems = {_stem(w) for w in words}
     head = _stem(words[-1])
     exact, partial = [], []
@@ -337,7 +352,7 @@ def _as_items(answer: Any) -> list[Any] | None:
         return list(answer.index if answer.dtype.kind in "fi" and _texty(answer.index) else answer)
     if _is_frame(answer):
         return list(answer.iloc[:, 0]) if answer.shape[1] >= 1 else None
-    if type(answer).__name__ in ("ndarray", "Index"):
+    if is_array(answer):
         return list(answer)
     return None
 
@@ -362,9 +377,30 @@ def _per_group(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[
             + _regroup(contract, answer, tables)
         ]
     keys = _keys(answer)
+    if keys is not None and (spelled := _spelled_apart(keys)):
+        shown = ", ".join(repr(k) for k in spelled[:4])
+        return [
+            f"one row per {per}: the answer's labels spell one {per} in several ways ({shown}): the given column "
+            f"holds each {per} in several spellings; clean it before grouping (e.g. `.str.strip().str.title()`), "
+            "then group and answer again"
+        ]
     if keys is not None and len(set(map(_norm, keys))) < len(keys):
         return [f"one row per {per}: the answer repeats a {per}: aggregate so each {per} appears once"]
     return []
+
+
+def _spelled_apart(keys: list[Any]) -> list[str]:
+    """The first set of labels that differ only by case, spaces or punctuation ('Ines', 'INES', 'Ines '), or [].
+    Spellings of one value grouped apart are a fact of the data, not a suspicion: the answer splits one group.
+
+    >>> _spelled_apart(["Ines", "INES", "Kwame", "Ines "]), _spelled_apart(["a", "b", "a"])
+    (['Ines', 'INES', 'Ines '], [])
+    """
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        if isinstance(key, str):
+            groups.setdefault(_norm(key), []).append(key)
+    return next((list(dict.fromkeys(g)) for g in groups.values() if len(set(g)) > 1), [])
 
 
 def _regroup(contract: Contract, answer: Any, tables: dict[str, Any]) -> str:
@@ -449,7 +485,7 @@ def _distinct_count(per: str, tables: dict[str, Any]) -> int | None:
 
 def _keys(answer: Any) -> list[Any] | None:
     if isinstance(answer, dict):
-        return None  # keys of a dict are unique by construction
+        return list(answer)  # unique by construction, but several may spell one value
     if _is_series(answer):
         return list(answer.index) if _texty(answer.index) else None
     if _is_frame(answer):

@@ -186,7 +186,8 @@ def _which(low: str) -> str | None:
                 return f"{word} {second.group(1)}"
             return word
     m = re.search(
-        r"\b(?:name|identify|find|report|give|return)\s+(?:me\s+)?the\s+([a-z][\w\-]*)\s+(?:with|that|which|whose|having)\b"
+        r"\b(?:name|identify|find|report|give|return|list)\s+(?:me\s+)?(?:all\s+)?the\s+([a-z][\w\-]*)\s+"
+        r"(?:with|that|which|whose|having|where)\b"
         # "what is the name of the branch with ...", "the name of the youngest billionaire"
         r"|\bthe names? of the\s+(?:(?:\d+|[a-z]+est|most\s+[a-z]+|least\s+[a-z]+)\s+){0,2}([a-z][\w\-]*)\b"
         r"|\b(?:out of|among|of all)\s+(?:all\s+)?(?:the\s+|our\s+)?([a-z][\w\-]*),\s+which\b",  # "of all stores, which"
