@@ -226,8 +226,12 @@ def unapplied(task: str, code: list[str] | str, tables: dict[str, object]) -> li
 
 
 def _reads(code: str, column: str) -> bool:
-    """Whether the code names the column (``['col']``, ``.col``, ``"col"`` in a list or a groupby)."""
-    return bool(re.search(rf"""['"]{re.escape(column)}['"]|\.{re.escape(column)}\b""", code))
+    """Whether the code names the column anywhere (``['col']``, ``.col``, a list, a ``query("col == 1")``).
+
+    >>> _reads("t.query('paid == \\'no\\'')", "paid"), _reads("unpaid = 3", "paid")
+    (True, False)
+    """
+    return bool(re.search(rf"(?<![\w]){re.escape(column)}(?![\w])", code))
 
 
 def _in_column_name(value: str, tables: dict[str, object]) -> bool:
