@@ -186,8 +186,7 @@ def _which(low: str) -> str | None:
                 return f"{word} {second.group(1)}"
             return word
     m = re.search(
-        r"\b(?:name|identify|find|report|give|return|list)\s+(?:me\s+)?(?:all\s+)?the\s+([a-z][\w\-]*)\s+"
-        r"(?:with|that|which|whose|having|where)\b"
+        r"\b(?:name|identify|find|report|give|return)\s+(?:me\s+)?the\s+([a-z][\w\-]*)\s+(?:with|that|which|whose|having)\b"
         # "what is the name of the branch with ...", "the name of the youngest billionaire"
         r"|\bthe names? of the\s+(?:(?:\d+|[a-z]+est|most\s+[a-z]+|least\s+[a-z]+)\s+){0,2}([a-z][\w\-]*)\b"
         r"|\b(?:out of|among|of all)\s+(?:all\s+)?(?:the\s+|our\s+)?([a-z][\w\-]*),\s+which\b",  # "of all stores, which"
@@ -495,6 +494,12 @@ def _kind(
         return "number" if rate and re.search(r"\b(?:average|mean|median)\b", low) else "table"
     if re.search(r"\b(?:list|which|what are)\b[^.?]*\b(?:distinct|unique|all)\b", low):
         return "set"
+    if re.match(
+        r"(?:please\s+)?list\s+(?:all\s+)?the\s+(?:[a-z][\w\-]*\s+){0,2}?[a-z][\w\-]*s\s+(?:with|that|which|"
+        r"whose|having|where|who)\b",
+        low,
+    ):
+        return "set"  # "list the streets with an unpaid ticket": each street once, in no order asked
     if re.search(
         r"\bhow (?:much|long|old|far|often)\b|\b(?:average|mean|median|total|sum|ratio|percentage|percent|"
         r"share|proportion|rate|correlation|standard deviation|std|variance|difference|maximum|minimum|"
