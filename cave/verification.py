@@ -92,15 +92,13 @@ class Verifying:
             # a held answer left standing (at max_steps, or on prose) never reached the contract: it is read now
             found = task_contract.problems(self.contract, traj.final_answer, self._given_tables())
             traj.meta.update({"contract_problems": found} if found else {})
-        if traj.meta.get("contract_problems") or traj.meta.get("spelling_confirmed"):
+        broken = traj.meta.get("contract_problems") or []
+        facts = _spelling_confirmed(traj) + (
+            ["it still breaks the task's contract: " + "; ".join(broken)] if broken else []
+        )
+        if facts:
             traj.meta["verify"] = {"n": 0, "status_before": before, "attempts": [], "agreed": 0, "seconds": 0.0}
-            facts = [SPELLING_CONFIRMED] if traj.meta.get("spelling_confirmed") else []
-            broken = traj.meta.get("contract_problems") or []
-            return _unverified(
-                traj,
-                kept
-                + "; ".join(facts + (["it still breaks the task's contract: " + "; ".join(broken)] if broken else [])),
-            )
+            return _unverified(traj, kept + "; ".join(facts))
         if self.verify <= 0:
             return _unverified(traj, kept + "the task declares no checks and verification is off (verify=0)")
         outcome, votes, attempts, _ = await self._confirm(traj.task, traj.final_answer, self.verify, accepted=not kept)
@@ -203,8 +201,14 @@ SPELLING_CONFIRMED = (  # an answer sent again as it was after the spelling hold
 def _unaccepted(traj: Trajectory) -> list[str]:
     """What the review did not accept in an attempt's answer: the problems it kept after a hold, the task's
     contract it broke, or a selection by one spelling it confirmed; [] for an answer the review accepted."""
-    confirmed = [SPELLING_CONFIRMED] if traj.meta.get("spelling_confirmed") else []
-    return list(traj.meta.get("kept") or []) + list(traj.meta.get("contract_problems") or []) + confirmed
+    return (
+        list(traj.meta.get("kept") or []) + list(traj.meta.get("contract_problems") or []) + _spelling_confirmed(traj)
+    )
+
+
+def _spelling_confirmed(traj: Trajectory) -> list[str]:
+    """[SPELLING_CONFIRMED] for an answer selected by one spelling and sent again as it was, else []."""
+    return [SPELLING_CONFIRMED] if traj.meta.get("spelling_confirmed") else []
 
 
 def _disagreement(votes: list[bool | None]) -> str:

@@ -16,6 +16,7 @@ from numbers import Number
 from typing import Any, NamedTuple
 
 from cave.review.grouping import SCAN_ROWS, as_dates, granularity_problem, messy_keys
+from cave.runtimes.tagged import is_type
 
 __all__ = [
     "Form",
@@ -608,9 +609,7 @@ def is_array(value: Any) -> bool:
     >>> is_array(pd.Series(["a", "b"]).unique()), is_array(pd.Index([1])), is_array([1]), is_array(pd.Series([1]))
     (True, True, False, False)
     """
-    return type(value).__name__ in ("ndarray", "Index") or any(
-        c.__name__ == "ExtensionArray" and c.__module__.startswith("pandas") for c in type(value).__mro__
-    )
+    return type(value).__name__ in ("ndarray", "Index") or is_type(value, "pandas", "ExtensionArray")
 
 
 def as_count(value: Any) -> int | None:

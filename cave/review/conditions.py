@@ -205,9 +205,9 @@ def unapplied(task: str, code: list[str] | str, tables: dict[str, object]) -> li
                 continue
             if values <= _FLAGS:  # a yes/no column: named by its own name, or its negation ("unpaid", "non-smoker")
                 name = " ".join(_words(column))
-                if name and not read and re.search(rf" (?:un|non |non|not )?{re.escape(name)} ", low):
-                    said = re.search(rf" ((?:un|non |non|not )?{re.escape(name)}) ", low).group(1)
-                    found.append(f"{said!r}: {table}[{column!r}] (yes/no) is never read")
+                said = re.search(rf" ((?:un|non |non|not )?{re.escape(name)}) ", low) if name and not read else None
+                if said:
+                    found.append(f"{said.group(1)!r}: {table}[{column!r}] (yes/no) is never read")
                 continue
             for value in values:
                 if len(value) >= 3 and value not in _NOT_CONDITIONS and re.search(r"[a-z]", value):

@@ -13,6 +13,7 @@ from typing import Any
 from cave.review.answers import is_array, is_number
 from cave.review.contract.reading import Contract
 from cave.review.contract.words import stem as _stem
+from cave.review.profile import spelling_groups
 
 __all__ = ["CONTRACT_HOLDS", "NOTE_HEAD", "column_for", "note", "problems"]
 
@@ -396,11 +397,8 @@ def _spelled_apart(keys: list[Any]) -> list[str]:
     >>> _spelled_apart(["Ines", "INES", "Kwame", "Ines "]), _spelled_apart(["a", "b", "a"])
     (['Ines', 'INES', 'Ines '], [])
     """
-    groups: dict[str, list[str]] = {}
-    for key in keys:
-        if isinstance(key, str):
-            groups.setdefault(_norm(key), []).append(key)
-    return next((list(dict.fromkeys(g)) for g in groups.values() if len(set(g)) > 1), [])
+    groups = spelling_groups(k for k in keys if isinstance(k, str))
+    return groups[0] if groups else []
 
 
 def _regroup(contract: Contract, answer: Any, tables: dict[str, Any]) -> str:
