@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from cave.agent import Agent, Event, RunResult
+from cave.inputs import resolve_inputs
 from cave.llm.base import LLM, Scripted, create_backend
 from cave.runtimes.base import Runtime as BaseRuntime
 from cave.runtimes.base import create_runtime
-from cave.task import Task, TaskError, load_task, resolve_inputs
+from cave.task import Task, TaskError, load_task
 from cave.trajectory import Trajectory, jsonable
 
 __all__ = [

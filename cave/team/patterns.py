@@ -487,7 +487,7 @@ class Custom(Pattern):
 
     def __init__(self, options: CustomOptions, team: Team) -> None:
         super().__init__(options, team)
-        from cave.task import import_callable
+        from cave.inputs import import_callable
 
         try:
             self.fn: Callable[[TeamRun, str], Awaitable[Any]] = import_callable(options.function, team.base_dir)

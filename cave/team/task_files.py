@@ -132,8 +132,8 @@ async def arun_team_task(
 
     ``store`` (a cave.store.Store) records the ONE team trajectory step by step.
     """
+    from cave.inputs import resolve_inputs
     from cave.sdk import SavedOutput, write_value
-    from cave.task import resolve_inputs
 
     if not isinstance(tt, TeamTask):
         tt = load_team_task(tt)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from cave.task import TaskError, json_schema, load_task, resolve_inputs
+from cave.inputs import resolve_inputs
+from cave.task import TaskError, json_schema, load_task
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*/task.yaml"))
