@@ -468,6 +468,13 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         cells = Cells()
         async for event in self._run_blocks(traj, index, blocks, cells):
             yield event
+        called = await self._prose_call(traj, gen.text, blocks, cells)
+        if called:  # told once that final_answer(x) in prose calls nothing, the model wrote it so again: it is the call
+            step.meta["prose_call_run"] = called
+            blocks = [*blocks, f"final_answer({called})"]
+            async for event in self._run_blocks(traj, index, blocks, cells, first=len(blocks) - 1):
+                yield event
+            cells.formatted[-1] = prompts.PROSE_CALL_RUN.format(name=called) + "\n" + cells.formatted[-1]
         step.code = "\n\n".join(blocks)
         step.execution = Execution.merge(cells.executions)
         step.meta["blocks"] = cells.records
@@ -483,9 +490,24 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         traj.steps.append(step)
         yield StepFinished(step)
 
-    async def _run_blocks(self, traj: Trajectory, index: int, blocks: list[str], cells: Cells) -> AsyncIterator[Event]:
-        """Run the reply's blocks in order, into ``cells``, until one fails or gives the answer."""
+    async def _prose_call(self, traj: Trajectory, reply: str, blocks: list[str], cells: Cells) -> str | None:
+        """The variable the reply passes to final_answer in its prose, when an earlier step was already told that
+        such a call runs nothing (a development task: the right Series built twice, each time followed by "then you
+        can call `final_answer(revenue_per_month)`", until max_steps). Its blocks must have run without error."""
+        if traj.status != "running" or not cells.executions or not all(ex.ok for ex in cells.executions):
+            return None
+        if not any(s.meta.get("prose_call") for s in traj.steps):
+            return None
+        names = [v.name for v in await self.describe()]
+        return recovery.uncalled_answer(reply, "\n\n".join(blocks), names)
+
+    async def _run_blocks(
+        self, traj: Trajectory, index: int, blocks: list[str], cells: Cells, first: int = 0
+    ) -> AsyncIterator[Event]:
+        """Run the reply's blocks in order from ``first``, into ``cells``, until one fails or gives the answer."""
         for b, code in enumerate(blocks):
+            if b < first:
+                continue
             yield CodeStarted(index, b, code)
             cell = await self._execute(code)
             ex = cell.execution

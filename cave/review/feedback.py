@@ -50,6 +50,7 @@ class Feedback:
         named = recovery.uncalled_answer(step.completion or "", step.code or "", [v.name for v in infos])
         if named and step.execution is not None and step.execution.ok:  # the prose says final_answer(x); nothing ran it
             step.observation += "\n" + prompts.PROSE_CALL_NOTE.format(name=named)
+            step.meta["prose_call"] = named  # written so again, the call is run for the model
         if typed.only_displays(step.code or "") and not traj.called_final_answer:  # a typed dict shown, not answered
             step.observation += "\n" + prompts.TYPED_DISPLAY_NOTE
             step.meta["typed_display"] = True
