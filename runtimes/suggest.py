@@ -133,6 +133,11 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     >>> did_you_mean(KeyError("calls "), {"t": pd.DataFrame(columns=["calls  "])})
     "Did you mean 'calls  ' (a column of t)? 'calls  ' has spaces at its ends: write it exactly, or strip every name first: t.columns = t.columns.str.strip()"
 
+    A column an earlier cell moved into the index:
+
+    >>> did_you_mean(KeyError("day"), {"s": pd.DataFrame({"n": [1]}, index=pd.Index(["d1"], name="day"))})
+    "'day' is the index of s now, not a column: run s = s.reset_index() first."
+
     A list of names, as pandas reports them, each on its own; statistics selected as columns:
 
     >>> did_you_mean(KeyError("None of [Index(['avg.wait time'], dtype='str')] are in the [columns]"), ns)[:40]
@@ -178,6 +183,10 @@ def _key_hint(key: str, e: BaseException, frames: list[tuple[str, Any]], namespa
     out, the wide table it is a header of."""
     hits: dict[str, list[str]] = {}
     owners: list[str] = []
+    indexed = [name for name, frame in frames[:_MAX_FRAMES] if key in frame.index.names and key not in frame.columns]
+    if indexed:  # set_index('date', inplace=True), then sales['date'] for five steps (a development task)
+        name = indexed[0]
+        return f"{key!r} is the index of {name} now, not a column: run {name} = {name}.reset_index() first."
     for name, frame in frames[:_MAX_FRAMES]:
         columns = [c for c in list(frame.columns[:_MAX_COLUMNS]) if isinstance(c, str)]
         if key in columns:
