@@ -469,7 +469,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         async for event in self._run_blocks(traj, index, blocks, cells):
             yield event
         called = await self._prose_call(traj, gen.text, blocks, cells)
-        if called:  # told once that final_answer(x) in prose calls nothing, the model wrote it so again: it is the call
+        if called:  # "the `final_answer(x)` function is called with the result": the model means the call
             step.meta["prose_call_run"] = called
             blocks = [*blocks, f"final_answer({called})"]
             async for event in self._run_blocks(traj, index, blocks, cells, first=len(blocks) - 1):
@@ -491,12 +491,12 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         yield StepFinished(step)
 
     async def _prose_call(self, traj: Trajectory, reply: str, blocks: list[str], cells: Cells) -> str | None:
-        """The variable the reply passes to final_answer in its prose, when an earlier step was already told that
-        such a call runs nothing (a development task: the right Series built twice, each time followed by "then you
-        can call `final_answer(revenue_per_month)`", until max_steps). Its blocks must have run without error."""
+        """The variable the reply passes to final_answer in its prose after blocks that ran without error and did
+        not call it: that call is run for the model, and the answer goes through the review like any other. Told
+        that such a call runs nothing, the 1.5B answered in prose or built the same variable again (development
+        tasks: "The `final_answer(total_spend)` function is called with the result" and then a table in prose; "then
+        you can call `final_answer(revenue_per_month)`" twice, with prose between, until max_steps)."""
         if traj.status != "running" or not cells.executions or not all(ex.ok for ex in cells.executions):
-            return None
-        if not any(s.meta.get("prose_call") for s in traj.steps):
             return None
         names = [v.name for v in await self.describe()]
         return recovery.uncalled_answer(reply, "\n\n".join(blocks), names)

@@ -25,7 +25,6 @@ __all__ = [
     "REPEAT_NOTE",
     "REPEAT_CALL_NOTE",
     "REPEAT_OK_NOTE",
-    "PROSE_CALL_NOTE",
     "PROSE_CALL_RUN",
     "TYPED_DISPLAY_NOTE",
     "MISSING_FILE_NOTE",
@@ -523,11 +522,7 @@ REPEAT_NOTED_NOTE = (
     "You ran exactly the same code as in your previous step, and it got the same Note about what it computed. Read "
     "that Note and change the code as it says, then call final_answer."
 )
-PROSE_CALL_NOTE = (
-    "Your reply names final_answer({name}) outside the code block, so it was not called. If {name} is the answer, "
-    "run:\n```python\nfinal_answer({name})\n```"
-)
-PROSE_CALL_RUN = "(your reply says to call final_answer({name}) again outside the code block: it was run for you)"
+PROSE_CALL_RUN = "(your reply calls final_answer({name}) outside the code block: it was run for you)"
 TYPED_DISPLAY_NOTE = (
     "That cell only shows values you typed into it: it computes nothing, and typed values are no answer. Compute "
     "them from the data with code (fix the error or the NaN above first), then call final_answer with the variables "

@@ -1,7 +1,7 @@
 """What the model reads after a step, and whether a reply without code may end the run.
 
-The agent's feedback half: after a step that ran code, the observation gets its notes (the same code again, a
-``final_answer(x)`` written in prose, an unknown function, encoded text features, a loop) and, in the stable
+The agent's feedback half: after a step that ran code, the observation gets its notes (the same code again, an unknown
+function, encoded text features, a loop) and, in the stable
 layout, the note of what changed in the runtime; after a reply without code, the reason it cannot be the answer
 yet (a failed cell just before it, declared outputs still missing, ...) or None when it can.
 """
@@ -47,10 +47,6 @@ class Feedback:
     async def _next_message(self, traj: Trajectory, step: Step, records: list[dict[str, Any]]) -> str:
         """What the model reads after this step: the observation, its notes, and (stable layout) the state."""
         infos = await self.describe()
-        named = recovery.uncalled_answer(step.completion or "", step.code or "", [v.name for v in infos])
-        if named and step.execution is not None and step.execution.ok:  # the prose says final_answer(x); nothing ran it
-            step.observation += "\n" + prompts.PROSE_CALL_NOTE.format(name=named)
-            step.meta["prose_call"] = named  # written so again, the call is run for the model
         if typed.only_displays(step.code or "") and not traj.called_final_answer:  # a typed dict shown, not answered
             step.observation += "\n" + prompts.TYPED_DISPLAY_NOTE
             step.meta["typed_display"] = True

@@ -1108,36 +1108,31 @@ def test_a_run_that_reaches_max_steps_after_its_answer_was_held_ends_with_that_a
     assert "the run reached max_steps; its last answer (held for: form) stands" in result.trajectory.error
 
 
-def test_a_reply_that_names_final_answer_in_prose_gets_the_call_to_run(sales):
-    # analyst sql_city_spend: "The `final_answer(total_spend)` function is called with the result", six steps of
-    # the same code (and "Read the error above", where there was none)
+def test_final_answer_named_in_prose_after_blocks_that_ran_is_run_for_the_model(sales):
+    # development tasks: "The `final_answer(total_spend)` function is called with the result", then the table in
+    # prose; "then you can call `final_answer(revenue_per_month)`", twice, until max_steps
     reply = "```python\ntotal = int(sales.units.sum())\nprint(total)\n```\nThe `final_answer(total)` is called."
-    result = agent_with([reply, code("x = 1"), code("final_answer(total)")], sales).run("Total units?")
-    first = result.trajectory.steps[0].observation
-    assert (
-        "Your reply names final_answer(total) outside the code block" in first and "final_answer(total)\n```" in first
-    )
-    assert "Read the error above" not in first
+    result = agent_with([reply, code("final_answer(0)")], sales).run("Total units?")
     assert result.status == "success" and result.answer == int(sales.units.sum())
+    (step,) = result.trajectory.steps
+    assert step.meta["prose_call_run"] == "total" and step.code.endswith("final_answer(total)")
+    assert "it was run for you" in step.observation and "Read the error above" not in step.observation
 
 
-def test_final_answer_named_in_prose_again_after_the_note_is_run_for_the_model(sales):
-    # a development task: the right Series built, "then you can call `final_answer(revenue_per_month)`" after the
-    # block, twice (prose replies between, refused), until max_steps
-    reply = "```python\ntotal = int(sales.units.sum())\nprint(total)\n```\nThen you can call `final_answer(total)`."
-    result = agent_with([reply, reply], sales).run("Total units?")
-    assert result.status == "success" and result.answer == int(sales.units.sum())
-    last = result.trajectory.steps[-1]
-    assert last.meta["prose_call_run"] == "total" and last.code.endswith("final_answer(total)")
-    assert "it was run for you" in last.observation
+def test_final_answer_named_in_prose_goes_through_the_review_like_any_answer(sales):
+    task = "What is the mean of units, rounded to two decimal places?"
+    reply = "```python\nm = float(sales.units.mean()) + 1/3\n```\nThen I call `final_answer(m)`."
+    result = agent_with([reply, code("final_answer(2.5)")], sales).run(task)
+    first = result.trajectory.steps[0]
+    assert first.meta["prose_call_run"] == "m" and "Not accepted yet" in first.observation
+    assert result.status == "success" and result.answer == 2.5
 
 
-def test_final_answer_named_in_prose_is_not_run_after_a_failing_block_or_before_the_note(sales):
+def test_final_answer_named_in_prose_is_not_run_after_a_failing_block(sales):
     failing = "```python\ntotal = sales.nope.sum()\n```\nThen you can call `final_answer(total)`."
-    ok = "```python\ntotal = int(sales.units.sum())\n```\nThen you can call `final_answer(total)`."
-    result = agent_with([ok, failing, code("final_answer(total + 1)")], sales).run("Total units?")
+    result = agent_with([failing, code("total = 10\nfinal_answer(total + 1)")], sales).run("Total units?")
     assert not any(s.meta.get("prose_call_run") for s in result.trajectory.steps)
-    assert result.status == "success" and result.answer == int(sales.units.sum()) + 1
+    assert result.status == "success" and result.answer == 11
 
 
 def test_a_table_sent_where_the_task_asks_for_an_integer_comes_back(sales):
