@@ -330,7 +330,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         if self.instructions:
             extra.append(self.instructions)
         infos = await self.describe() if infos is None else infos
-        tables = sum(1 for v in infos if v.injected and v.type.endswith("DataFrame"))
+        tables = sum(1 for v in infos if v.injected and v.type.endswith("DataFrame")) + len(self._database_tables())
         return prompts.render_system_prompt(
             [self._with_guide(v, tables) for v in infos],
             budget_tokens=self.prompt_budget,
@@ -346,9 +346,11 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         if not info.injected or reg is None or reg.kind != "variable" or reg.host:
             return info
         text = guide(reg.value, info.name)
+        limit = min(profile.LIMIT, self.prompt_budget * 4 * 3 // (5 * max(1, tables)))
         if text and type(reg.value).__name__ == "DataFrame":
-            limit = min(profile.LIMIT, self.prompt_budget * 4 * 3 // (5 * max(1, tables)))
             text = profile.profile(reg.value, limit) + _first_rows(text)
+        elif text and (found := self._database_tables(info.name)):  # a database's tables get the same first look
+            text += "".join(f"\ntable {t}: " + profile.profile(f, limit) for t, f in found.items())
         return dataclasses.replace(info, preview=text) if text else info
 
     async def _open_messages(self, task: str) -> list[Message]:
@@ -520,7 +522,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
             if failures:  # not accepted: the agent sees why and goes on
                 text += "\n" + failed_checks_note(failures, recovery.answer_name(code))
-                rows = grouping.granularity_problem(traj.task, cell.value, self._given_tables())
+                rows = grouping.granularity_problem(traj.task, cell.value, self._review_tables())
                 rows = rows or grouping.messy_keys(cell.value)
                 if rows:  # "has 162 rows; expected exactly 12" says what, not why
                     text += f"\nNote: {rows}"
@@ -579,7 +581,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
             checks=bool(self.checks),
             expect_calls=self.expect_calls,
             given_functions=self._given_functions,
-            given_tables=self._given_tables,
+            given_tables=self._review_tables,
             missing_outputs=self._missing_outputs,
             variables=self._live_values,
             restore_given=lambda: self._restore_given(list(self._protected())),

@@ -122,6 +122,27 @@ class Given:
             if reg.kind == "variable" and type_name(reg.value) == "pandas.DataFrame"
         }
 
+    def _review_tables(self) -> dict[str, Any]:
+        """The tables an answer is reviewed against: the given DataFrames, and the small tables of the given
+        databases by their table names (a name a given variable has stays the variable's)."""
+        found = dict(self._database_tables())
+        found.update(self._given_tables())
+        return found
+
+    def _database_tables(self, name: str | None = None) -> dict[str, Any]:
+        """The small tables of the given SQLite databases (of the one given as ``name``), read once on the host
+        (``database_tables``)."""
+        cached: dict[str, dict[str, Any]] = self.__dict__.setdefault("_db_tables", {})
+        for given, reg in self.runtime.registered.items():
+            if given not in cached and reg.kind == "variable" and not reg.host:
+                cached[given] = database_tables(reg.value)
+        if name is not None:
+            return cached.get(name, {})
+        merged: dict[str, Any] = {}
+        for tables in cached.values():
+            merged.update({t: f for t, f in tables.items() if t not in merged})
+        return merged
+
     async def _live_values(self, names: list[str]) -> dict[str, Any]:
         """The session's variables of these names that the code made (not the given objects); absent ones left out."""
         out = {}
@@ -136,6 +157,48 @@ class Given:
     def _given_functions(self) -> list[str]:
         """The functions the session was given (tools, skills): the model calls them, never redefines them."""
         return [name for name, reg in self.runtime.registered.items() if reg.kind == "function"]
+
+
+# -- a given database's tables ------------------------------------------------------------------------------------
+DB_ROWS = 50_000  # a table with more rows is left out of the profile and the review (reading it costs too much)
+DB_TABLES = 20  # tables read from one database, at most
+
+
+def database_tables(engine: Any, max_rows: int = DB_ROWS) -> dict[str, Any]:
+    """The tables of a SQLite database given as a SQLAlchemy engine, as DataFrames by table name: those of at most
+    ``max_rows`` rows, the first ``DB_TABLES`` tables. Anything else (another object, another database, a table
+    that cannot be read) gives nothing: the profile and the review are courtesies, never a failure.
+
+    A "which city" question over a database answered with a count went unquestioned: the review knew only given
+    DataFrames (a development task).
+
+    >>> import sqlalchemy
+    >>> engine = sqlalchemy.create_engine("sqlite://")
+    >>> with engine.begin() as con:
+    ...     _ = con.exec_driver_sql("CREATE TABLE shops (city TEXT, sales INTEGER)")
+    ...     _ = con.exec_driver_sql("INSERT INTO shops VALUES ('Oslo', 3), ('Lima', 4)")
+    >>> database_tables(engine)["shops"].city.tolist(), database_tables(object())
+    (['Oslo', 'Lima'], {})
+    """
+    import sys
+
+    sa = sys.modules.get("sqlalchemy")
+    if sa is None or not isinstance(engine, sa.engine.Engine) or engine.dialect.name != "sqlite":
+        return {}
+    import pandas as pd
+
+    out = {}
+    try:
+        names = sa.inspect(engine).get_table_names()[:DB_TABLES]
+        with engine.connect() as con:
+            for table in names:
+                quoted = engine.dialect.identifier_preparer.quote(table)
+                rows = con.exec_driver_sql(f"SELECT COUNT(*) FROM {quoted}").scalar()
+                if rows is not None and rows <= max_rows:
+                    out[table] = pd.read_sql(sa.text(f"SELECT * FROM {quoted}"), con)
+    except Exception:  # a locked or broken database: what was read so far
+        pass
+    return out
 
 
 # -- what the team machinery and independent attempts share ----------------------------------------------

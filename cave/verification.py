@@ -47,6 +47,7 @@ class Verifying:
     max_steps: int
     _given_at_start: dict[str, Any]
     _given_tables: Any
+    _review_tables: Any
     checks: Any
     expect_calls: bool
 
@@ -57,7 +58,7 @@ class Verifying:
         whose answer may be a verdict), it does not apply."""
         if self.review is False or self.verify is None:
             return None
-        found = task_contract.problems(self.contract, value, self._given_tables())
+        found = task_contract.problems(self.contract, value, self._review_tables())
         traj.meta.pop("contract_problems", None)
         if not found:
             return None
@@ -90,7 +91,7 @@ class Verifying:
         kept = _take_kept(traj)  # a held answer that kept its problem: verified like any other, the problem named
         if kept and not traj.meta.get("contract_problems"):
             # a held answer left standing (at max_steps, or on prose) never reached the contract: it is read now
-            found = task_contract.problems(self.contract, traj.final_answer, self._given_tables())
+            found = task_contract.problems(self.contract, traj.final_answer, self._review_tables())
             traj.meta.update({"contract_problems": found} if found else {})
         broken = traj.meta.get("contract_problems") or []
         facts = _spelling_confirmed(traj) + (

@@ -75,6 +75,27 @@ def test_an_answer_that_keeps_breaking_the_contract_is_unverified():
     assert result.status == "unverified" and "contract" in result.trajectory.meta["unverified"]
 
 
+def test_a_given_databases_tables_are_profiled_and_the_answer_is_reviewed_against_them(tmp_path):
+    # a development task: "Which city has the most customers?" over a SQLite database, answered final_answer(3)
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
+    pd.DataFrame({"name": list("abcde"), "city": ["Oslo", "Oslo", "Lima", "Oslo", "Lima"]}).to_sql("customers", engine)
+    count = "```python\nfinal_answer(3)\n```"
+    city = "```python\nimport pandas as pd\nc = pd.read_sql('SELECT city FROM customers', db)\nfinal_answer(c.city.value_counts().idxmax())\n```"
+    agent = Agent(model=Scripted([count, city, city], repeat_last=True), runtime="inprocess")
+    agent.runtime.inject("db", engine, description="the shop's database")
+    agent.start()
+    import asyncio
+
+    prompt = asyncio.run(agent.system_prompt())
+    assert "table customers: 5 rows x 3 columns" in prompt and "'Oslo' (3 rows)" in prompt
+    result = agent.run("Which city has the most customers?")
+    assert "the answer is the number 3" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == "Oslo"
+    engine.dispose()
+
+
 def test_attempts_start_from_the_given_inputs_not_what_the_run_changed():
     mutate = "```python\nvisits.drop(index=[0, 1], inplace=True)\nfinal_answer(len(visits))\n```"
     count = "```python\nfinal_answer(len(visits))\n```"
