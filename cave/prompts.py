@@ -25,6 +25,8 @@ __all__ = [
     "REPEAT_NOTE",
     "REPEAT_CALL_NOTE",
     "REPEAT_OK_NOTE",
+    "REPEAT_NOTED_NOTE",
+    "NOTED_CELL",
     "PROSE_CALL_RUN",
     "TYPED_DISPLAY_NOTE",
     "MISSING_FILE_NOTE",
@@ -518,6 +520,7 @@ def answer_without_calls_note(functions: list[str], shown: int = 6) -> str:
 
 STATE_HEADER = "Variables now in the session (new or changed):"
 REPEAT_NOTE = "You ran exactly the same code as in your previous step. Read the error above and change the code."
+NOTED_CELL = "\nYour cell with the Note's line in place:\n```python\n{code}\n```"
 REPEAT_NOTED_NOTE = (
     "You ran exactly the same code as in your previous step, and it got the same Note about what it computed. Read "
     "that Note and change the code as it says, then call final_answer."

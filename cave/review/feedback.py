@@ -38,7 +38,8 @@ class Feedback:
         if step.execution is not None and not step.execution.ok:
             return prompts.REPEAT_NOTE
         if recovery.runtime_noted(step):  # not "answer with it": the Note says the result is doubtful
-            return prompts.REPEAT_NOTED_NOTE
+            rewritten = recovery.noted_rewrite(step.code or "", step.execution.stderr if step.execution else "")
+            return prompts.REPEAT_NOTED_NOTE + (prompts.NOTED_CELL.format(code=rewritten) if rewritten else "")
         if typed.only_displays(step.code or ""):  # not "answer with it": TYPED_DISPLAY_NOTE follows
             return prompts.REPEAT_OK_NOTE.split(",", 1)[0] + "."
         name = recovery.last_assigned(step.code or "")

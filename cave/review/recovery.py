@@ -123,6 +123,57 @@ def runtime_noted(step: Step) -> bool:
     return step.execution is not None and RUNTIME_NOTE in (step.execution.stderr or "")
 
 
+_NOTED_FIX = re.compile(
+    r"Note \(line \d+\): (to_datetime|to_numeric)\(errors=\"coerce\"\).*?: (pd\.\1\(.*?\)); if they"
+)
+
+
+def noted_rewrite(code: str, stderr: str) -> str | None:
+    r"""``code`` with the conversion a runtime Note gives the line for (``pd.to_datetime(x, format='mixed',
+    errors='coerce')``) in place of the model's own call on the same values; None when there is none to place.
+    The 1.5B ran the same cell five times after the Note named the line to use (a development task): a whole cell
+    to run is what it copies.
+
+    >>> note = ('Note (line 2): to_datetime(errors="coerce") turned 8 of 9 ...: they read as dates each in its own '
+    ...         "format: pd.to_datetime(s['d'], format='mixed', errors='coerce'); if they are truly missing, keep going.")
+    >>> print(noted_rewrite("import pandas as pd\ns['d'] = pd.to_datetime(s['d'], errors='coerce')\nprint(s)", note))
+    import pandas as pd
+    s['d'] = pd.to_datetime(s['d'], format='mixed', errors='coerce')
+    print(s)
+    >>> noted_rewrite("s['d'] = pd.to_datetime(s['x'])", note) is None  # other values: not this Note's line
+    True
+    """
+    m = _NOTED_FIX.search(stderr or "")
+    if not m:
+        return None
+    name, fix = m.group(1), m.group(2)
+    try:
+        tree, wanted = ast.parse(code), ast.parse(fix, mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(wanted, ast.Call) or not wanted.args:
+        return None
+    target = ast.dump(wanted.args[0])
+    lines = code.splitlines(keepends=True)
+    for node in ast.walk(tree):
+        func = getattr(node, "func", None)
+        called = getattr(func, "attr", None) or getattr(func, "id", None)
+        if not isinstance(node, ast.Call) or called != name or not node.args or ast.dump(node.args[0]) != target:
+            continue
+        if node.lineno != node.end_lineno or node.end_col_offset is None:
+            return None  # a call over several lines: not rewritten
+        line = lines[node.lineno - 1]
+        start, end = _char_offset(line, node.col_offset), _char_offset(line, node.end_col_offset)
+        lines[node.lineno - 1] = line[:start] + fix + line[end:]
+        return "".join(lines)
+    return None
+
+
+def _char_offset(line: str, utf8_offset: int) -> int:
+    """The character position of an ast column offset (counted in UTF-8 bytes)."""
+    return len(line.encode("utf-8")[:utf8_offset].decode("utf-8", errors="ignore"))
+
+
 def repeats_cut_off(traj: Trajectory, text: str) -> bool:
     r"""Whether ``text`` is, word for word, a reply of this run that was cut off at the length limit (and so not
     run): greedy decoding writes the same over-long cell again after the note (a development task typed the given

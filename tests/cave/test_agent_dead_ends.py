@@ -108,6 +108,11 @@ def test_a_working_cell_run_a_third_time_is_sampled_again_at_the_answer_call(sal
     result = agent.run("How many days are there?")
     assert set(model.prefixes) == {""}
     assert "got the same Note about what it computed" in result.trajectory.steps[1].observation
+    # with the whole cell to run, the Note's line in place (a development run ran such a cell five times)
+    fixed = "d = pd.to_datetime(days['day'], format='mixed', errors='coerce')"
+    assert f"Your cell with the Note's line in place:\n```python\nimport pandas as pd\n{fixed}\n" in (
+        result.trajectory.steps[1].observation
+    )
 
     # a cell that only looks (no result assigned) is sampled hotter, without the call
     look = code("print(sales.head())")
