@@ -19,6 +19,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from typing import Any
 
 from cave.runtimes import transfer
@@ -54,6 +55,9 @@ def kernel_main() -> None:
     from cave.runtimes.cells import no_input
 
     builtins.input = no_input
+    # pandas 3.1 warns on every `inplace=True` (PDEP-8) with four lines that say nothing about the result: the model
+    # read them after each step of a development run; the call still works
+    warnings.filterwarnings("ignore", message=r"The inplace keyword in \S+ is deprecated")
 
     from ipykernel.kernelapp import IPKernelApp
     from tornado.ioloop import IOLoop

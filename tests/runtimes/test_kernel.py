@@ -548,3 +548,12 @@ def test_a_series_crosses_in_the_safe_format():
 def test_compiler_warnings_reach_the_cells_stderr(rt):
     ex = rt.execute("y = 48 * 9 * 3()")
     assert "SyntaxWarning: 'int' object is not callable" in ex.stderr and ex.error.type == "TypeError"
+
+
+def test_pandas_inplace_deprecation_is_not_in_the_cells_stderr_other_warnings_are(rt):
+    # pandas 3.1 warns on every inplace=True: four lines after each step that say nothing about the result
+    ex = rt.execute(
+        "import pandas as pd, warnings\nd = pd.DataFrame({'a': [1, 1]})\nd.drop_duplicates(inplace=True)\n"
+        "warnings.warn('look at this')\nprint(len(d))"
+    )
+    assert ex.stdout == "1\n" and "inplace" not in ex.stderr and "look at this" in ex.stderr
