@@ -486,7 +486,7 @@ def number_for_a_name(task: str, value: Any, given: Mapping[str, Any]) -> str | 
     >>> import pandas as pd
     >>> sales = pd.DataFrame({"product": ["phone", "monitor"], "units": [3, 5]})
     >>> print(number_for_a_name("Which product grew fastest between March and April?", 0, {"sales": sales}))
-    the task asks which product; the answer is the number 0, but `sales['product']` holds the products as text: answer with the product itself
+    the task asks which product; the answer is the number 0, but `sales['product']` holds each product as text: answer with the product itself
     >>> number_for_a_name("How many units per product?", 0, {"sales": sales}) is None
     True
     >>> number_for_a_name("Which product rose most?", "monitor", {"sales": sales}) is None
@@ -509,7 +509,7 @@ def number_for_a_name(task: str, value: Any, given: Mapping[str, Any]) -> str | 
             if len(stem) > 2 and re.search(rf"\b(?:which|what)\s+{re.escape(stem)}\b", task, re.I):
                 return (
                     f"the task asks which {stem}; the answer is the number {plain!r}, but `{name}[{column!r}]` holds "
-                    f"the {stem}s as text: answer with the {stem} itself"
+                    f"each {stem} as text: answer with the {stem} itself"
                 )
     return None
 
