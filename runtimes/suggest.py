@@ -80,12 +80,45 @@ def _name_hint(name: str, namespace: dict[str, Any]) -> str | None:
     >>> _name_hint("pvalue", {"p_value": 0.01, "df": None}), _name_hint("zz", {"p_value": 1})
     ("Did you mean 'p_value' (a variable of an earlier cell)?", None)
     """
+    table = _table_hint(name, namespace)
+    if table:
+        return table
     names = [n for n in list(namespace)[: _MAX_COLUMNS * 5] if isinstance(n, str) and not n.startswith("_")]
     same = [n for n in names if _norm(n) == _norm(name) and n != name]
     close = same or difflib.get_close_matches(name, names, n=2, cutoff=0.8)
     if not close:
         return None
     return f"Did you mean {' or '.join(repr(c) for c in close)} (a variable of an earlier cell)?"
+
+
+def _table_hint(name: str, namespace: dict[str, Any]) -> str | None:
+    """For an undefined name that is a table of a database engine in the session: the line that reads it (a
+    development task: ``customers[...]`` over an engine's table, NameError for five steps).
+
+    >>> import sqlalchemy
+    >>> db = sqlalchemy.create_engine("sqlite://")
+    >>> with db.begin() as con:
+    ...     _ = con.exec_driver_sql("CREATE TABLE customers (name TEXT)")
+    >>> _table_hint("customers", {"db": db})
+    "'customers' is a table of the database db, not a variable: customers = pd.read_sql('SELECT * FROM customers', db)"
+    """
+    sa = sys.modules.get("sqlalchemy")
+    if sa is None:
+        return None
+    for var, obj in list(namespace.items())[:_MAX_COLUMNS]:
+        if not isinstance(var, str) or var.startswith("_") or not isinstance(obj, sa.engine.Engine):
+            continue
+        try:
+            tables = sa.inspect(obj).get_table_names()
+        except Exception:  # a database that does not answer: no hint
+            continue
+        table = next((t for t in tables if t.lower() == name.lower()), None)
+        if table:
+            return (
+                f"{name!r} is a table of the database {var}, not a variable: "
+                f"{name} = pd.read_sql('SELECT * FROM {table}', {var})"
+            )
+    return None
 
 
 def _attributes_hint(e: BaseException) -> str | None:
