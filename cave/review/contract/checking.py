@@ -134,12 +134,25 @@ def _preview(x: Any) -> str:
 
 
 def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
+    r"""Whether the answer to "which X" is one value of the column that holds X.
+
+    A row (a Series holding the X and its measure) gets the line that takes the X from it, not `.idxmax()` (a
+    development run: `pd.read_sql("SELECT city, COUNT(*) ...").iloc[0]`, then `.idxmax()` of that row failed):
+
+    >>> import pandas as pd
+    >>> c = Contract(which="city", kind="name")
+    >>> _name(c, pd.Series({"city": "Accra", "n": 12}), {"customers": pd.DataFrame({"city": ["Accra"]})})[0][-55:]
+    "pass the single city (e.g. its ['city']: `row['city']`)"
+    """
     if _rows(answer) is not None and not isinstance(answer, str):
         n = _rows(answer)
         if n != 1:
+            found = column_for(contract.which or "", tables)
+            row = _is_series(answer) and found is not None and found[1] in list(answer.index)
+            take = f"its [{found[1]!r}]: `row[{found[1]!r}]`" if row and found else "`.idxmax()`"
             return [
                 f"one {contract.which}: 'which {contract.which}' asks for one value, the answer is a "
-                f"{_type(answer)} of {n}: pass the single {contract.which} (e.g. `.idxmax()`)"
+                f"{_type(answer)} of {n}: pass the single {contract.which} (e.g. {take})"
             ]
         return []
     found = column_for(contract.which or "", tables)
