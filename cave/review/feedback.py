@@ -1,9 +1,9 @@
 """What the model reads after a step, and whether a reply without code may end the run.
 
-The agent's feedback half: after a step that ran code, the observation gets its notes (the same code again, an unknown
-function, encoded text features, a loop) and, in the stable
-layout, the note of what changed in the runtime; after a reply without code, the reason it cannot be the answer
-yet (a failed cell just before it, declared outputs still missing, ...) or None when it can.
+The agent's feedback half: after a step that ran code, the observation gets its notes (the same code again, an
+unknown function, encoded text features, a loop) and, in the stable layout, the note of what changed in the runtime;
+after a reply without code, the reason it cannot be the answer yet (a failed cell just before it, declared outputs
+still missing, ...) or None when it can.
 """
 
 from __future__ import annotations
