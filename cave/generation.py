@@ -109,6 +109,7 @@ class Replying:
     use_stream: bool
     max_continuations: int
     retry_temperature: float | None
+    checks: Any
     _override: dict[str, Any]
     _room_for_reply: Any
 
@@ -126,7 +127,10 @@ class Replying:
             # Greedy decoding of a small model tends to repeat the code that just failed, forever. Sample this
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
             retry_with: dict[str, Any] = {"temperature": temperature}
-            if recovery.repeats_refused_prose(traj, gen.text, blocks) and self._may_open_code():
+            if (
+                recovery.repeats_refused_prose(traj, gen.text, blocks, always_refused=bool(self.checks))
+                and self._may_open_code()
+            ):
                 # refused words said again: a hotter sample of a small model says them once more (the answer
                 # stated, the nudge to pass its variable ignored), so the retry starts inside a code block
                 retry_with["prefix"] = CODE_PREFIX
@@ -201,7 +205,7 @@ class Replying:
         return (
             recovery.repeats_failure(traj, blocks)
             or recovery.repeats_twice(traj, blocks)
-            or recovery.repeats_refused_prose(traj, text, blocks)
+            or recovery.repeats_refused_prose(traj, text, blocks, always_refused=bool(self.checks))
             or recovery.repeats_cut_off(traj, text)
         )
 

@@ -187,17 +187,24 @@ def repeats_cut_off(traj: Trajectory, text: str) -> bool:
     return bool(said) and any(s.meta.get("cut_off") and (s.completion or "").strip() == said for s in traj.steps)
 
 
-def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str]) -> bool:
+def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str], *, always_refused: bool = False) -> bool:
     """Whether a reply without code is, word for word, the prose reply refused at the last step (greedy
     decoding gives the same reply to the same refusal: a development task wrote one paragraph nine times, twice), or
     mostly a copy of the note that refused it (BFCL: "Not accepted yet: this task is done by calling ..."
-    came back as the model's reply)."""
+    came back as the model's reply). ``always_refused``: no prose can end this run (the task checks objects), so any
+    prose reply right after a refused one counts (a development task: three prose replies in other words, each
+    refused with the call to run, until max_steps).
+
+    >>> t = Trajectory(task="t", steps=[Step(index=0, completion="The total is 10.", observation="Write code.")])
+    >>> repeats_refused_prose(t, "It is 10.", []), repeats_refused_prose(t, "It is 10.", [], always_refused=True)
+    (False, True)
+    """
     last = last_action(traj)
     if blocks or last is None or last.code or not last.observation or last.meta.get("cut_off"):
         return False
     if not text.strip():
         return False
-    return (last.completion or "").strip() == text.strip() or echoes(text, last.observation)
+    return always_refused or (last.completion or "").strip() == text.strip() or echoes(text, last.observation)
 
 
 def echoes(text: str, note: str, n: int = 4) -> bool:

@@ -82,6 +82,20 @@ def test_refused_prose_said_again_is_sampled_again_inside_a_code_block(sales):
     assert agent.run("How many units were sold?").answer == 10 and model.prefixes == ["", "", "", ""]
 
 
+def test_prose_in_other_words_after_a_refusal_is_sampled_inside_a_code_block_when_prose_cannot_answer(sales):
+    # a development task with checks: the Series built, then three prose replies in other words, each refused with
+    # the call to run, until max_steps; where the task checks objects no prose can end the run
+    replies = [code("total = int(sales.units.sum())"), "The total is computed.", "The answer is the total.",
+               "final_answer(total)\n```"]  # fmt: skip
+    model = Scripted(replies)
+    agent = _Agent(model=model, runtime=InProcessRuntime(), verify=0, retry_temperature=0.7,
+                   checks={"answer": {"type": "int"}})  # fmt: skip
+    agent.runtime.inject("sales", sales)
+    result = agent.run("How many units were sold?")
+    assert result.status == "success" and result.answer == 10
+    assert model.prefixes == ["", "", "", "```python\n"]
+
+
 def test_a_working_cell_run_a_third_time_is_sampled_again_at_the_answer_call(sales):
     # a development run: a cell that printed the answer ran six times, the note after the repeat (run
     # final_answer(name)) ignored, the same cell sampled hotter twice a step: the retry now starts at the call
