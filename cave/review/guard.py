@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = ["chained_writes", "guard_code", "positional_picks"]
 
@@ -127,6 +128,7 @@ def _guard_statements(
     drop: list[tuple[int, int]] = []
     calls: list[ast.Assign] = []  # `final_answer = value` -> final_answer(value)
     aliases: list[tuple[ast.Assign, str]] = []  # `x = create_engine(...)` -> `x = db`
+    retargets: list[tuple[ast.Assign, str]] = []  # `db = pd.read_sql("... FROM t", db)` -> `t = ...`
     imports: list[tuple[ast.ImportFrom, list[ast.alias]]] = []  # `from m import f, g` -> `from m import g`
     notes: list[str] = []
     for node in tree.body:
@@ -169,6 +171,13 @@ def _guard_statements(
                 notes.append(
                     f"`{name}` was given to you ready to use; your line replacing it was skipped. Use `{name}` as it is."
                 )
+            elif len(node.targets) == 1 and (kept := _database_kept(node, types)):
+                retargets.append((node, kept))
+                name = node.targets[0].id  # type: ignore[attr-defined]
+                notes.append(
+                    f"`{name}` is the database given to you; your line would have replaced it with its result, so the "
+                    f"result is kept as `{kept}` and `{name}` stays the database."
+                )
             elif len(node.targets) == 1 and (alias := _reload_alias(node.value, types)):
                 aliases.append((node, alias))
                 target = node.targets[0].id  # type: ignore[attr-defined]
@@ -176,9 +185,13 @@ def _guard_statements(
                     f"`{target} = {ast.unparse(node.value)[:60]}` would load again what is already in the session; "
                     f"it ran as `{target} = {alias}` (the live object given to you)."
                 )
-    if not drop and not calls and not aliases and not imports:
+    if not drop and not calls and not aliases and not imports and not retargets:
         return code, []
     lines = code.splitlines()
+    for node, kept in retargets:  # only the target changes: `db = ` -> `customers = `
+        target = node.targets[0]
+        first = target.lineno - 1
+        lines[first] = lines[first][: target.col_offset] + kept + lines[first][target.end_col_offset :]
     for start, end in drop:
         for i in range(start - 1, end):
             lines[i] = ""
@@ -207,6 +220,30 @@ def _guard_statements(
             lines[first] = head + lines[first][value.col_offset :]
             lines[last] = lines[last][: value.end_col_offset] + ")" + lines[last][node.end_col_offset :]
     return "\n".join(lines), list(dict.fromkeys(notes))
+
+
+_FROM_TABLE = re.compile(r"\bfrom\s+[\"'`\[]?([A-Za-z_]\w*)", re.I)
+
+
+def _database_kept(node: Any, types: Mapping[str, str]) -> str | None:
+    """The name a query's result is kept under when the line assigns it to the given database it reads
+    (``db = pd.read_sql("SELECT * FROM customers", db)``: the engine was gone for the rest of a development run,
+    every later ``read_sql(..., db)`` failing): the table the query reads, else ``<db>_result``; None for any other
+    line.
+
+    >>> import ast
+    >>> line = ast.parse("db = pd.read_sql('SELECT * FROM customers', db)").body[0]
+    >>> _database_kept(line, {"db": "sqlalchemy.Engine"}), _database_kept(line, {"db": "pandas.DataFrame"})
+    ('customers', None)
+    """
+    import ast
+
+    name = node.targets[0].id
+    if not types.get(name, "").endswith(("Engine", "Connection")) or name not in _names_used(node.value):
+        return None
+    texts = [n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+    table = next((m.group(1) for t in texts if (m := _FROM_TABLE.search(t))), None)
+    return table if table and table.isidentifier() and table != name else f"{name}_result"
 
 
 def _typed_in(code: str, protected: Iterable[str]) -> list[str]:

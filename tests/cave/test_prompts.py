@@ -214,6 +214,17 @@ def test_guard_keeps_line_numbers_and_legitimate_code():
     assert guard_code("other = pd.DataFrame({'a': [1]})", ["df"])[1] == []
 
 
+def test_guard_keeps_a_given_database_when_a_line_assigns_its_query_result_to_it():
+    # a development run: `db = pd.read_sql("SELECT * FROM customers", db)`, then every read_sql(..., db) failed
+    src = 'db = pd.read_sql("SELECT * FROM customers", db)\no = pd.read_sql("SELECT * FROM orders", db)'
+    out, notes = guard_code(src, {"db": "sqlalchemy.Engine"})
+    assert out.splitlines() == ['customers = pd.read_sql("SELECT * FROM customers", db)', src.splitlines()[1]]
+    assert "`db` stays the database" in notes[0]
+    out, _ = guard_code("db = pd.read_sql('SELECT 1', db)", {"db": "sqlalchemy.Engine"})
+    assert out == "db_result = pd.read_sql('SELECT 1', db)"
+    assert guard_code("df = df.dropna()", {"df": "pandas.DataFrame"}) == ("df = df.dropna()", [])
+
+
 def test_a_long_function_signature_is_never_cut_in_the_prompt():
     """tau2's book_reservation has eleven parameters: a cut signature leaves the model unable to call it."""
     from cave.runtimes.describe import describe_namespace
