@@ -581,7 +581,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
             checks=bool(self.checks),
             expect_calls=self.expect_calls,
             given_functions=self._given_functions,
-            given_tables=self._review_tables,
+            given_tables=self._given_tables,  # its holds read tables as the model was given them
             missing_outputs=self._missing_outputs,
             variables=self._live_values,
             restore_given=lambda: self._restore_given(list(self._protected())),

@@ -123,8 +123,10 @@ class Given:
         }
 
     def _review_tables(self) -> dict[str, Any]:
-        """The tables an answer is reviewed against: the given DataFrames, and the small tables of the given
-        databases by their table names (a name a given variable has stays the variable's)."""
+        """The tables the task's contract reads an answer against: the given DataFrames, and the small tables of
+        the given databases by their table names (a name a given variable has stays the variable's). The review's
+        holds read only the given DataFrames: on a database's tables, read by the model its own way, an entity-count
+        hold fired on a right count and the run changed it (a development run)."""
         found = dict(self._database_tables())
         found.update(self._given_tables())
         return found

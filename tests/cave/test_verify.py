@@ -91,7 +91,7 @@ def test_a_given_databases_tables_are_profiled_and_the_answer_is_reviewed_agains
     prompt = asyncio.run(agent.system_prompt())
     assert "table customers: 5 rows x 3 columns" in prompt and "'Oslo' (3 rows)" in prompt
     result = agent.run("Which city has the most customers?")
-    assert "the answer is the number 3" in result.trajectory.steps[0].observation
+    assert "the answer 3 is a number" in result.trajectory.steps[0].observation
     assert result.status == "success" and result.answer == "Oslo"
     engine.dispose()
 
