@@ -102,21 +102,11 @@ def _table_hint(name: str, namespace: dict[str, Any]) -> str | None:
     >>> _table_hint("customers", {"db": db})
     "'customers' is a table of the database db, not a variable: customers = pd.read_sql('SELECT * FROM customers', db)"
     """
-    sa = sys.modules.get("sqlalchemy")
-    if sa is None:
-        return None
     for var, obj in list(namespace.items())[:_MAX_COLUMNS]:
-        if not isinstance(var, str) or var.startswith("_") or not isinstance(obj, sa.engine.Engine):
-            continue
-        try:
-            tables = sa.inspect(obj).get_table_names()
-        except Exception:  # a database that does not answer: no hint
-            continue
-        table = next((t for t in tables if t.lower() == name.lower()), None)
-        if table:
+        if isinstance(var, str) and not var.startswith("_") and _is_connection(obj) and _table_columns(obj, name):
             return (
                 f"{name!r} is a table of the database {var}, not a variable: "
-                f"{name} = pd.read_sql('SELECT * FROM {table}', {var})"
+                f"{name} = pd.read_sql('SELECT * FROM {name}', {var})"
             )
     return None
 
