@@ -522,7 +522,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
             if failures:  # not accepted: the agent sees why and goes on
                 text += "\n" + failed_checks_note(failures, recovery.answer_name(code))
-                rows = grouping.granularity_problem(traj.task, cell.value, self._review_tables())
+                rows = grouping.granularity_problem(traj.task, cell.value, *self._form_tables())
                 rows = rows or grouping.messy_keys(cell.value)
                 if rows:  # "has 162 rows; expected exactly 12" says what, not why
                     text += f"\nNote: {rows}"
@@ -585,6 +585,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
             missing_outputs=self._missing_outputs,
             variables=self._live_values,
             restore_given=lambda: self._restore_given(list(self._protected())),
+            form_tables=self._form_tables,
         )
 
     async def _execute(self, code: str) -> Cell:

@@ -72,6 +72,11 @@ class Acceptance:
     missing_outputs: Callable[[], Awaitable[list[str]]]
     variables: Callable[[list[str]], Awaitable[dict[str, Any]]] | None = None  # the live values of these names
     restore_given: Callable[[], Awaitable[list[str]]] | None = None  # given variables back as given; a note each
+    # the form check's tables: the given ones and a given database's, with the variable each database table is in
+    form_tables: Callable[[], tuple[dict[str, Any], dict[str, str]]] | None = None
+
+    def _form_tables(self) -> tuple[dict[str, Any], dict[str, str]]:
+        return self.form_tables() if self.form_tables is not None else (self.given_tables(), {})
 
     async def hold(self, traj: Trajectory, value: Any, code: str, stderr: str) -> str | None:
         """Why final_answer's ``value`` is not accepted yet (None: accept it). ``code``: the whole reply's code, all
@@ -181,7 +186,7 @@ class Acceptance:
                 return every_row.note(whole, value)
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
-            form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
+            form = await asyncio.to_thread(answers.form_problems, traj.task, value, *self._form_tables())
             if answers.missing_keys(traj.task, value):  # said in this note: not asked again, kept if not fixed
                 traj.meta["keys_asked"] = True
             if form.problems:
@@ -275,7 +280,7 @@ class Acceptance:
         number is right and the rounding is mechanical, so the run ends with the form the task asks for."""
         if "form" not in traj.meta.get("held_for", ()) or traj.meta.get("form_settled"):
             return value
-        form = await asyncio.to_thread(answers.form_problems, traj.task, value, self.given_tables())
+        form = await asyncio.to_thread(answers.form_problems, traj.task, value, *self._form_tables())
         if not form.problems or not form.fixable:
             return value
         traj.meta["form_settled"] = form.problems

@@ -357,13 +357,16 @@ def _collection_size(value: Any) -> str | None:
     return None
 
 
-def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None) -> Form:
+def form_problems(
+    task: str, value: Any, given: Mapping[str, Any] | None = None, sources: Mapping[str, str] | None = None
+) -> Form:
     """Where an answer misses the form the task names, and the answer with what can be fixed fixed.
 
     Checked: the decimal places the task asks for (per answer name when it names several), "Yes"/"No" where a
     bool was given, the keys of a ``final_answer({...})`` the task spells out, one row per month (hour, day,
     week, quarter, year) in a table (``granularity_problem``), and ids where the task asks for the things
-    themselves (``ids_for_names``, with the ``given`` tables). Small models compute the
+    themselves (``ids_for_names``, with the ``given`` tables; ``sources`` names the database variable a table is read
+    from, where it is a database's table rather than a given DataFrame). Small models compute the
     right number and hand back 34.6543 for "rounded to two decimal places", or True for "Yes or No".
 
     >>> form = form_problems("Mean fare, rounded to two decimal places. Is it normal? Yes or No.", {"m": 34.6543, "ok": True})
@@ -413,13 +416,13 @@ def form_problems(task: str, value: Any, given: Mapping[str, Any] | None = None)
             keys = ", ".join(repr(k) for k in wanted)
             problems += [f"the answer has no {', '.join(repr(k) for k in missing)} (the task asks for the keys {keys})"]
         return Form(problems + words_wanted, fixed, not missing and not words_wanted)
-    rows = granularity_problem(task, value, given) or messy_keys(value)
+    rows = granularity_problem(task, value, given, sources) or messy_keys(value)
     if rows is not None:
         return Form([rows], value, False)
-    ids = ids_for_names(task, value, given or {})
+    ids = ids_for_names(task, value, given or {}, sources)
     if ids is not None:
         return Form([ids], value, False)
-    number = number_for_a_name(task, value, given or {})
+    number = number_for_a_name(task, value, given or {}, sources)
     if number is not None:
         return Form([number], value, False)
     fixed, problems = _form_fix(task, None, value, "the answer", yes_no)
@@ -479,7 +482,9 @@ def _answer_ids(pd: Any, value: Any) -> tuple[str | None, list[Any]] | None:
     return None
 
 
-def number_for_a_name(task: str, value: Any, given: Mapping[str, Any]) -> str | None:
+def number_for_a_name(
+    task: str, value: Any, given: Mapping[str, Any], sources: Mapping[str, str] | None = None
+) -> str | None:
     """When the task asks which product (city, region, ...) and the answer is a number where a given table holds
     them as text: a row label or a count came back instead of the thing (a development task: 0).
 
@@ -507,14 +512,21 @@ def number_for_a_name(task: str, value: Any, given: Mapping[str, Any]) -> str | 
                 continue
             stem = re.sub(r"[_ ]?name$", "", column.lower()) or column.lower()
             if len(stem) > 2 and re.search(rf"\b(?:which|what)\s+{re.escape(stem)}\b", task, re.I):
+                where = (
+                    f"the column {column!r} of the table {name} in `{sources[name]}`"
+                    if name in (sources or {})
+                    else f"`{name}[{column!r}]`"
+                )
                 return (
-                    f"the task asks which {stem}; the answer is the number {plain!r}, but `{name}[{column!r}]` holds "
+                    f"the task asks which {stem}; the answer is the number {plain!r}, but {where} holds "
                     f"each {stem} as text: answer with the {stem} itself"
                 )
     return None
 
 
-def ids_for_names(task: str, value: Any, given: Mapping[str, Any]) -> str | None:
+def ids_for_names(
+    task: str, value: Any, given: Mapping[str, Any], sources: Mapping[str, str] | None = None
+) -> str | None:
     """When the task asks for things (customers, products) and the answer gives their ids where a given table
     holds their names: what is wrong and how to add the names. Analyst: "Find the 3 customers with the highest
     total" answered with a table of customer_id and amount.
@@ -530,16 +542,22 @@ def ids_for_names(task: str, value: Any, given: Mapping[str, Any]) -> str | None
     True
     >>> bool(_ID_COLUMN.search("PassengerId")), bool(_ID_COLUMN.search("paid")), bool(_ID_COLUMN.search("valid"))
     (True, False, False)
+
+    A table of a given database (``sources``: table -> the variable holding the database) is not a variable: the fix
+    reads it (a development run: "Who were our top 3 customers" answered from SQL with customer_id and the total):
+
+    >>> print(ids_for_names("Who were our top 2 customers?", top, {"customers": customers}, {"customers": "db"}))
+    the answer gives the customers as 'customer_id' values (2, 3); the task asks for the customers: the table customers of `db` has their 'name': JOIN customers in the query, or .merge(pd.read_sql("SELECT customer_id, name FROM customers", db), on='customer_id')
     """
     if _MENTIONS_IDS.search(task) or not given:
         return None
     try:
-        return _ids_for_names(task, value, given)
+        return _ids_for_names(task, value, given, sources or {})
     except Exception:  # unhashable cells, odd frames: a form check never fails the run
         return None
 
 
-def _ids_for_names(task: str, value: Any, given: Mapping[str, Any]) -> str | None:
+def _ids_for_names(task: str, value: Any, given: Mapping[str, Any], sources: Mapping[str, str]) -> str | None:
     try:
         import pandas as pd
     except ImportError:  # no pandas, no tables to look names up in
@@ -563,10 +581,14 @@ def _ids_for_names(task: str, value: Any, given: Mapping[str, Any]) -> str | Non
         if label is None or not _entity_asked(task, stem):
             continue
         shown = ", ".join(str(i) for i in ids[:5]) + (", ..." if len(ids) > 5 else "")
-        return (
-            f"the answer gives the {name} as {key!r} values ({shown}); the task asks for the {name}: `{name}` has "
-            f"their {label!r}, e.g. .merge({name}[[{key!r}, {label!r}]], on={key!r})"
-        )
+        head = f"the answer gives the {name} as {key!r} values ({shown}); the task asks for the {name}: "
+        if name in sources:
+            query = f'pd.read_sql("SELECT {key}, {label} FROM {name}", {sources[name]})'
+            return (
+                head + f"the table {name} of `{sources[name]}` has their {label!r}: JOIN {name} in the query, or "
+                f".merge({query}, on={key!r})"
+            )
+        return head + f"`{name}` has their {label!r}, e.g. .merge({name}[[{key!r}, {label!r}]], on={key!r})"
     return None
 
 

@@ -30,11 +30,14 @@ _ADJECTIVE = {
     "annual": "year",
 }
 _FREQ = {"hour": "h", "day": "D", "week": "W", "month": "M", "quarter": "Q", "year": "Y"}
+_STRFTIME = {"hour": "%Y-%m-%d %H", "day": "%Y-%m-%d", "week": "%Y-%W", "month": "%Y-%m", "year": "%Y"}  # SQLite's
 _DATE_TEXT = re.compile(r"\d{1,4}[-/.:]\d{1,2}")
 SCAN_ROWS = 5000
 
 
-def granularity_problem(task: str, value: Any, given: Mapping[str, Any] | None = None) -> str | None:
+def granularity_problem(
+    task: str, value: Any, given: Mapping[str, Any] | None = None, sources: Mapping[str, str] | None = None
+) -> str | None:
     """When the task asks for one row per month (hour, day, week, quarter, year) and the answer is a table
     whose dates are finer than that (162 days for "revenue per month"), what is wrong and how to group. Where
     a ``given`` table has the date column the answer was grouped by, the example groups that table: a bare
@@ -52,6 +55,12 @@ def granularity_problem(task: str, value: Any, given: Mapping[str, Any] | None =
     [3.0, 3.0]
     >>> print(granularity_problem("revenue per month", by_day, {"orders": days}).split("e.g. ")[1])
     orders.groupby(pd.to_datetime(orders['date']).dt.to_period('M'))
+
+    A table of a given SQLite database (``sources``: table -> the variable holding the database) is grouped in
+    the query:
+
+    >>> print(granularity_problem("revenue per month", by_day, {"orders": days}, {"orders": "db"}).split("e.g. ")[1])
+    SELECT strftime('%Y-%m', date) AS month, ... FROM orders GROUP BY month (pd.read_sql(..., db))
     >>> months = days.assign(date=["2025-01", "2025-01", "2025-02"], product=["a", "b", "a"])  # month x product
     >>> granularity_problem("revenue per month and product", months) is None
     True
@@ -83,7 +92,12 @@ def granularity_problem(task: str, value: Any, given: Mapping[str, Any] | None =
         freq = _FREQ[unit]
         date = name if name is not None else head.index.name
         source = next((t for t, f in (given or {}).items() if date is not None and _has_column(pd, f, date)), None)
-        if source is not None:  # group the given table by its date column: right for any aggregation
+        sql = _STRFTIME.get(unit)
+        if source is not None and source in (sources or {}) and sql:  # a database's table: group in the query
+            example = f"SELECT strftime('{sql}', {date}) AS {unit}, ... FROM {source} GROUP BY {unit} (pd.read_sql(..., {sources[source]}))"  # fmt: skip
+        elif source is not None and source not in (
+            sources or {}
+        ):  # the given table by its date column: any aggregation
             example = f"{source}.groupby(pd.to_datetime({source}[{date!r}]).dt.to_period('{freq}'))"
         elif name is not None:  # a column's dates go through .dt; an index's do not (a DatetimeIndex has no .dt)
             example = f".groupby(pd.to_datetime(df[{name!r}]).dt.to_period('{freq}'))"

@@ -91,8 +91,36 @@ def test_a_given_databases_tables_are_profiled_and_the_answer_is_reviewed_agains
     prompt = asyncio.run(agent.system_prompt())
     assert "table customers: 5 rows x 3 columns" in prompt and "'Oslo' (3 rows)" in prompt
     result = agent.run("Which city has the most customers?")
-    assert "the answer 3 is a number" in result.trajectory.steps[0].observation
+    # the form check reads the database's tables too: it names the column that holds the cities
+    assert (
+        "the column 'city' of the table customers in `db` holds each city as text"
+        in result.trajectory.steps[0].observation
+    )
     assert result.status == "success" and result.answer == "Oslo"
+    engine.dispose()
+
+
+def test_ids_from_a_given_database_where_the_task_asks_who_get_the_query_that_adds_the_names(tmp_path):
+    # a development run: "Who were our top 3 customers ..." answered from SQL with customer_id and the total, a
+    # success on the task's row check; the form check knew only given DataFrames
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
+    pd.DataFrame({"customer_id": [1, 2, 3], "name": ["Ada", "Gus", "Kai"]}).to_sql("customers", engine, index=False)
+    pd.DataFrame({"customer_id": [1, 2, 2, 3], "amount": [5.0, 9.0, 4.0, 1.0]}).to_sql("orders", engine, index=False)
+    total = "SELECT customer_id, SUM(amount) AS total FROM orders GROUP BY customer_id ORDER BY total DESC LIMIT 2"
+    ids = f'```python\nimport pandas as pd\ntop = pd.read_sql("{total}", db)\nfinal_answer(top)\n```'
+    named = (
+        "```python\nnames = pd.read_sql('SELECT customer_id, name FROM customers', db)\n"
+        "final_answer(top.merge(names, on='customer_id')['name'].tolist())\n```"
+    )
+    agent = Agent(model=Scripted([ids, named]), runtime="inprocess", checks={"answer": {"rows": 2}}, verify=0)
+    agent.runtime.inject("db", engine, description="the shop's database")
+    result = agent.run("Who were our top 2 customers by total spend?")
+    note = result.trajectory.steps[0].observation
+    assert "as 'customer_id' values (2, 1)" in note and "the table customers of `db` has their 'name'" in note
+    assert 'pd.read_sql("SELECT customer_id, name FROM customers", db)' in note
+    assert result.status == "success" and result.answer == ["Gus", "Ada"]
     engine.dispose()
 
 
