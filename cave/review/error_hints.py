@@ -85,6 +85,28 @@ _API_CHANGES: list[tuple[tuple[str, ...], re.Pattern[str], str]] = [
      "a column holds Python objects (text or mixed), not numbers: convert it first, "
      "e.g. pd.to_numeric(df[col], errors='coerce')"),
 ]  # fmt: skip
+# functions of other SQL dialects that SQLite lacks: what SQLite writes instead (its dates are text)
+_SQLITE_FUNCTION = re.compile(r"no such function: (\w+)", re.I)
+_SQLITE_EQUIVALENTS = {
+    "YEAR": "strftime('%Y', date) for the year ('2025'; CAST(... AS INTEGER) for a number)",
+    "MONTH": "strftime('%m', date) for the month number ('03'), strftime('%Y-%m', date) for the month of a year",
+    "DAY": "strftime('%d', date) for the day of the month, date(date) for the day",
+    "HOUR": "strftime('%H', date) for the hour ('09')",
+    "DATE_FORMAT": "strftime('%Y-%m', date) (the format comes first in SQLite)",
+    "TO_CHAR": "strftime('%Y-%m', date) (the format comes first in SQLite)",
+    "EXTRACT": "strftime('%Y', date) / strftime('%m', date)",
+    "DATE_TRUNC": "strftime('%Y-%m', date) for the month, date(date) for the day",
+    "DATEDIFF": "julianday(a) - julianday(b) for days between dates",
+    "NOW": "datetime('now')",
+    "CURDATE": "date('now')",
+    "CONCAT": "a || b",
+    "IF": "CASE WHEN ... THEN ... ELSE ... END (or iif(cond, a, b))",
+    "ISNULL": "ifnull(x, y) / x IS NULL",
+    "STDDEV": "no standard deviation in SQLite: read the rows with pd.read_sql and use pandas' .std()",
+    "STDEV": "no standard deviation in SQLite: read the rows with pd.read_sql and use pandas' .std()",
+    "MEDIAN": "no median in SQLite: read the rows with pd.read_sql and use pandas' .median()",
+    "PERCENTILE_CONT": "no percentiles in SQLite: read the rows with pd.read_sql and use pandas' .quantile()",
+}
 _USUAL_IMPORTS = {"pd": "import pandas as pd", "np": "import numpy as np", "plt": "import matplotlib.pyplot as plt"}
 
 
@@ -109,6 +131,8 @@ def error_hint(etype: str, message: str) -> str | None:
     'pandas 3 reads s[1] on a Series as the label'
     >>> error_hint("ValueError", "invalid literal for int() with base 10: '7:13 PM'")  # a development task, six times
     "'7:13 PM' is a time of day, not a number: parse the column as times and take the part, e.g. pd.to_datetime(df[col], format='%I:%M %p').dt.hour (24-hour)"
+    >>> error_hint("DatabaseError", "Execution failed on sql 'SELECT YEAR(date) ...': no such function: YEAR")
+    "SQLite has no YEAR(): use strftime('%Y', date) for the year ('2025'; CAST(... AS INTEGER) for a number); strftime('%Y-%m', date) gives the month of a year ('2025-03')"
     >>> error_hint("ValueError", "bad") is None
     True
     """
@@ -121,6 +145,8 @@ def error_hint(etype: str, message: str) -> str | None:
         )
     if etype in ("ObjectNotExecutableError", "ArgumentError") and "Not an executable object" in message:
         return 'pass SQL text to pandas instead: pd.read_sql("SELECT ...", db)'
+    if etype in _SQL_ERRORS and (m := _SQLITE_FUNCTION.search(message)):
+        return _sqlite_function(m.group(1))
     if etype == "NameError" and (m := _NOT_DEFINED.search(message)) and m.group(1) in _USUAL_IMPORTS:
         return f"add `{_USUAL_IMPORTS[m.group(1)]}` at the top of the code"
     if etype == "ValueError" and (m := _TIME_OF_DAY.search(message)):
@@ -130,6 +156,21 @@ def error_hint(etype: str, message: str) -> str | None:
             f"pd.to_datetime(df[col], format='{fmt}').dt.hour (24-hour)"
         )
     return next((hint for types, pattern, hint in _API_CHANGES if etype in types and pattern.search(message)), None)
+
+
+_SQL_ERRORS = ("DatabaseError", "OperationalError")
+
+
+def _sqlite_function(name: str) -> str | None:
+    """What SQLite writes for a function of another dialect (a development run: YEAR(date) three times, then rows
+    made up to reach the twelve months the check asked for)."""
+    instead = _SQLITE_EQUIVALENTS.get(name.upper())
+    if instead is None:
+        return None
+    hint = f"SQLite has no {name.upper()}(): use {instead}"
+    if name.upper() in ("YEAR", "DAY", "HOUR"):
+        hint += "; strftime('%Y-%m', date) gives the month of a year ('2025-03')"
+    return hint
 
 
 _REDUCE_THEN_PICK = re.compile(

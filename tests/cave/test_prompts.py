@@ -174,6 +174,13 @@ def test_error_hints():
             "from sklearn.preprocessing import PowerTransformer\nPowerTransformer(method='log').fit([[1.0], [2.0]])",
             "a log transform is np.log(x)",
         ),  # DABench 726: yeo-johnson next, mean 0 and std 1 sent
+        (
+            "import sqlalchemy\ndb = sqlalchemy.create_engine('sqlite://')\n"
+            "pd.DataFrame({'date': ['2025-01-05']}).to_sql('orders', db)\n"
+            "pd.read_sql('SELECT YEAR(date) AS y, COUNT(*) FROM orders GROUP BY y', db)",
+            "SQLite has no YEAR(): use strftime('%Y', date)",
+        ),  # analyst sql_orders_per_month_2025: YEAR() three times, then made-up rows
+        ("import sqlite3\npd.read_sql('SELECT MONTH(1)', sqlite3.connect(':memory:'))", "strftime('%m', date)"),
     ],
 )
 def test_the_errors_of_the_libraries_as_installed_get_their_hint(code, hint):
