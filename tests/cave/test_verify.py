@@ -100,6 +100,15 @@ def test_a_given_databases_tables_are_profiled_and_the_answer_is_reviewed_agains
     engine.dispose()
 
 
+def test_a_one_row_table_for_which_x_is_held_with_the_line_that_takes_the_x():
+    # a development run: "Which city has the most customers?" answered with the city and its count, one row
+    row = "```python\nc = visits.groupby('clinic').size().reset_index(name='n')\nfinal_answer(c.nlargest(1, 'n'))\n```"
+    take = "```python\nfinal_answer(_final_answer['clinic'].iloc[0])\n```"
+    result = _agent([row, take, "```python\nfinal_answer('a')\n```"]).run("Which clinic has the most visits?")
+    assert "final_answer(_final_answer['clinic'].iloc[0])" in result.trajectory.steps[0].observation
+    assert result.status == "success" and result.answer == "a"
+
+
 def test_ids_from_a_given_database_where_the_task_asks_who_get_the_query_that_adds_the_names(tmp_path):
     # a development run: "Who were our top 3 customers ..." answered from SQL with customer_id and the total, a
     # success on the task's row check; the form check knew only given DataFrames

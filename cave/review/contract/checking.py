@@ -146,6 +146,8 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
     """
     if _rows(answer) is not None and not isinstance(answer, str):
         n = _rows(answer)
+        if n == 1:
+            return _one_row(contract, answer, tables)
         if n != 1:
             found = column_for(contract.which or "", tables)
             row = _is_series(answer) and found is not None and found[1] in list(answer.index)
@@ -181,6 +183,38 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
             f"{other[0]}[{other[1]!r}]: answer with the {col} of that row"
         ]
     return []
+
+
+def _one_row(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
+    r"""A one-row table (or a one-item Series) that holds the X 'which X' asks for, beside its measure: the X is the
+    answer, not the row (a development run: "Which city has the most customers?" answered with the city and its
+    count; a reader of the answer gets a table where it asks for a name).
+
+    >>> import pandas as pd
+    >>> c, given = Contract(which="city", kind="name"), {"customers": pd.DataFrame({"city": ["Accra", "Lima"]})}
+    >>> _one_row(c, pd.DataFrame({"city": ["Accra"], "n": [12]}), given)[0][-60:]
+    "pass its 'city': final_answer(_final_answer['city'].iloc[0])"
+    >>> _one_row(c, pd.Series([12], index=["Accra"]), given)[0][-52:]
+    'pass its label: final_answer(_final_answer.index[0])'
+    >>> _one_row(c, pd.DataFrame({"n": [12]}), given)
+    []
+    """
+    found = column_for(contract.which or "", tables)
+    if found is None:
+        return []
+    col = found[1]
+    if _is_frame(answer) and col in answer.columns:
+        take, what = f"final_answer(_final_answer[{col!r}].iloc[0])", f"its {col!r}"
+    elif _is_series(answer) and _norm(answer.index[0]) in {
+        _norm(v) for v in tables[found[0]][col].dropna().astype(str)
+    }:
+        take, what = "final_answer(_final_answer.index[0])", "its label"
+    else:
+        return []
+    return [
+        f"one {contract.which}: 'which {contract.which}' asks for the {contract.which} itself; the answer is a "
+        f"{_type(answer)} of one row: pass {what}: {take}"
+    ]
 
 
 def _yes_no(answer: Any) -> list[str]:
