@@ -63,6 +63,7 @@ from typing import Any
 from cave.runtimes.sought import EXAMPLES, as_timestamp, date_part, looks_dated, month_of, near_fix, near_values
 from cave.runtimes.value_notes import (
     ESTIMATES,
+    across_note,
     nan_test_note,
     numtext_note,
     range_note,
@@ -105,11 +106,11 @@ TESTS = frozenset(
 )  # fmt: skip
 _STATS_MODULES = frozenset({"stats", "st", "ss", "scipy_stats"})
 _HINT = re.compile(
-    r"==|[<>]=?\s*-?\d|\.sort_values\(|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|\b(?:"
-    + "|".join(sorted(TESTS | ESTIMATES))
-    + r")\("
+    r"==|[<>]=?\s*-?\d|\.sort_values\(|\.str\.|\.isin\(|\.idxm(?:ax|in)\(|\.iloc\[|\.(?:max|min)\(\)|"
+    r"\.(?:diff|pct_change)\(|\b(?:" + "|".join(sorted(TESTS | ESTIMATES)) + r")\("
 )
 PICKS = frozenset({"idxmax", "idxmin"})
+ACROSS = frozenset({"diff", "pct_change"})  # a column's change from the row above: noted where rows take turns
 EXTREMES = frozenset({"max", "min"})
 
 
@@ -229,6 +230,11 @@ class _Rewriter(ast.NodeTransformer):
             return self._helper(node, func.attr, func.value, [], node.keywords)
         if func.attr == "sort_values":
             return self._helper(node, "sort", func.value, list(node.args), node.keywords)
+        frame = func.value.value if isinstance(func.value, ast.Subscript | ast.Attribute) else None
+        if func.attr in ACROSS and isinstance(frame, ast.Name) and _column_read(func.value):
+            # df['units'].diff(): the frame goes along, for the note on rows of several things in turn
+            named = [ast.keyword("_cave_frame", ast.Name(frame.id, ast.Load())), ast.keyword("_cave_name", ast.Constant(frame.id))]  # fmt: skip
+            return self._helper(node, func.attr, func.value, list(node.args), [*node.keywords, *named])
         if func.attr in EXTREMES and not node.args and not node.keywords:
             return self._helper(node, func.attr, func.value, [], [])
         if func.attr in TESTS | ESTIMATES and _stats_module(func.value) and node.args and not policy:
@@ -271,6 +277,9 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
             return result
     elif op == "sort":
         result = source.sort_values(*args, **kwargs)
+    elif op in ACROSS:
+        frame, name = kwargs.pop("_cave_frame", None), kwargs.pop("_cave_name", "df")
+        result = getattr(source, op)(*args, **kwargs)
     elif op == "test":
         result = source(*args, **kwargs)
     elif op in _BOUND_OPS:
@@ -295,6 +304,8 @@ def matched(line: int, op: str, source: Any, *args: Any, **kwargs: Any) -> Any:
             note = numtext_note(op, line, source, by)
         elif op == "test":
             note = nan_test_note(line, source, args, result)
+        elif op in ACROSS:
+            note = across_note(op, line, source, frame, name)
         elif op in _BOUND_OPS:
             note = range_note(op, line, source, args[0], result)
         else:

@@ -7,6 +7,7 @@ cell's stderr; the marks are in every note of their kind, so the review can tell
 - ``range_note``: a number bound no value of a numeric column passes (a bound in other units).
 - ``nan_test_note``: a scipy test that returned nan over missing values.
 - ``self_pick_note``: a variable picked as its own strongest correlate.
+- ``across_note``: ``df[col].diff()`` / ``.pct_change()`` over rows of several things (products, stores) in turn.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import sys
 from typing import Any
 
 __all__ = [
+    "ACROSS_MARK",
     "NAN_MARK",
     "NUMTEXT_MARK",
     "RANGE_MARK",
     "SELF_MARK",
     "TEXT_MARK",
+    "across_note",
     "is_text",
     "nan_test_note",
     "numtext_note",
@@ -110,6 +113,67 @@ def numtext_note(op: str, line: int, source: Any, by: Any = None) -> str | None:
         rf"df[{name!r}] = pd.to_numeric(df[{name!r}].astype(str).str.replace(r'[,$€£%\s]', '', regex=True), "
         "errors='coerce')."
     )
+
+
+ACROSS_MARK = "with the row above it"
+_PERIOD = re.compile(  # labels of periods: Q1, H2, 2024, 2024-03, 2024Q1, FY24, Mar, March, week 12, Monday
+    r"(?i)(?:q[1-4]|h[12]|\d{4}(?:[-/]\d{1,2}){0,2}|\d{4}\s*-?\s*q[1-4]|q[1-4]\s*-?\s*\d{2,4}|fy\s*\d{2,4}|"
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?(?:\s*\d{2,4})?|week\s*\d{1,2}|"
+    r"(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
+)  # in every note on a diff over rows of several things in turn
+
+
+def across_note(op: str, line: int, source: Any, frame: Any, name: str) -> str | None:
+    """The note for ``df[col].diff()`` (``.pct_change()``) where the rows of ``frame`` take several things in turn
+    (phone, tablet, monitor, phone, ...): each row is compared with the row above it, another thing's. A development
+    task: "Which product rose most from Q1 to Q2?" took units.diff() over the rows of all products.
+
+    >>> import pandas as pd
+    >>> sales = pd.DataFrame({"product": ["phone", "tablet", "phone", "tablet"], "quarter": ["Q1", "Q1", "Q2", "Q2"],
+    ...                       "units": [5, 3, 7, 2]})
+    >>> print(across_note("diff", 4, sales["units"], sales, "sales"))
+    Note (line 4): .diff() compares each row with the row above it, and the rows of sales take the products in turn ('phone', 'tablet', 'phone', ...): it subtracts one product's units from another's. Per product: sales.groupby('product')['units'].diff() (rows in time order); to compare two quarters, put them side by side: t = sales.pivot_table(index='product', columns='quarter', values='units', aggfunc='sum'), then t['Q2'] - t['Q1'].
+    >>> across_note("diff", 4, sales["units"], sales.sort_values("product"), "sales") is None  # one thing's rows together
+    True
+    """
+    pd = sys.modules.get("pandas")
+    if pd is None or not isinstance(frame, pd.DataFrame) or not isinstance(source, pd.Series) or len(frame) < 4:
+        return None
+    head = frame.iloc[:5000]
+    keys, periods = [], []  # columns of things that take turns; columns of periods (quarters, months, years)
+    for col in list(head.columns)[:50]:
+        values = head[col]
+        if col == source.name or not (is_text(values) or str(values.dtype) == "category"):
+            continue
+        distinct = values.nunique()
+        if not 2 <= distinct <= len(head) // 2:
+            continue
+        if values.dropna().astype(str).str.strip().str.fullmatch(_PERIOD).all():
+            periods += [str(col)] if distinct <= 12 else []
+            continue
+        turns = int((values != values.shift()).iloc[1:].sum())
+        if turns == distinct - 1:
+            return None  # the rows are grouped by this column (sorted by it): the code may diff within groups
+        if turns > 2 * (distinct - 1):  # one thing's rows apart
+            keys.append((turns, distinct, str(col)))
+    if not keys:
+        return None
+    keys.sort(reverse=True)
+    key, col = keys[0][2], source.name
+    shown = ", ".join(repr(v) for v in head[key].astype(str).iloc[:3])
+    note = (
+        f"Note (line {line}): .{op}() compares each row with the row above it, and the rows of {name} take the "
+        f"{key}s in turn ({shown}, ...): it subtracts one {key}'s {col} from another's. Per {key}: "
+        f"{name}.groupby({key!r})[{col!r}].{op}() (rows in time order)"
+    )
+    if periods and isinstance(col, str):
+        p = periods[0]
+        first, second = (sorted(head[p].dropna().astype(str).unique()) + ["", ""])[:2]
+        note += (
+            f"; to compare two {p}s, put them side by side: t = {name}.pivot_table(index={key!r}, columns={p!r}, "
+            f"values={col!r}, aggfunc='sum'), then t[{second!r}] - t[{first!r}]"
+        )
+    return note + "."
 
 
 def text_extreme_note(op: str, line: int, source: Any, result: Any) -> str | None:

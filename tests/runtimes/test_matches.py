@@ -188,6 +188,31 @@ def test_the_largest_of_a_text_column_is_said_to_be_alphabetical(rt):
     assert "line 3" not in ex.stderr  # numbers: nothing to say
 
 
+def test_a_diff_over_rows_of_several_things_in_turn_says_so(bare_rt):
+    # analyst product_rise: units.diff() over the rows of every product, then the largest, answered for "rose most"
+    sales = pd.DataFrame(
+        {
+            "product": ["phone", "tablet", "monitor"] * 2,
+            "quarter": ["Q1"] * 3 + ["Q2"] * 3,
+            "units": [5, 3, 4, 7, 2, 9],
+        }
+    )
+    bare_rt.inject("sales", sales)
+    ex = bare_rt.execute(
+        "sales['d'] = sales['units'].diff()\n"
+        "p = sales.units.pct_change(periods=1)\n"
+        "g = sales.groupby('product')['units'].diff()\n"
+        "s = sales.sort_values('product')\n"
+        "w = s['units'].diff()"
+    )
+    assert ex.error is None and bare_rt.retrieve("sales")["d"].tolist()[1:] == [-2.0, 1.0, 3.0, -5.0, 7.0]
+    assert "Note (line 1): .diff() compares each row with the row above it, and the rows of sales take the products" in ex.stderr  # fmt: skip
+    assert "t = sales.pivot_table(index='product', columns='quarter', values='units', aggfunc='sum'), then t['Q2'] - t['Q1']" in ex.stderr  # fmt: skip
+    assert "Note (line 2): .pct_change() compares" in ex.stderr
+    assert "line 3" not in ex.stderr and "line 5" not in ex.stderr  # per product; rows grouped by product
+    assert abs(bare_rt.retrieve("p").iloc[1] - (3 / 5 - 1)) < 1e-12
+
+
 def test_a_test_over_missing_values_says_why_it_returned_nan(bare_rt):
     # DABench 298: shapiro over a column with NaN gave p = nan, and `"yes" if p > 0.05 else "no"` said "no"
     bare_rt.inject("df", pd.DataFrame({"cov": [1.0, 2.5, None, 4.0, 3.5, 2.0, 3.0], "b": [1, 2, 3, 4, 5, 6, 8]}))
