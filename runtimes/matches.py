@@ -77,6 +77,7 @@ from cave.runtimes.value_notes import (
 __all__ = [
     "HELPER",
     "MARK",
+    "dated_selection",
     "POLARITY_MARK",
     "TIE_MARK",
     "empty_note",
@@ -635,6 +636,76 @@ def one_spelling(code: str, notes: str) -> str | None:
         if b <= end:
             out, end = out[:a] + new + out[b:], a
     return out if out != code else None
+
+
+_DATED = re.compile(r"values of '([^']+)'; .*? They are dates.*?, e\.g\. pd\.to_datetime\(df\[('[^']+')\], format='mixed'\)(.*)\.$", re.M)  # fmt: skip
+
+
+def dated_selection(code: str, notes: str) -> str | None:
+    """``code`` with each selection by text on a column that a note in ``notes`` says holds dates written several
+    ways (``.str.contains('Mar 2025')``, ``== 'March 3, 2025'``) rewritten as the note's comparison of dates; None
+    when nothing changes. Told to compare each date's month, the 1.5B sent the same selection again with
+    ``na=False`` (a development task): the code to run is what it uses.
+
+    >>> note = ("Note (line 1): .str.contains('Mar 2025') matched none of the 9 values of 'signup_date'; they look like "
+    ...         "'2025/02/08', .... They are dates, and 'Mar 2025' names the month 2025-03: compare each date's month, "
+    ...         "e.g. pd.to_datetime(df['signup_date'], format='mixed').dt.to_period('M') == '2025-03'.")
+    >>> print(dated_selection("m = s[s['signup_date'].str.contains('Mar 2025', na=False)]\\nfinal_answer(len(m))", note))
+    import pandas as pd
+    m = s[(pd.to_datetime(s['signup_date'], format='mixed').dt.to_period('M') == '2025-03')]
+    final_answer(len(m))
+    >>> dated_selection("m = s[s['city'].str.contains('Mar')]", note) is None
+    True
+    """
+    found = {m.group(1): m.group(3) for m in _DATED.finditer(notes or "")}
+    if not found:
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    lines = code.splitlines(keepends=True)
+    starts = [0]
+    for text in lines:
+        starts.append(starts[-1] + len(text))
+
+    def at(line: int, col: int) -> int:  # ast offsets are UTF-8 bytes within a line
+        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
+
+    def named(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in found:
+            return str(node.slice.value)
+        return node.attr if isinstance(node, ast.Attribute) and node.attr in found else None
+
+    edits: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        column = None
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            right = node.comparators[0]
+            if isinstance(right, ast.Constant) and isinstance(right.value, str):
+                column = node.left
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in METHODS
+            and isinstance(node.func.value, ast.Attribute)
+            and node.func.value.attr == "str"
+        ):
+            column = node.func.value.value
+        name = named(column) if column is not None else None
+        if name is None:
+            continue
+        a = at(node.lineno, node.col_offset)
+        b = at(node.end_lineno, node.end_col_offset)  # type: ignore[arg-type]
+        source = code[at(column.lineno, column.col_offset) : at(column.end_lineno, column.end_col_offset)]  # type: ignore[arg-type]
+        edits.append((a, b, f"(pd.to_datetime({source}, format='mixed'){found[name]})"))
+    out, end = code, len(code) + 1
+    for a, b, new in sorted(edits, reverse=True):  # right to left: earlier offsets stay valid; nested edits skipped
+        if b <= end:
+            out, end = out[:a] + new + out[b:], a
+    if out == code:
+        return None
+    return out if re.search(r"^import pandas as pd\b", out, re.M) else "import pandas as pd\n" + out
 
 
 def label_note(line: int, source: Any, position: int, target: str | None = None) -> str | None:

@@ -118,6 +118,8 @@ class Acceptance:
                     return note + await self._restored()
                 if kind == "spelling" and (fixed := matches.one_spelling(_answering_code(traj, code), stderr)):
                     return held_notes.SPELLING_FIX.format(code=fixed)
+                if kind == "empty" and (fixed := matches.dated_selection(_answering_code(traj, code), stderr)):
+                    return held_notes.EMPTY_DATES_FIX.format(code=fixed)
                 kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
                 if kept is None:
                     return note

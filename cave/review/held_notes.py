@@ -19,6 +19,7 @@ __all__ = [
     "NUMTEXT_HELD_NOTE",
     "TEXT_HELD_NOTE",
     "SPELLING_FIX",
+    "EMPTY_DATES_FIX",
     "SPELLING_HELD_NOTE",
     "TIE_HELD_NOTE",
     "TYPED_FIX",
@@ -63,6 +64,12 @@ EMPTY_HELD_NOTE = (
     "Not accepted yet: this answer was computed from a selection that matched nothing (the Note above), so it "
     "counts or averages no rows. Look at the values (e.g. print(df[col].unique()[:20])), match what they hold and "
     "answer again; if no row truly matches, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
+)
+# the code to run comes first: a reply that copies the note runs its first block
+EMPTY_DATES_FIX = (
+    "Not accepted yet: this answer was computed from a selection that matched nothing (the Note above): the column "
+    "holds dates, written other ways than the text it was matched with. Your code with the dates compared as dates "
+    "(run it):\n```python\n{code}\n```\nIf no row truly matches, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 )
 _SPELLING_WHY = (
     "Not accepted yet: the column this answer was computed from holds one value written several ways (the Note "

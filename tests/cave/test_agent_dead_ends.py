@@ -878,6 +878,25 @@ def test_an_answer_from_a_selection_that_matched_nothing_is_held_once():
         assert result.status == status and result.answer == answer
 
 
+def test_a_text_match_on_dates_is_held_with_the_cell_that_compares_dates():
+    # analyst march_signups: told to compare each date's month, the 1.5B sent .str.contains('Mar 2025', na=False)
+    signups = pd.DataFrame({"signup_date": ["2025/03/04", "Mar 15 2025", "01 Apr 2025", "2025-03-30"]})
+    guess = code("m = signups[signups['signup_date'].str.contains('Mar 2025', na=False)]\nfinal_answer(len(m))")
+    held = "Your code with the dates compared as dates (run it):"
+
+    def model(messages):  # the guess, then the cell the note gives
+        last = str(messages[-1]["content"])
+        return last.split(held, 1)[1].split("If no row", 1)[0] if held in last else guess
+
+    agent = Agent(model=Scripted(model), runtime=InProcessRuntime())
+    agent.runtime.inject("signups", signups)
+    result = agent.run("How many users signed up in March 2025?")
+    first = result.trajectory.steps[0].observation
+    assert held in first
+    assert "(pd.to_datetime(signups['signup_date'], format='mixed').dt.to_period('M') == '2025-03')" in first
+    assert result.status == "success" and result.answer == 3
+
+
 def test_an_answer_picked_from_a_wide_tie_is_held_once():
     # analyst busiest_hour: groupby('timestamp').size() is 1 per timestamp; idxmax took the first (hour 2, not 9)
     stamps = pd.to_datetime(["2025-01-01 02:00", "2025-01-01 09:00", "2025-01-01 09:30", "2025-01-02 09:10"])
