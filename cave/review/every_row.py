@@ -22,13 +22,14 @@ once; sent again it stands (every row may truly count).
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Any
 
 from cave.review.agreement import asks_share
 from cave.review.answers import as_count, is_bool
 
-__all__ = ["EVERY_ROW_NOTE", "note", "whole"]
+__all__ = ["EVERY_ROW_NOTE", "mask_fix", "note", "whole"]
 
 EVERY_ROW_NOTE = (
     "Not accepted yet: {what}: the condition in the code holds on every row, so it selects nothing. Print how many "
@@ -73,6 +74,55 @@ def note(found: list[tuple[str, int]], value: Any) -> str:
     if as_count(value) is None:
         what = f"the answer {value!r} is all of the rows (a share of 1)"
     return EVERY_ROW_NOTE.format(what=what)
+
+
+MASK_FIX = "\n`.notna()` of True/False values is True on every row: your code with the test itself (run it):\n```python\n{code}\n```"
+_BOOLEAN_CALLS = frozenset(
+    {"isin", "contains", "startswith", "endswith", "match", "duplicated", "isna", "isnull", "between"}
+)
+_NEGATED = re.compile(r"\b(?:not|no|without|missing|never|isn't|aren't|doesn't|don't|didn't|wasn't|weren't|lacks?|none)\b", re.I)  # fmt: skip
+
+
+def mask_fix(task: str, code: str) -> str | None:
+    """``code`` with ``.notna()`` / ``.notnull()`` taken off a test of rows (``.isin(...)``, a comparison, a text
+    match), negated with ``~`` where the task asks for the rows that do *not* pass it; None when there is none.
+    Told that such a test holds on every row, the 1.5B sent the same count again (a development task).
+
+    >>> code = "m = orders['customer_id'].isin(customers['customer_id']).notna()\\nfinal_answer(int(m.sum()))"
+    >>> print(mask_fix("How many orders reference a customer that isn't in the customers table?", code))
+    m = (~orders['customer_id'].isin(customers['customer_id']))
+    final_answer(int(m.sum()))
+    >>> print(mask_fix("How many rows are in the west?", "n = (df['region'] == 'west').notnull().sum()"))
+    n = (df['region'] == 'west').sum()
+    >>> print(mask_fix("How many are not in the west?", "n = df.region.eq('w').notna().sum() + (df.r == 'w').notna().sum()"))
+    n = df.region.eq('w').notna().sum() + (~(df.r == 'w')).sum()
+    >>> mask_fix("How many emails are set?", "n = df['email'].notna().sum()") is None  # a column's values: fine
+    True
+    """
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    negate = "~" if _NEGATED.search(task) else ""
+    lines = code.splitlines(keepends=True)
+    for node in ast.walk(tree):
+        func = getattr(node, "func", None)
+        if not (isinstance(node, ast.Call) and isinstance(func, ast.Attribute) and func.attr in ("notna", "notnull")):
+            continue
+        test = func.value
+        called = getattr(getattr(test, "func", None), "attr", None)
+        if not (isinstance(test, ast.Compare) or called in _BOOLEAN_CALLS) or node.lineno != node.end_lineno:
+            continue
+        line = lines[node.lineno - 1]
+        raw = line.encode()
+        start, end = node.col_offset, node.end_col_offset or 0
+        inner = raw[start : (func.end_col_offset or 0) - len(func.attr)].decode(errors="ignore").rstrip().rstrip(".")
+        if negate:  # ~ binds tighter than a comparison and looser than a method call: parenthesize both ways
+            inner = f"(~{inner if inner.startswith('(') or not isinstance(test, ast.Compare) else f'({inner})'})"
+        fixed = raw[:start].decode(errors="ignore") + inner + raw[end:].decode(errors="ignore")
+        lines[node.lineno - 1] = fixed
+        return "".join(lines)
+    return None
 
 
 def _share(value: Any) -> bool | None:

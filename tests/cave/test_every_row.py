@@ -35,6 +35,12 @@ def test_a_mask_true_on_every_row_is_held_once_and_the_fix_succeeds():
     result = run(always, fixed)
     first = result.trajectory.steps[0].observation
     assert "the answer 6 is every row of 'orders' (6 rows)" in first and "holds on every row" in first
+    # the line to run: the test itself, negated as the task asks (the 1.5B sent the same count again without it)
+    line = "n = (~orders['customer_id'].isin(customers['customer_id'])).sum()"
+    assert line in first
+    ran = {"orders": ORDERS, "customers": CUSTOMERS}
+    exec(line, ran)  # the line it gives is right
+    assert ran["n"] == 2
     assert result.status == "success" and result.answer == 2
     again = run(always, always)  # sent again: every row may truly count, the answer stands
     assert (
