@@ -638,7 +638,11 @@ def one_spelling(code: str, notes: str) -> str | None:
     return out if out != code else None
 
 
-_DATED = re.compile(r"values of '([^']+)'; .*? They are dates.*?, e\.g\. pd\.to_datetime\(df\[('[^']+')\], format='mixed'\)(.*)\.$", re.M)  # fmt: skip
+_DATED = re.compile(
+    r"values of '([^']+)'; .*? They are dates(?: written another way)?, and ('[^']*'|\"[^\"]*\") (?:names|reads as)"
+    r".*?, e\.g\. pd\.to_datetime\(df\['[^']+'\], format='mixed'\)(.*)\.$",
+    re.M,
+)
 
 
 def dated_selection(code: str, notes: str) -> str | None:
@@ -656,8 +660,15 @@ def dated_selection(code: str, notes: str) -> str | None:
     final_answer(len(m))
     >>> dated_selection("m = s[s['city'].str.contains('Mar')]", note) is None
     True
+    >>> dated_selection("m = s[s['signup_date'].str.contains('Apr 2025')]", note) is None  # not the text noted
+    True
     """
-    found = {m.group(1): m.group(3) for m in _DATED.finditer(notes or "")}
+    found: dict[tuple[str, str], str] = {}  # (column, the text sought) -> the date comparison's tail
+    for m in _DATED.finditer(notes or ""):
+        try:
+            found[(m.group(1), ast.literal_eval(m.group(2)))] = m.group(3)
+        except (ValueError, SyntaxError):
+            continue
     if not found:
         return None
     try:
@@ -673,28 +684,30 @@ def dated_selection(code: str, notes: str) -> str | None:
         return starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
 
     def named(node: ast.AST) -> str | None:
-        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value in found:
-            return str(node.slice.value)
-        return node.attr if isinstance(node, ast.Attribute) and node.attr in found else None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            return node.slice.value if isinstance(node.slice.value, str) else None
+        return node.attr if isinstance(node, ast.Attribute) else None
 
     edits: list[tuple[int, int, str]] = []
     for node in ast.walk(tree):
-        column = None
+        column, sought = None, None
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
-            right = node.comparators[0]
-            if isinstance(right, ast.Constant) and isinstance(right.value, str):
-                column = node.left
+            column, sought = node.left, node.comparators[0]
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in METHODS
             and isinstance(node.func.value, ast.Attribute)
             and node.func.value.attr == "str"
+            and node.args
         ):
-            column = node.func.value.value
-        name = named(column) if column is not None else None
-        if name is None:
+            column, sought = node.func.value.value, node.args[0]
+        if column is None or not (isinstance(sought, ast.Constant) and isinstance(sought.value, str)):
             continue
+        key = (named(column) or "", sought.value)
+        if key not in found:  # another column, or another text than the one the note says matched nothing
+            continue
+        name = key
         a = at(node.lineno, node.col_offset)
         b = at(node.end_lineno, node.end_col_offset)  # type: ignore[arg-type]
         source = code[at(column.lineno, column.col_offset) : at(column.end_lineno, column.end_col_offset)]  # type: ignore[arg-type]

@@ -186,7 +186,7 @@ class Acceptance:
             if whole:  # once: a count of a whole table from code that tests rows (a mask True on every row)
                 traj.meta["every_row_asked"] = True
                 fixed = every_row.mask_fix(traj.task, _answering_code(traj, code))
-                return every_row.note(whole, value) + (every_row.MASK_FIX.format(code=fixed) if fixed else "")
+                return every_row.note(whole, value, fixed)
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, *self._form_tables())

@@ -31,11 +31,12 @@ from cave.review.answers import as_count, is_bool
 
 __all__ = ["EVERY_ROW_NOTE", "mask_fix", "note", "whole"]
 
+_CONFIRM = "\nIf every row truly counts, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
 EVERY_ROW_NOTE = (
     "Not accepted yet: {what}: the condition in the code holds on every row, so it selects nothing. Print how many "
     "rows each condition keeps (e.g. print(mask.value_counts())): a test that is True for every value (.notna() "
     "of True/False values, .isin() of the column's own values, a comparison that every value passes) needs "
-    "changing; then answer again. If every row truly counts, confirm with:\n```python\nfinal_answer(_final_answer)\n```"
+    "changing; then answer again." + _CONFIRM.replace("\nIf", " If", 1)
 )
 # code that tests rows: a comparison, a membership or missing-value test, a text match, a query
 _TESTS = re.compile(
@@ -63,20 +64,33 @@ def whole(task: str, code: str, value: Any, tables: dict[str, Any]) -> list[tupl
     return found
 
 
-def note(found: list[tuple[str, int]], value: Any) -> str:
-    """The hold for an answer that counts every row of the tables in ``found``.
+def note(found: list[tuple[str, int]], value: Any, fixed: str | None = None) -> str:
+    """The hold for an answer that counts every row of the tables in ``found``; ``fixed``: the code with the test
+    itself (``mask_fix``), given before the confirmation (a reply that copies the note runs its first block).
 
     >>> print(note([("orders", 412)], 412))  # doctest: +ELLIPSIS
     Not accepted yet: the answer 412 is every row of 'orders' (412 rows): the condition ...
+    >>> print(note([("orders", 412)], 412, "n = (~a.isin(b)).sum()"))  # doctest: +ELLIPSIS
+    Not accepted yet: ... True on every row: your code with the test itself (run it):
+    ```python
+    n = (~a.isin(b)).sum()
+    ```
+    If every row truly counts, confirm with:
+    ...
     """
     name, rows = found[0]
     what = f"the answer {value!r} is every row of {name!r} ({rows} rows)"
     if as_count(value) is None:
         what = f"the answer {value!r} is all of the rows (a share of 1)"
+    if fixed:
+        return MASK_FIX.format(what=what, code=fixed) + _CONFIRM
     return EVERY_ROW_NOTE.format(what=what)
 
 
-MASK_FIX = "\n`.notna()` of True/False values is True on every row: your code with the test itself (run it):\n```python\n{code}\n```"
+MASK_FIX = (
+    "Not accepted yet: {what}: the condition in the code holds on every row, so it selects nothing: `.notna()` of "
+    "True/False values is True on every row: your code with the test itself (run it):\n```python\n{code}\n```"
+)
 _BOOLEAN_CALLS = frozenset(
     {"isin", "contains", "startswith", "endswith", "match", "duplicated", "isna", "isnull", "between"}
 )
