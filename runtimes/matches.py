@@ -58,6 +58,7 @@ import ast
 import operator
 import re
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from cave.runtimes.sought import EXAMPLES, as_timestamp, date_part, looks_dated, month_of, near_fix, near_values
@@ -570,22 +571,10 @@ def one_spelling(code: str, notes: str) -> str | None:
     True
     """
     columns = set(_SPELLED_COLUMN.findall(notes))
-    if not columns:
+    parsed = _parsed(code) if columns else None
+    if parsed is None:
         return None
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    lines = code.splitlines(keepends=True)
-    starts = [0]
-    for text in lines:
-        starts.append(starts[-1] + len(text))
-
-    def at(line: int, col: int) -> int:  # ast offsets are UTF-8 bytes within a line
-        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
-
-    def span(node: ast.AST) -> tuple[int, int]:
-        return at(node.lineno, node.col_offset), at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined,arg-type]
+    tree, span = parsed
 
     def text(node: ast.AST) -> str:
         a, b = span(node)
@@ -629,8 +618,31 @@ def one_spelling(code: str, notes: str) -> str | None:
             ):
                 sought = args[0].value.strip().lower()
                 edits.append((*span(node), f"{text(func.value.value)}{_FOLD}.str.{func.attr}({sought!r})"))
-    if not edits:
+    return _edited(code, edits)
+
+
+def _parsed(code: str) -> tuple[ast.Module, Callable[[ast.AST], tuple[int, int]]] | None:
+    """The code's tree and a function giving each node's span in ``code`` (characters), None when it does not parse."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
         return None
+    lines = code.splitlines(keepends=True)
+    starts = [0]
+    for text in lines:
+        starts.append(starts[-1] + len(text))
+
+    def at(line: int, col: int) -> int:  # ast offsets are UTF-8 bytes within a line
+        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
+
+    def span(node: ast.AST) -> tuple[int, int]:
+        return at(node.lineno, node.col_offset), at(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined,arg-type]
+
+    return tree, span
+
+
+def _edited(code: str, edits: list[tuple[int, int, str]]) -> str | None:
+    """``code`` with each (start, end, text) edit made; None when nothing changes."""
     out, end = code, len(code) + 1
     for a, b, new in sorted(edits, reverse=True):  # right to left: earlier offsets stay valid; nested edits skipped
         if b <= end:
@@ -669,19 +681,10 @@ def dated_selection(code: str, notes: str) -> str | None:
             found[(m.group(1), ast.literal_eval(m.group(2)))] = m.group(3)
         except (ValueError, SyntaxError):
             continue
-    if not found:
+    parsed = _parsed(code) if found else None
+    if parsed is None:
         return None
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return None
-    lines = code.splitlines(keepends=True)
-    starts = [0]
-    for text in lines:
-        starts.append(starts[-1] + len(text))
-
-    def at(line: int, col: int) -> int:  # ast offsets are UTF-8 bytes within a line
-        return starts[line - 1] + len(lines[line - 1].encode()[:col].decode(errors="ignore"))
+    tree, span = parsed
 
     def named(node: ast.AST) -> str | None:
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
@@ -707,16 +710,10 @@ def dated_selection(code: str, notes: str) -> str | None:
         key = (named(column) or "", sought.value)
         if key not in found:  # another column, or another text than the one the note says matched nothing
             continue
-        name = key
-        a = at(node.lineno, node.col_offset)
-        b = at(node.end_lineno, node.end_col_offset)  # type: ignore[arg-type]
-        source = code[at(column.lineno, column.col_offset) : at(column.end_lineno, column.end_col_offset)]  # type: ignore[arg-type]
-        edits.append((a, b, f"(pd.to_datetime({source}, format='mixed'){found[name]})"))
-    out, end = code, len(code) + 1
-    for a, b, new in sorted(edits, reverse=True):  # right to left: earlier offsets stay valid; nested edits skipped
-        if b <= end:
-            out, end = out[:a] + new + out[b:], a
-    if out == code:
+        a, b = span(column)
+        edits.append((*span(node), f"(pd.to_datetime({code[a:b]}, format='mixed'){found[key]})"))
+    out = _edited(code, edits)
+    if out is None:
         return None
     return out if re.search(r"^import pandas as pd\b", out, re.M) else "import pandas as pd\n" + out
 
