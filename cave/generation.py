@@ -8,6 +8,8 @@ the calls are masked (``meta["response_mask"]``; ``meta["untrainable"]`` says wh
 
 from __future__ import annotations
 
+import zlib
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +20,7 @@ from cave.llm.base import Completion, Message, TextDelta, Usage
 from cave.review import recovery
 from cave.trajectory import Step, Trajectory
 
-__all__ = ["Generation", "Replying", "continued_tokens", "strip_reopened_fence"]
+__all__ = ["Generation", "Replying", "continued_tokens", "repetitive", "strip_reopened_fence"]
 
 CODE_PREFIX = "```python\n"  # where a retry of refused prose starts: inside a code block
 ANSWER_PREFIX = CODE_PREFIX + "final_answer("  # where a retry of a working cell run a third time starts
@@ -183,14 +185,15 @@ class Replying:
                 if self.stop and completion.finish_reason == "stop" and prompts.unclosed_code(gen.text) is not None:
                     gen.text = gen.text.rstrip("\n") + "\n```"  # a stop sequence ate the closing fence
                 return
-            if attempt < self.max_continuations:
-                convo = [
-                    *messages,
-                    {"role": "assistant", "content": gen.text},
-                    {"role": "user", "content": prompts.CONTINUE_PROMPT},
-                ]
-                if not self._room_for_reply(convo):  # the cell stays cut off (and is said to be), not a run error
-                    return
+            if attempt == self.max_continuations or repetitive(gen.text):  # a decoding loop is not continued
+                return
+            convo = [
+                *messages,
+                {"role": "assistant", "content": gen.text},
+                {"role": "user", "content": prompts.CONTINUE_PROMPT},
+            ]
+            if not self._room_for_reply(convo):  # the cell stays cut off (and is said to be), not a run error
+                return
 
     def _may_open_code(self) -> bool:
         """Whether a retry may start the reply inside a code block: the backend takes a response prefix and the
@@ -225,6 +228,27 @@ class Replying:
             if completion.text:
                 yield TextDelta(completion.text)
             yield completion
+
+
+def repetitive(text: str, *, min_chars: int = 1000) -> bool:
+    """Whether ``text`` is mostly the same lines written again and again: a decoding loop, not code to continue
+    past the length limit. A development run: after a review note, the 1.5B wrote the note's sentences as comments
+    over and over, continued to 1,833 tokens (300 s), four steps in a row.
+
+    >>> note = "# Check the target column and the labels to ensure they are correctly labeled.\\n"
+    >>> repetitive("```python\\n" + note * 20), repetitive("```python\\n" + "".join(f"x{i} = df['c{i}'].mean()\\n" for i in range(80)))
+    (True, False)
+    >>> repetitive("```python\\n" + "ab " * 800)  # one line, one phrase: by how well it compresses
+    True
+    """
+    if len(text) < min_chars:
+        return False
+    lines = [line.strip() for line in text.splitlines() if len(line.strip()) >= 8]
+    if len(lines) >= 6:
+        counts = Counter(lines)
+        if sum(c for c in counts.values() if c >= 3) >= 0.5 * len(lines):
+            return True
+    return len(zlib.compress(text.encode("utf-8"))) < 0.08 * len(text.encode("utf-8"))
 
 
 def strip_reopened_fence(text: str) -> str:

@@ -182,9 +182,22 @@ def repeats_cut_off(traj: Trajectory, text: str) -> bool:
     >>> t = Trajectory(task="t", steps=[Step(index=0, completion="```python\nx = [1, 2,", meta={"cut_off": True})])
     >>> repeats_cut_off(t, "```python\nx = [1, 2,"), repeats_cut_off(t, "```python\nx = df.x\n```")
     (True, False)
+
+    A long reply that starts as a cut-off one did is the same loop cut elsewhere (a development run: the review
+    note's sentences written as comments again and again, cut off at 1,833, 1,439 and 1,267 tokens in turn):
+
+    >>> loop = "```python\n" + "# check the target column and the labels\n" * 12
+    >>> t = Trajectory(task="t", steps=[Step(index=0, completion=loop * 2, meta={"cut_off": True})])
+    >>> repeats_cut_off(t, loop), repeats_cut_off(t, loop[:100])
+    (True, False)
     """
     said = text.strip()
-    return bool(said) and any(s.meta.get("cut_off") and (s.completion or "").strip() == said for s in traj.steps)
+    cut = [(s.completion or "").strip() for s in traj.steps if s.meta.get("cut_off")]
+    head = said[:CUT_OFF_HEAD]
+    return bool(said) and any(c == said or len(said) >= CUT_OFF_HEAD and c.startswith(head) for c in cut)
+
+
+CUT_OFF_HEAD = 300  # characters: a reply that starts as a cut-off reply did, this far, repeats it
 
 
 def repeats_refused_prose(traj: Trajectory, text: str, blocks: list[str], *, always_refused: bool = False) -> bool:

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy
 from cave.runtimes.inprocess import InProcessRuntime
 
+from cave import prompts
 from cave.agent import Agent as _Agent
 from cave.llm.base import Completion, Scripted, Usage
 
@@ -182,6 +183,22 @@ def test_a_reply_cut_off_before_is_sampled_again_not_taken_again(sales):
     assert result.status == "success" and result.answer == 10
     again = result.trajectory.steps[2]
     assert again.meta["resampled"][0]["discarded"] == typed.text and not again.meta.get("cut_off")
+
+
+def test_a_reply_cut_off_in_a_loop_is_not_continued_and_its_restart_is_sampled_again(sales):
+    # DABench 224: after a review note, the note's sentences written as comments again and again, each reply
+    # continued to ~1,800 tokens (300 s) and the next step starting the same way, four steps in a row
+    loop = "```python\n" + "# Check the target column and the labels to ensure they are correctly labeled.\n" * 30
+    cut = Completion(text=loop, usage=Usage(10, 20, 30), finish_reason="length")
+    llm = Scripted([cut, cut, code("final_answer(int(sales.units.sum()))")])
+    agent = Agent(model=llm, runtime=InProcessRuntime(), max_continuations=2)
+    agent.runtime.inject("sales", sales)
+    result = agent.run("units?")
+    first, second = result.trajectory.steps[:2]
+    assert first.meta["cut_off"] and not first.meta.get("continuations")  # a loop is not continued
+    assert llm.calls[1][-1]["content"] != prompts.CONTINUE_PROMPT
+    assert second.meta["resampled"][0]["discarded"].startswith(loop[:300])  # the same loop again: sampled again
+    assert result.status == "success" and result.answer == 10
 
 
 def test_a_given_table_typed_in_that_does_not_parse_is_named(sales):
