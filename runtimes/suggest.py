@@ -16,6 +16,7 @@ import ast
 import difflib
 import inspect
 import numbers
+import os
 import re
 import sys
 import types
@@ -253,6 +254,9 @@ def _wide_line(key: str, frames: list[tuple[str, Any]]) -> str | None:
     >>> df = pd.DataFrame({"Year": [2009, 2010], **{f"f{i}": [1.0 * i, 2.0 * i] for i in range(8)}})
     >>> print(_wide_line("Percent", [("df", df)]))  # doctest: +ELLIPSIS
     df is wide: its 8 number columns ('f0', 'f1', 'f2', ...) are the values, one column each, keyed by 'Year'. ...
+    >>> gdp = pd.DataFrame({"country": ["Nepal"], **{f"gdpPercap_{y}": [1.0] for y in range(1952, 2008, 5)}})
+    >>> print(_wide_line("year", [("gdp", gdp)]))  # doctest: +ELLIPSIS
+    gdp is wide: ...; what tells them apart is in their names ('1952' to '2007'): one year's values are one column, e.g. gdp['gdpPercap_1952']; a long table with a 'year' column: t = gdp.melt(id_vars='country', var_name='year', value_name='value'), then t['year'] = t['year'].str.removeprefix('gdpPercap_').
     >>> people = df.assign(name="a", sex="m", ticket="t")  # a development task: titanic's KeyError 'Mr.' was no wide read
     >>> _wide_line("Mr.", [("df", people)]) is None
     True
@@ -267,9 +271,20 @@ def _wide_line(key: str, frames: list[tuple[str, Any]]) -> str | None:
             continue
         by = ids[0]
         shown = ", ".join(repr(c) for c in values[:3])
+        head = f"{name} is wide: its {len(values)} number columns ({shown}, ...) are the values, one column each, keyed by {by!r}"  # fmt: skip
+        prefix = os.path.commonprefix(values)
+        if len(prefix) >= 3 and all(len(c) > len(prefix) for c in values):  # gdpPercap_1952, gdpPercap_1957, ...
+            first, last = values[0][len(prefix) :], values[-1][len(prefix) :]
+            return (
+                f"{head}; what tells them apart is in their names ({first!r} to {last!r}): one {key}'s values are "
+                f"one column, e.g. {name}[{values[0]!r}]; a long table with a {key!r} column: t = {name}.melt("
+                f"id_vars={by!r}, var_name={key!r}, value_name='value'), then "
+                f"t[{key!r}] = t[{key!r}].str.removeprefix({prefix!r})."
+            )
+        known = frame[by].dropna()
+        row = repr(known.iloc[0].item() if hasattr(known.iloc[0], "item") else known.iloc[0]) if len(known) else "key"
         return (
-            f"{name} is wide: its {len(values)} number columns ({shown}, ...) are the values, one column each, keyed "
-            f"by {by!r}. The largest in a row: {name}.set_index({by!r}).loc[<{by}>].idxmax(); a long table with a "
+            f"{head}. The largest in a row: {name}.set_index({by!r}).loc[{row}].idxmax(); a long table with a "
             f"{key!r} column: {name}.melt(id_vars={by!r}, var_name='field', value_name={key!r})."
         )
     return None

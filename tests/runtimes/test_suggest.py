@@ -143,8 +143,21 @@ def test_a_value_column_asked_of_a_wide_table_says_how_to_read_it(bare_rt):
     bare_rt.inject("df", df)
     ex = bare_rt.execute("df_2010 = df[df['Year'] == 2010]\nrates = df_2010['Percent']")
     assert "df_2010 is wide: its 8 number columns ('Agriculture', 'Architecture', 'Biology', ...)" in ex.error.message
-    assert "df_2010.set_index('Year').loc[<Year>].idxmax()" in ex.error.message
-    assert bare_rt.execute("top = df.set_index('Year').loc[2010].idxmax()").ok and bare_rt.retrieve("top") == "Health"
+    assert "df_2010.set_index('Year').loc[2010].idxmax()" in ex.error.message  # a real key: a placeholder was copied
+    assert bare_rt.execute("top = df_2010.set_index('Year').loc[2010].idxmax()").ok
+    assert bare_rt.retrieve("top") == "Health"
+
+
+def test_a_key_asked_of_a_wide_table_whose_column_names_hold_it_gives_the_column(bare_rt):
+    # DABench 252: gdpPercap_1952 ... gdpPercap_2007 by country; df['year'] == 1992 five times, then the hint's
+    # melt (which named the values 'year') was not tried, and its .loc[<country>] placeholder was copied as code
+    gdp = pd.DataFrame({"country": ["Nepal", "Oman"], **{f"gdpPercap_{y}": [1.0, 2.0] for y in range(1952, 2008, 5)}})
+    bare_rt.inject("df", gdp)
+    ex = bare_rt.execute("d = df[df['year'] == 1992]")
+    assert "one year's values are one column, e.g. df['gdpPercap_1952']" in ex.error.message
+    line = ex.error.message.split("a long table with a 'year' column: ", 1)[1].rstrip(".")
+    assert bare_rt.execute(line.replace(", then ", "\n")).ok
+    assert sorted(set(bare_rt.retrieve("t")["year"])) == [str(y) for y in range(1952, 2008, 5)]
 
 
 @pytest.mark.parametrize(
