@@ -126,6 +126,12 @@ def _attributes_hint(e: BaseException) -> str | None:
     # only objects whose dir() is the built-in one (or a module's): a hostile __dir__ must not run here
     if obj is None or not (type(obj).__dir__ is object.__dir__ or isinstance(obj, types.ModuleType)):
         return None
+    moment = _MOMENTS.get(e.name.lower().strip("_"))
+    if moment and type(obj).__name__.endswith("Result"):  # DABench 375: shapiro(x).kurtosis, .skew, .kstatistic
+        return (
+            f"A {type(obj).__name__} holds the test's own numbers ({', '.join(a for a in dir(obj) if not a.startswith('_'))}); "
+            f"the {moment[0]} is its own function of the values: from scipy.stats import {moment[1]}; {moment[1]}(x)"
+        )
     names = [a for a in dir(obj) if not a.startswith("_")][:_MAX_COLUMNS]
     if not names:
         return None
@@ -135,6 +141,19 @@ def _attributes_hint(e: BaseException) -> str | None:
     kind = type(obj).__name__
     shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
     return f"A {kind} has: {shown}."
+
+
+# statistics of the values asked of a test's result object: (what it is, the scipy.stats function that computes it)
+_MOMENTS = {
+    "skew": ("skewness", "skew"),
+    "skewness": ("skewness", "skew"),
+    "kstatistic": ("skewness", "skew"),
+    "kurtosis": ("kurtosis", "kurtosis"),
+    "kurt": ("kurtosis", "kurtosis"),
+    "mean": ("mean", "tmean"),
+    "std": ("standard deviation", "tstd"),
+    "variance": ("variance", "tvar"),
+}
 
 
 def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
@@ -180,6 +199,11 @@ def did_you_mean(e: BaseException, namespace: dict[str, Any]) -> str | None:
     Did you mean 'pvalue'?
     >>> try:
     ...     result.skewness
+    ... except AttributeError as e:
+    ...     print(did_you_mean(e, ns))
+    A ShapiroResult holds the test's own numbers (count, index, pvalue, statistic); the skewness is its own function of the values: from scipy.stats import skew; skew(x)
+    >>> try:
+    ...     result.effect
     ... except AttributeError as e:
     ...     print(did_you_mean(e, ns))
     A ShapiroResult has: count, index, pvalue, statistic.

@@ -182,3 +182,11 @@ def test_an_undefined_name_written_like_a_variable_of_an_earlier_cell_names_it(r
         ex.error.type == "NameError" and "Did you mean 'p_value' (a variable of an earlier cell)?" in ex.error.message
     )
     assert "Did you mean" not in rt.execute("x = nothing_like_it").error.message
+
+
+def test_a_moment_asked_of_a_test_result_names_its_own_function(bare_rt):
+    # DABench 375: shapiro(x).kstatistic, .kurtosis, .skew in turn, to max_steps
+    bare_rt.inject("df", pd.DataFrame({"trips": [1.0, 2.0, 2.5, 4.0, 7.0, 3.0, 2.0, 5.0]}))
+    for attribute, line in (("kurtosis", "from scipy.stats import kurtosis; kurtosis(x)"), ("kstatistic", "skew(x)")):
+        ex = bare_rt.execute(f"from scipy.stats import shapiro\nr = shapiro(df['trips'])\nk = r.{attribute}")
+        assert ex.error is not None and "holds the test's own numbers" in ex.error.message and line in ex.error.message
