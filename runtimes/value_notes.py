@@ -115,12 +115,12 @@ def numtext_note(op: str, line: int, source: Any, by: Any = None) -> str | None:
     )
 
 
-ACROSS_MARK = "with the row above it"
+ACROSS_MARK = "with the row above it"  # in every note on a diff over rows of several things in turn
 _PERIOD = re.compile(  # labels of periods: Q1, H2, 2024, 2024-03, 2024Q1, FY24, Mar, March, week 12, Monday
     r"(?i)(?:q[1-4]|h[12]|\d{4}(?:[-/]\d{1,2}){0,2}|\d{4}\s*-?\s*q[1-4]|q[1-4]\s*-?\s*\d{2,4}|fy\s*\d{2,4}|"
     r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?(?:\s*\d{2,4})?|week\s*\d{1,2}|"
     r"(?:mon|tues|wednes|thurs|fri|satur|sun)day)"
-)  # in every note on a diff over rows of several things in turn
+)
 
 
 def across_note(op: str, line: int, source: Any, frame: Any, name: str) -> str | None:

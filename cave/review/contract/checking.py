@@ -148,15 +148,13 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
         n = _rows(answer)
         if n == 1:
             return _one_row(contract, answer, tables)
-        if n != 1:
-            found = column_for(contract.which or "", tables)
-            row = _is_series(answer) and found is not None and found[1] in list(answer.index)
-            take = f"its [{found[1]!r}]: `row[{found[1]!r}]`" if row and found else "`.idxmax()`"
-            return [
-                f"one {contract.which}: 'which {contract.which}' asks for one value, the answer is a "
-                f"{_type(answer)} of {n}: pass the single {contract.which} (e.g. {take})"
-            ]
-        return []
+        found = column_for(contract.which or "", tables)
+        row = _is_series(answer) and found is not None and found[1] in list(answer.index)
+        take = f"its [{found[1]!r}]: `row[{found[1]!r}]`" if row and found else "`.idxmax()`"
+        return [
+            f"one {contract.which}: 'which {contract.which}' asks for one value, the answer is a "
+            f"{_type(answer)} of {n}: pass the single {contract.which} (e.g. {take})"
+        ]
     found = column_for(contract.which or "", tables)
     if found is None:
         return []
