@@ -25,7 +25,6 @@ __all__ = ["profile", "spelling_groups", "normal_key"]
 LIMIT = 2600  # characters: about 600 tokens, for a 20-column table
 TOP = 6  # distinct values listed for a text column
 MAX_GROUPS = 3  # groups of spellings shown per column
-CODES = 12  # a whole-number column with at most this many values is listed value by value
 _NUMBER_TEXT = re.compile(r"^\s*[-+(]?\s*[$€£¥]?\s*[-+]?\d[\d,\s]*(\.\d+)?\s*%?\s*\)?\s*$")
 _DATE_HINT = re.compile(r"\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}|\b(?:19|20)\d{2}\b.*\d|[A-Za-z]{3,9}\s+\d{1,2},?\s+\d{4}")
 
@@ -95,27 +94,11 @@ def _column(s: Any, name: Any) -> str:
 
 
 def _range(s: Any) -> str:
-    """A numeric column's range; a column of a few whole numbers (codes, ratings, levels) lists them as a category.
-
-    >>> import pandas as pd
-    >>> _range(pd.Series([200] * 6 + [404, 500, 502, 503]))
-    ', 200 .. 503, 5 distinct: 200 (6 rows), 404 (1 rows), 500 (1 rows), 502 (1 rows), 503 (1 rows)'
-    >>> _range(pd.Series([1.5, 2.5, 2.5]))
-    ', 1.5 .. 2.5, 2 distinct'
-    """
-    import pandas as pd
-
     values = s.dropna()
     if values.empty:
         return ""
     lo, hi = values.min(), values.max()
-    out = f", {_short(lo)} .. {_short(hi)}, {values.nunique()} distinct"
-    counts = values.value_counts()
-    if pd.api.types.is_integer_dtype(values) and len(counts) <= CODES and len(values) >= 2 * len(counts):
-        # the model sees 500, 502 and 503 where a range says only "200 .. 503" (a development task: "a server
-        # error" read as status == 503)
-        out += ": " + ", ".join(f"{v} ({n} rows)" for v, n in sorted(counts.items()))
-    return out
+    return f", {_short(lo)} .. {_short(hi)}, {values.nunique()} distinct"
 
 
 def _short(x: Any) -> str:
