@@ -135,6 +135,9 @@ def across_note(op: str, line: int, source: Any, frame: Any, name: str) -> str |
     Note (line 4): .diff() compares each row with the row above it, and the rows of sales take the products in turn ('phone', 'tablet', 'phone', ...): it subtracts one product's units from another's. Per product: sales.groupby('product')['units'].diff() (rows in time order); to compare two quarters, put them side by side: t = sales.pivot_table(index='product', columns='quarter', values='units', aggfunc='sum'), then t['Q2'] - t['Q1'].
     >>> across_note("diff", 4, sales["units"], sales.sort_values("product"), "sales") is None  # one thing's rows together
     True
+    >>> days = pd.DataFrame({"weather": list("srsrrssrsrrsrssr"), "temp": range(16)})  # an attribute, not a turn
+    >>> across_note("diff", 2, days["temp"], days, "days") is None
+    True
     """
     pd = sys.modules.get("pandas")
     if pd is None or not isinstance(frame, pd.DataFrame) or not isinstance(source, pd.Series) or len(frame) < 4:
@@ -154,7 +157,8 @@ def across_note(op: str, line: int, source: Any, frame: Any, name: str) -> str |
         turns = int((values != values.shift()).iloc[1:].sum())
         if turns == distinct - 1:
             return None  # the rows are grouped by this column (sorted by it): the code may diff within groups
-        if turns > 2 * (distinct - 1):  # one thing's rows apart
+        cycle = float((values == values.shift(distinct)).iloc[distinct:].mean())
+        if turns > 2 * (distinct - 1) and cycle >= 0.8:  # the things in a fixed turn: a panel, not an attribute
             keys.append((turns, distinct, str(col)))
     if not keys:
         return None
