@@ -34,7 +34,8 @@ def test_any_objects_missing_attribute_names_the_close_ones_or_what_it_has(rt):
     setup = "from collections import namedtuple\nr = namedtuple('ShapiroResult', 'statistic pvalue')(0.95, 0.003)"
     assert rt.execute(setup).ok
     assert "Did you mean 'pvalue'?" in rt.execute("r.p_value").error.message
-    assert "A ShapiroResult has: count, index, pvalue, statistic." in rt.execute("r.skewness").error.message
+    assert "A ShapiroResult has: count, index, pvalue, statistic." in rt.execute("r.effect").error.message
+    assert "the skewness is its own function of the values" in rt.execute("r.skewness").error.message
 
 
 def test_a_p_value_asked_of_a_correlation_number_names_pearsonr(rt):
