@@ -136,13 +136,13 @@ class Given:
         one of a given database the variable that holds it. Ids sent where the task asks for the things are the same
         mistake whether the names sit in a DataFrame or a database's table (a development run: "Who were our top 3
         customers" answered from SQL with customer_id)."""
-        tables, given = self._review_tables(), self._given_tables()  # (the first reads the databases' tables)
+        given = self._given_tables()
         sources: dict[str, str] = {}
-        for db, found in self.__dict__.get("_db_tables", {}).items():
-            for table in found:
+        for db in self.runtime.registered:
+            for table in self._database_tables(db):
                 if table not in given:
                     sources.setdefault(table, db)  # the first database's table, as _database_tables merges them
-        return tables, sources
+        return self._review_tables(), sources
 
     def _database_tables(self, name: str | None = None) -> dict[str, Any]:
         """The small tables of the given SQLite databases (of the one given as ``name``), read once on the host

@@ -92,12 +92,10 @@ def granularity_problem(
         freq = _FREQ[unit]
         date = name if name is not None else head.index.name
         source = next((t for t, f in (given or {}).items() if date is not None and _has_column(pd, f, date)), None)
-        sql = _STRFTIME.get(unit)
-        if source is not None and source in (sources or {}) and sql:  # a database's table: group in the query
-            example = f"SELECT strftime('{sql}', {date}) AS {unit}, ... FROM {source} GROUP BY {unit} (pd.read_sql(..., {sources[source]}))"  # fmt: skip
-        elif source is not None and source not in (
-            sources or {}
-        ):  # the given table by its date column: any aggregation
+        db, sql = (sources or {}).get(source or ""), _STRFTIME.get(unit)
+        if db and sql:  # a database's table: grouped in the query
+            example = f"SELECT strftime('{sql}', {date}) AS {unit}, ... FROM {source} GROUP BY {unit} (pd.read_sql(..., {db}))"  # fmt: skip
+        elif source is not None and not db:  # the given table by its date column: right for any aggregation
             example = f"{source}.groupby(pd.to_datetime({source}[{date!r}]).dt.to_period('{freq}'))"
         elif name is not None:  # a column's dates go through .dt; an index's do not (a DatetimeIndex has no .dt)
             example = f".groupby(pd.to_datetime(df[{name!r}]).dt.to_period('{freq}'))"
