@@ -45,7 +45,7 @@ from cave.review import (
     recovery,
     typed,
 )
-from cave.runtimes import coercion, matches, value_notes
+from cave.runtimes import coercion, matches, selection_fixes, value_notes
 from cave.runtimes.base import Execution
 from cave.runtimes.describe import answer_summary
 from cave.trajectory import Trajectory
@@ -116,9 +116,9 @@ class Acceptance:
                     return f"{note} For the task's question, e.g.: {pick}"
                 if kind == "epoch":  # the misread dates may have been written into a given table: as given again
                     return note + await self._restored()
-                if kind == "spelling" and (fixed := matches.one_spelling(_answering_code(traj, code), stderr)):
+                if kind == "spelling" and (fixed := selection_fixes.one_spelling(_answering_code(traj, code), stderr)):
                     return held_notes.SPELLING_FIX.format(code=fixed)
-                if kind == "empty" and (fixed := matches.dated_selection(_answering_code(traj, code), stderr)):
+                if kind == "empty" and (fixed := selection_fixes.dated_selection(_answering_code(traj, code), stderr)):
                     return held_notes.EMPTY_DATES_FIX.format(code=fixed)
                 kept = coercion.numbers_kept(code, stderr) if kind == "loss" else None
                 if kept is None:

@@ -6,7 +6,7 @@ import doctest
 
 import pandas as pd
 import pytest
-from cave.runtimes import matches, sought, value_notes
+from cave.runtimes import matches, selection_fixes, sought, value_notes
 
 SIGNUPS = pd.DataFrame(
     {
@@ -26,6 +26,7 @@ def rt(bare_rt):
 
 def test_doctests():
     assert doctest.testmod(matches).failed == 0
+    assert doctest.testmod(selection_fixes).attempted > 0 and doctest.testmod(selection_fixes).failed == 0
     assert doctest.testmod(sought).attempted > 0 and doctest.testmod(sought).failed == 0
     assert doctest.testmod(value_notes).attempted > 0 and doctest.testmod(value_notes).failed == 0
 
