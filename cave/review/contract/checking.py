@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from typing import Any
 
 from cave.review.answers import is_array, is_number
+from cave.review.contract.groups import per_group
 from cave.review.contract.reading import Contract
-from cave.review.contract.words import stem as _stem
-from cave.review.profile import spelling_groups
+from cave.review.contract.shapes import (
+    as_number,
+    column_for,
+    column_holding,
+    is_frame,
+    is_series,
+    n_rows,
+    norm,
+    only_value,
+    texty,
+    type_name,
+)
 
 __all__ = ["CONTRACT_HOLDS", "NOTE_HEAD", "column_for", "note", "problems"]
 
@@ -46,9 +56,9 @@ def problems(contract: Contract, answer: Any, tables: dict[str, Any] | None = No
         elif kind in ("list", "set"):
             out += _items(contract, answer) + _measures_for_names(contract, answer, tables)
             out += _labelled_measures(contract, answer, tables)
-        elif kind == "table" or (contract.per and _rows(answer) is not None):
-            out += _per_group(contract, answer, tables)
-        if contract.columns and _is_frame(answer):
+        elif kind == "table" or (contract.per and n_rows(answer) is not None):
+            out += per_group(contract, answer, tables)
+        if contract.columns and is_frame(answer):
             out += _named_columns(contract, answer)
         if contract.order and kind in ("list", "table", "frame"):
             out += _ordered(contract, answer)
@@ -59,56 +69,15 @@ def problems(contract: Contract, answer: Any, tables: dict[str, Any] | None = No
     return out
 
 
-def _texty(x: Any) -> bool:
-    """A column or index of text (object dtype, or pandas' string dtype)."""
-    import pandas as pd
-
-    return x.dtype == object or pd.api.types.is_string_dtype(x.dtype)
-
-
-def _type(answer: Any) -> str:
-    return type(answer).__name__
-
-
-def _is_frame(x: Any) -> bool:
-    return _type(x) == "DataFrame"
-
-
-def _is_series(x: Any) -> bool:
-    return _type(x) == "Series"
-
-
-def _rows(x: Any) -> int | None:
-    if _is_frame(x) or _is_series(x) or isinstance(x, dict | list | tuple):
-        return len(x)
-    return None
-
-
-def _as_number(x: Any) -> float | None:
-    if isinstance(x, bool):
-        return None
-    if isinstance(x, int | float):
-        return float(x)
-    if type(x).__module__ == "numpy" and hasattr(x, "item") and getattr(x, "size", 1) == 1:
-        v = x.item()
-        return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-    if isinstance(x, str):
-        try:
-            return float(x.strip().replace(",", "").rstrip("%"))
-        except ValueError:
-            return None
-    return None
-
-
 def _scalar_number(contract: Contract, answer: Any, *, integral: bool) -> list[str]:
     what = f"how many {contract.count_of}" if integral and contract.count_of else "for one number"
     label = "a count" if integral else "a number"
-    x = _as_number(answer)
-    if x is None and (_rows(answer) == 1 or (_is_frame(answer) and answer.size == 1)):
-        x = _as_number(_only_value(answer))  # {'mean': 2.5}, a one-row Series: one value all the same
+    x = as_number(answer)
+    if x is None and (n_rows(answer) == 1 or (is_frame(answer) and answer.size == 1)):
+        x = as_number(only_value(answer))  # {'mean': 2.5}, a one-row Series: one value all the same
     if x is None:
         return [
-            f"{label}: the task asks {what}, the answer is a {_type(answer)} "
+            f"{label}: the task asks {what}, the answer is a {type_name(answer)} "
             f"({_preview(answer)}): compute the single value and pass it to final_answer"
         ]
     if integral and not (math.isfinite(x) and x == int(x) and x >= 0):
@@ -118,18 +87,8 @@ def _scalar_number(contract: Contract, answer: Any, *, integral: bool) -> list[s
     return []
 
 
-def _only_value(answer: Any) -> Any:
-    if isinstance(answer, dict):
-        return next(iter(answer.values()))
-    if _is_frame(answer):
-        return answer.iat[0, 0] if answer.size == 1 else None
-    if _is_series(answer):
-        return answer.iloc[0]
-    return answer[0] if isinstance(answer, list | tuple) else None
-
-
 def _preview(x: Any) -> str:
-    text = repr(x) if not (_is_frame(x) or _is_series(x)) else f"{len(x)} rows"
+    text = repr(x) if not (is_frame(x) or is_series(x)) else f"{len(x)} rows"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -144,37 +103,37 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
     >>> _name(c, pd.Series({"city": "Accra", "n": 12}), {"customers": pd.DataFrame({"city": ["Accra"]})})[0][-55:]
     "pass the single city (e.g. its ['city']: `row['city']`)"
     """
-    if _rows(answer) is not None and not isinstance(answer, str):
-        n = _rows(answer)
+    if n_rows(answer) is not None and not isinstance(answer, str):
+        n = n_rows(answer)
         if n == 1:
             return _one_row(contract, answer, tables)
         found = column_for(contract.which or "", tables)
-        row = _is_series(answer) and found is not None and found[1] in list(answer.index)
+        row = is_series(answer) and found is not None and found[1] in list(answer.index)
         take = f"its [{found[1]!r}]: `row[{found[1]!r}]`" if row and found else "`.idxmax()`"
         return [
             f"one {contract.which}: 'which {contract.which}' asks for one value, the answer is a "
-            f"{_type(answer)} of {n}: pass the single {contract.which} (e.g. {take})"
+            f"{type_name(answer)} of {n}: pass the single {contract.which} (e.g. {take})"
         ]
     found = column_for(contract.which or "", tables)
     if found is None:
         return []
     table, col = found
     number = isinstance(answer, int | float) and not isinstance(answer, bool)
-    if not (isinstance(answer, str) or number and _texty(tables[table][col])):
+    if not (isinstance(answer, str) or number and texty(tables[table][col])):
         return []
-    keys = {_norm(v) for v in tables[table][col].dropna().astype(str)}
+    keys = {norm(v) for v in tables[table][col].dropna().astype(str)}
     if number:
         shown = int(answer) if float(answer).is_integer() else answer  # a store numbered 7 may come back as 7.0
-        if _norm(shown) in keys:
+        if norm(shown) in keys:
             return []
         return [
             f"'which {contract.which}' asks for a value of {table}[{col!r}] (a name); the answer {answer!r} is a "
             f"number, the measure rather than the {col} it belongs to: answer with the {col} (`.idxmax()` / "
             "`.idxmin()` of the grouped measure, not `.max()`)"
         ]
-    if _norm(answer) in keys:
+    if norm(answer) in keys:
         return []
-    other = _column_holding(answer, tables)
+    other = column_holding(answer, tables)
     if other and other != (table, col):
         return [
             f"'which {contract.which}' asks for a value of {table}[{col!r}]; the answer {answer!r} is a value of "
@@ -201,17 +160,15 @@ def _one_row(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[st
     if found is None:
         return []
     col = found[1]
-    if _is_frame(answer) and col in answer.columns:
+    if is_frame(answer) and col in answer.columns:
         take, what = f"final_answer(_final_answer[{col!r}].iloc[0])", f"its {col!r}"
-    elif _is_series(answer) and _norm(answer.index[0]) in {
-        _norm(v) for v in tables[found[0]][col].dropna().astype(str)
-    }:
+    elif is_series(answer) and norm(answer.index[0]) in {norm(v) for v in tables[found[0]][col].dropna().astype(str)}:
         take, what = "final_answer(_final_answer.index[0])", "its label"
     else:
         return []
     return [
         f"one {contract.which}: 'which {contract.which}' asks for the {contract.which} itself; the answer is a "
-        f"{_type(answer)} of one row: pass {what}: {take}"
+        f"{type_name(answer)} of one row: pass {what}: {take}"
     ]
 
 
@@ -226,12 +183,12 @@ def _yes_no(answer: Any) -> list[str]:
     word = str(answer).strip().strip(".!").lower() if isinstance(answer, str) else None
     if word in ("yes", "no", "true", "false"):
         fix = f"final_answer({word in ('yes', 'true')})"
-    elif _is_frame(answer):  # the matching rows: whether there are any is their count (a development probe)
+    elif is_frame(answer):  # the matching rows: whether there are any is their count (a development probe)
         fix = (
             "final_answer(len(_final_answer) > 0) if the question is whether any row matches; else "
             "final_answer(bool(...)) over the test itself, e.g. `(df['col'] > x).all()`"
         )
-    elif isinstance(answer, str) or _is_series(answer) or isinstance(answer, int | float):
+    elif isinstance(answer, str) or is_series(answer) or isinstance(answer, int | float):
         # a sentence ("No billionaires under 30 found.") is a reading of the data, not the bool the test gives
         fix = "final_answer(bool(...)) over the test itself, e.g. `(df['col'] > x).any()` or `.all()`"
     else:
@@ -240,7 +197,7 @@ def _yes_no(answer: Any) -> list[str]:
 
 
 def _short(answer: Any) -> str:
-    text = repr(answer) if not (_is_series(answer) or _is_frame(answer)) else f"a {type(answer).__name__}"
+    text = repr(answer) if not (is_series(answer) or is_frame(answer)) else f"a {type(answer).__name__}"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -262,63 +219,6 @@ def _date(answer: Any) -> list[str]:
     ]
 
 
-def _norm(value: Any) -> str:
-    return re.sub(r"[\W_]+", "", str(value).casefold())
-
-
-def _column_holding(value: str, tables: dict[str, Any]) -> tuple[str, str] | None:
-    key = _norm(value)
-    for t, df in tables.items():
-        for c in df.columns:
-            if _texty(df[c]) and key in {_norm(v) for v in df[c].dropna().astype(str).unique()[:5000]}:
-                return t, str(c)
-    return None
-
-
-def column_for(phrase: str, tables: dict[str, Any]) -> tuple[str, str] | None:
-    """The given column a phrase of the task names ("clinic" -> visits['clinic_name']), or None when none or
-    several do.
-
-    >>> import pandas as pd
-    >>> column_for("patients", {"v": pd.DataFrame({"patient_id": [1], "clinic": ["a"]})})
-    ('v', 'patient_id')
-
-    A last word that only says "a kind of" names the column without it ("violation type" -> 'violation'):
-
-    >>> column_for("violation type", {"t": pd.DataFrame({"violation": ["x"], "fine": [1.0]})})
-    ('t', 'violation')
-    """
-    words = [w for w in re.split(r"[\s\-_]+", phrase.lower()) if w]
-    if not words:
-        return None
-    found = _column_named(words, tables)
-    if found is None and len(words) > 1 and words[-1] in _QUALIFIERS:
-        return _column_named(words[:-1], tables)
-    return found
-
-
-_QUALIFIERS = {"type", "types", "kind", "kinds", "category", "categories", "class", "classes"}
-
-
-def _column_named(words: list[str], tables: dict[str, Any]) -> tuple[str, str] | None:
-    stems = {_stem(w) for w in words}
-    head = _stem(words[-1])
-    exact, partial = [], []
-    for t, df in tables.items():
-        for c in df.columns:
-            parts = [p for p in re.split(r"[\s\-_.]+|(?<=[a-z])(?=[A-Z])", str(c)) if p]
-            col_stems = {_stem(p.lower()) for p in parts}
-            if "".join(sorted(col_stems)) == "".join(sorted(stems)) or _stem(_norm(c)) == _stem("".join(words)):
-                exact.append((t, str(c)))
-            elif head in col_stems and col_stems - stems <= {"id", "name", "code", "no", "number", "key", "type"}:
-                partial.append((t, str(c)))
-    for found in (exact, partial):
-        names = {c for _, c in found}
-        if len(names) == 1:
-            return found[0]
-    return None
-
-
 def _items(contract: Contract, answer: Any) -> list[str]:
     items = _as_items(answer)
     if items is None:
@@ -328,9 +228,9 @@ def _items(contract: Contract, answer: Any) -> list[str]:
     # task says about distinctness; repeated numbers may be ties, and are left alone unless it asks for distinct
     # (not a table's rows: they may repeat a name, as the top orders of one customer do)
     # and the values of N ranked things may repeat (the artists of the 3 most streamed songs)
-    names = not _is_frame(answer) and bool(items) and all(isinstance(i, str) for i in items) and not contract.repeats
+    names = not is_frame(answer) and bool(items) and all(isinstance(i, str) for i in items) and not contract.repeats
     if contract.distinct or contract.kind == "set" or names:
-        seen = [_norm(i) for i in items]
+        seen = [norm(i) for i in items]
         if len(set(seen)) < len(seen):
             dup = len(seen) - len(set(seen))
             out.append(
@@ -354,7 +254,7 @@ def _measures_for_names(contract: Contract, answer: Any, tables: dict[str, Any])
     if not all(is_number(i) for i in items) or (named := _names_of(contract.which, tables)) is None:
         return []
     table, col, keys = named
-    if any(_norm(int(i) if float(i).is_integer() else i) in keys for i in items):
+    if any(norm(int(i) if float(i).is_integer() else i) in keys for i in items):
         return []
     return [
         f"'which {contract.which}' asks for values of {table}[{col!r}] (names); the answer's items are numbers, the "
@@ -367,13 +267,13 @@ def _labelled_measures(contract: Contract, answer: Any, tables: dict[str, Any]) 
     """'Which 2 neighbourhood groups have the highest average price?' answered with the prices by group (a Series
     of numbers indexed by the groups): the groups are what is asked, as a list; the prices ride along. A reader
     that takes the answer's values (``.tolist()``) gets the prices."""
-    if not contract.which or not _is_series(answer) or answer.dtype.kind not in "fiu" or not _texty(answer.index):
+    if not contract.which or not is_series(answer) or answer.dtype.kind not in "fiu" or not texty(answer.index):
         return []
     named = _names_of(contract.which, tables)
     if named is None:
         return []
     _, col, keys = named
-    if not all(_norm(v) in keys for v in answer.index):
+    if not all(norm(v) in keys for v in answer.index):
         return []
     return [
         f"'which {contract.which}' asks for the {contract.which} themselves; the answer is a Series of numbers by "
@@ -385,163 +285,27 @@ def _names_of(which: str, tables: dict[str, Any]) -> tuple[str, str, set[str]] |
     """The given column of text that 'which X' names (table, column) with its values normalized; None when no
     column or one of numbers does."""
     found = column_for(which, tables)
-    if found is None or not _texty(tables[found[0]][found[1]]):
+    if found is None or not texty(tables[found[0]][found[1]]):
         return None
     table, col = found
-    return table, col, {_norm(v) for v in tables[table][col].dropna().astype(str)}
+    return table, col, {norm(v) for v in tables[table][col].dropna().astype(str)}
 
 
 def _as_items(answer: Any) -> list[Any] | None:
     if isinstance(answer, list | tuple | set):
         return list(answer)
-    if _is_series(answer):
-        return list(answer.index if answer.dtype.kind in "fi" and _texty(answer.index) else answer)
-    if _is_frame(answer):
+    if is_series(answer):
+        return list(answer.index if answer.dtype.kind in "fi" and texty(answer.index) else answer)
+    if is_frame(answer):
         return list(answer.iloc[:, 0]) if answer.shape[1] >= 1 else None
     if is_array(answer):
         return list(answer)
     return None
 
 
-def _per_group(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
-    per = contract.per or ""
-    n = _rows(answer)
-    distinct = _distinct_count(per, tables)
-    if distinct is None:
-        return []  # "per X" names nothing in the given data: nothing to count the rows against
-    if n is None:
-        if contract.kind == "table" and _as_number(answer) is not None and distinct > 1:
-            return [
-                f"one value per {per}: the answer is a single number; group by the {per} "
-                f"(`groupby(...).agg(...)`) and pass the table"
-            ]
-        return []
-    if n > distinct:
-        return [
-            f"one row per {per}: the given tables have {distinct} distinct {per}, the answer has {n} rows "
-            f"(one per input row?): aggregate with `groupby(...).agg(...)`, not `transform` or a merge"
-            + _regroup(contract, answer, tables)
-        ]
-    keys = _keys(answer)
-    if keys is not None and (spelled := _spelled_apart(keys)):
-        shown = ", ".join(repr(k) for k in spelled[:4])
-        return [
-            f"one row per {per}: the answer's labels spell one {per} in several ways ({shown}): the given column "
-            f"holds each {per} in several spellings; clean it before grouping (e.g. `.str.strip().str.title()`), "
-            "then group and answer again"
-        ]
-    if keys is not None and len(set(map(_norm, keys))) < len(keys):
-        return [f"one row per {per}: the answer repeats a {per}: aggregate so each {per} appears once"]
-    return []
-
-
-def _spelled_apart(keys: list[Any]) -> list[str]:
-    """The first set of labels that differ only by case, spaces or punctuation ('Ines', 'INES', 'Ines '), or [].
-    Spellings of one value grouped apart are a fact of the data, not a suspicion: the answer splits one group.
-
-    >>> _spelled_apart(["Ines", "INES", "Kwame", "Ines "]), _spelled_apart(["a", "b", "a"])
-    (['Ines', 'INES', 'Ines '], [])
-    """
-    groups = spelling_groups(k for k in keys if isinstance(k, str))
-    return groups[0] if groups else []
-
-
-def _regroup(contract: Contract, answer: Any, tables: dict[str, Any]) -> str:
-    """A line that aggregates a per-row answer by the task's X, when its rows are rows of the table holding X
-    (a development probe: nights x rate of each confirmed booking sent for "revenue per hotel"); '' otherwise.
-    ``_final_answer`` is the answer just sent, in the runtime.
-
-    >>> import pandas as pd
-    >>> from cave.review.contract import read
-    >>> stays = pd.DataFrame({"hotel": ["Inn", "Inn", "Lodge"], "nights": [1, 2, 3], "rate": [10.0, 20.0, 30.0]})
-    >>> print(_regroup(read("Revenue per hotel, highest first"), stays.nights * stays.rate, {"stays": stays}))
-    ; e.g. final_answer(_final_answer.groupby(stays.loc[_final_answer.index, 'hotel']).sum().sort_values(ascending=False))
-    >>> daily = pd.Series([1.0, 2.0, 4.0], index=["2025-01-05", "2025-01-09", "2025-02-01"])
-    >>> print(_regroup(read("revenue per month in 2025"), daily, {}))
-    ; e.g. import pandas as pd; final_answer(_final_answer.groupby(pd.to_datetime(_final_answer.index).to_period('M').astype(str)).sum())
-    """
-    if not _is_series(answer) or answer.dtype.kind not in "iufb":
-        return ""
-    agg = {"count": "size"}.get(contract.agg or "sum", contract.agg or "sum")
-    order = {"desc": ".sort_values(ascending=False)", "asc": ".sort_values()"}.get(contract.order or "", "")
-    period = _PERIODS.get((contract.per or "").split()[-1] if contract.per else "")
-    if period is not None and _dated(answer.index):  # one row per day sent for "per month"
-        line = f"_final_answer.groupby(pd.to_datetime(_final_answer.index).to_period({period!r}).astype(str)).{agg}()"
-        return f"; e.g. import pandas as pd; final_answer({line}{order})"
-    found = column_for(contract.per or "", tables)
-    if found is None:
-        return ""
-    table, column = found
-    if not answer.index.isin(tables[table].index).all():
-        return ""
-    line = f"_final_answer.groupby({table}.loc[_final_answer.index, {column!r}]).{agg}(){order}"
-    return f"; e.g. final_answer({line})"
-
-
-_PERIODS = {"month": "M", "year": "Y", "quarter": "Q", "week": "W"}
-
-
-def _dated(index: Any) -> bool:
-    """Whether an index holds moments (datetimes, or most of its text reads as dates).
-
-    >>> import pandas as pd
-    >>> _dated(pd.Index(["2025-01-05", "2025-01-06"])), _dated(pd.Index(["Inn", "Lodge"])), _dated(pd.RangeIndex(3))
-    (True, False, False)
-    """
-    import pandas as pd
-
-    if pd.api.types.is_datetime64_any_dtype(index):
-        return True
-    if not _texty(index) or len(index) == 0:
-        return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        parsed = pd.to_datetime(pd.Series(index.astype(str)), errors="coerce", format="mixed")
-    return bool(parsed.notna().mean() >= 0.8)
-
-
-def _distinct_count(per: str, tables: dict[str, Any]) -> int | None:
-    import pandas as pd
-
-    found = column_for(per, tables)
-    if found is not None:
-        return int(tables[found[0]][found[1]].nunique())
-    head = per.split()[-1] if per else ""
-    if head not in ("month", "year", "quarter", "week"):
-        return None
-    counts = []
-    for df in tables.values():
-        for c in df.columns:
-            s = df[c]
-            if pd.api.types.is_datetime64_any_dtype(s):
-                dates = s
-            elif _texty(s) and re.search(r"date|time|day|month", str(c), re.I):
-                dates = pd.to_datetime(s, errors="coerce", format="mixed")
-            else:
-                continue
-            if dates.notna().mean() < 0.8:
-                continue
-            period = {"month": "M", "year": "Y", "quarter": "Q", "week": "W"}[head]
-            counts.append(int(dates.dropna().dt.to_period(period).nunique()))
-    return max(counts) if counts else None
-
-
-def _keys(answer: Any) -> list[Any] | None:
-    if isinstance(answer, dict):
-        return list(answer)  # unique by construction, but several may spell one value
-    if _is_series(answer):
-        return list(answer.index) if _texty(answer.index) else None
-    if _is_frame(answer):
-        if _texty(answer.index) and answer.index.name is not None:
-            return list(answer.index)
-        text = [c for c in answer.columns if _texty(answer[c])]
-        return list(answer[text[0]]) if len(text) == 1 else None
-    return None
-
-
 def _named_columns(contract: Contract, answer: Any) -> list[str]:
-    have = {_norm(c) for c in answer.columns} | {_norm(n) for n in answer.index.names if n is not None}
-    missing = [c for c in contract.columns if _norm(c) not in have]
+    have = {norm(c) for c in answer.columns} | {norm(n) for n in answer.index.names if n is not None}
+    missing = [c for c in contract.columns if norm(c) not in have]
     if not missing:
         return []
     return [
@@ -553,11 +317,11 @@ def _named_columns(contract: Contract, answer: Any) -> list[str]:
 
 def _ordered(contract: Contract, answer: Any) -> list[str]:
     values = None
-    if _is_series(answer) and answer.dtype.kind in "fiu":
+    if is_series(answer) and answer.dtype.kind in "fiu":
         values = list(answer)
-    elif isinstance(answer, dict) and all(_as_number(v) is not None for v in answer.values()):
-        values = [_as_number(v) for v in answer.values()]
-    elif _is_frame(answer):
+    elif isinstance(answer, dict) and all(as_number(v) is not None for v in answer.values()):
+        values = [as_number(v) for v in answer.values()]
+    elif is_frame(answer):
         numeric = [c for c in answer.columns if answer[c].dtype.kind in "fiu"]
         if numeric and not any(_monotonic(list(answer[c]), contract.order) for c in numeric):
             return [
@@ -581,7 +345,7 @@ def _monotonic(values: list[Any], order: str | None) -> bool:
 
 
 def _entity_count(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
-    x = _as_number(answer)
+    x = as_number(answer)
     found = column_for(contract.count_of or "", tables)
     if x is not None and found is None:
         return _kinds_counted(contract.count_of or "", x, tables)
@@ -616,7 +380,7 @@ def _kinds_counted(counted: str, x: float, tables: dict[str, Any]) -> list[str]:
     for stem in dict.fromkeys(
         [last, last[:-1] if last.endswith("s") else last, last[:-2] if last.endswith("es") else last]
     ):
-        holding = _column_holding(stem, tables) if len(stem) > 2 else None
+        holding = column_holding(stem, tables) if len(stem) > 2 else None
         if holding is None:
             continue
         table, column = holding
@@ -625,11 +389,11 @@ def _kinds_counted(counted: str, x: float, tables: dict[str, Any]) -> list[str]:
         if int(x) != x or int(x) != kinds or kinds < 2:
             return []
         df = tables[table]
-        chosen = df[values.astype(str).map(_norm) == _norm(stem)]
+        chosen = df[values.astype(str).map(norm) == norm(stem)]
         ids = [c for c in df.columns if c != column and re.search(r"(?:^|_)id$|_id|^id", str(c), re.I)]
         if len(chosen) == x or any(chosen[c].nunique() == x for c in ids):
             return []  # the right count happens to be the same number: nothing to say
-        shown = next(v for v in values.dropna().astype(str).unique() if _norm(v) == _norm(stem))
+        shown = next(v for v in values.dropna().astype(str).unique() if norm(v) == norm(stem))
         return [
             f"a count of {counted}: the answer {int(x)} is the number of distinct values of {table}[{column!r}], "
             f"one of which is {shown!r}: count the {counted} themselves, the rows where {column} is {shown!r} (or "
