@@ -27,7 +27,8 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Literal
 
 from cave import prompts
-from cave.review.answers import asks_yes_no, form_problems, number_for_a_name
+from cave.review.answers import asks_yes_no, form_problems
+from cave.review.things import number_for_a_name
 from cave.trajectory import Step, Trajectory
 
 __all__ = [
