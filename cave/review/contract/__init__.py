@@ -19,7 +19,8 @@ hotel", duplicates in "the distinct ..."), never on a guess about the numbers.
 ('clinic', 'avg_wait')
 """
 
-from cave.review.contract.checking import CONTRACT_HOLDS, NOTE_HEAD, column_for, note, problems
+from cave.review.contract.checking import CONTRACT_HOLDS, NOTE_HEAD, note, problems
 from cave.review.contract.reading import Contract, read
+from cave.review.contract.shapes import column_for
 
 __all__ = ["CONTRACT_HOLDS", "NOTE_HEAD", "Contract", "column_for", "note", "problems", "read"]
