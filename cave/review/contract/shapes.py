@@ -1,5 +1,6 @@
-"""What an answer and a given table look like, read without importing pandas: the small predicates the contract's
-checks share, and the given column a phrase of the task names (``column_for``).
+"""What an answer and a given table look like: the small predicates the contract's checks share (pandas objects are
+told by their type's name, so a plain answer needs no pandas import), and the given column a phrase of the task
+names (``column_for``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def texty(x: Any) -> bool:
 
 
 def type_name(answer: Any) -> str:
+    """The answer's type as the notes name it ('DataFrame', 'dict')."""
     return type(answer).__name__
 
 
@@ -43,12 +45,18 @@ def is_series(x: Any) -> bool:
 
 
 def n_rows(x: Any) -> int | None:
+    """How many rows or items a table, Series, dict, list or tuple holds; None for a single value."""
     if is_frame(x) or is_series(x) or isinstance(x, dict | list | tuple):
         return len(x)
     return None
 
 
 def as_number(x: Any) -> float | None:
+    """The answer as one number (numpy scalars and numeric text such as '1,234' or '12%' too), None if it is not one.
+
+    >>> as_number("1,234"), as_number(True), as_number([1])
+    (1234.0, None, None)
+    """
     if isinstance(x, bool):
         return None
     if isinstance(x, int | float):
@@ -65,6 +73,7 @@ def as_number(x: Any) -> float | None:
 
 
 def only_value(answer: Any) -> Any:
+    """The first value of a dict, Series, list or tuple, the one cell of a one-cell table (None if more)."""
     if isinstance(answer, dict):
         return next(iter(answer.values()))
     if is_frame(answer):
@@ -75,10 +84,12 @@ def only_value(answer: Any) -> Any:
 
 
 def norm(value: Any) -> str:
+    """A value as the checks compare it: case folded, without spaces or punctuation ('Ines ' and 'INES' alike)."""
     return re.sub(r"[\W_]+", "", str(value).casefold())
 
 
 def column_holding(value: str, tables: dict[str, Any]) -> tuple[str, str] | None:
+    """The first given text column (table, column) that holds ``value`` (compared as ``norm`` does), else None."""
     key = norm(value)
     for t, df in tables.items():
         for c in df.columns:
