@@ -154,3 +154,20 @@ def test_the_warm_start_travels_as_its_teacher_runs(tiny_dir, tmp_path):
     cfg.sft.teacher = {"backend": "scripted", "replies": lambda m: asked.append(m) or "I do not know."}
     warm_start(cfg, folder, kept)
     assert weights_digest(folder) == digest and not asked
+
+
+def test_records_of_another_warm_start_stop_the_driver_before_anything_is_redone(tiny_dir, tmp_path, capsys):
+    # a warm start rebuilt on another CPU fine-tunes to other weights: the records made from the first would all be
+    # stale, and the driver would redo the warm eval and every run over them; it says so and runs nothing instead
+    config = claim_config(tiny_dir, tmp_path)
+    out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)
+    record = {"warm_start": "05f0ab372bbc8a50", "steps": 1, "report": {}, "metrics": []}
+    (out / "runs" / "drmas_seed0.json").write_text(json.dumps(record) + "\n")
+    args = [str(config), "--seeds", "0", "--steps", "1", "--limit", "2", "-k", "2", "--runs", str(tmp_path / "r"),
+            "--out", str(out), "-q", "--no-inspect"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "the records in" in err and "(05f0ab372bbc8a50)" in err and "another --out" in err
+    assert json.loads((out / "runs" / "drmas_seed0.json").read_text()) == record and not (out / "warm.json").exists()
+    assert not (tmp_path / "r").exists()

@@ -324,23 +324,50 @@ def inspect_cached(cfg: Any, out: Path) -> dict[str, Any]:
     return report
 
 
+def recorded_digest(out: Path) -> str | None:
+    """The digest of the warm start ``out``'s records were made from: the one its warm start's eval names
+    (``OUT/warm.json``, "warm start <digest>"), else a finished run's record's; None when ``out`` holds neither."""
+    warm = out / "warm.json"
+    label = json.loads(warm.read_text(encoding="utf-8")).get("checkpoint", "") if warm.is_file() else ""
+    if label.startswith("warm start "):
+        return label.removeprefix("warm start ")
+    for path in sorted((out / RECORDS).glob("*.json")):
+        found = json.loads(path.read_text(encoding="utf-8")).get("warm_start")
+        if found:
+            return str(found)
+    return None
+
+
 def warm_digest(cfg: Any, out: Path) -> str:
-    """The digest of the warm start the comparison's records were made from: of its weights where they are here,
-    else the one its recorded eval names (``OUT/warm.json``, "warm start <digest>"), so that the records can be
-    summarized on a machine without the run folders."""
+    """The digest to summarize ``out``'s records under: the recorded one (``recorded_digest``), else that of the warm
+    start's weights where they are here, so that the records can be summarized on any machine."""
     from cave.training.checkpoints import weights_digest
     from cave.training.trainer import latest_checkpoint
 
     if not cfg.init_from:
         return "base"
+    recorded = recorded_digest(out)
+    if recorded is not None:
+        return recorded
     if latest_checkpoint(cfg.init_from) is not None:
         return weights_digest(cfg.init_from)
-    warm = out / "warm.json"
-    label = json.loads(warm.read_text(encoding="utf-8")).get("checkpoint", "") if warm.is_file() else ""
-    if not label.startswith("warm start "):
-        raise FileNotFoundError(f"no warm start at {cfg.init_from} and no {warm} naming its digest: nothing to "
-                                "match the records with")  # fmt: skip
-    return label.removeprefix("warm start ")
+    raise FileNotFoundError(f"no warm start at {cfg.init_from} and no record in {out} naming its digest: nothing to "
+                            "match the records with")  # fmt: skip
+
+
+def check_same_start(digest: str, out: Path, init_from: str | None) -> None:
+    """Refuse to go on where ``out`` holds records of another warm start than ``digest``: each of them would be
+    stale, and the warm start's eval and every run would be redone over them. Fine-tuning is not bitwise
+    reproducible across CPUs, so the same teacher runs rebuild other weights on another machine (measured: a warm
+    start built on an AMD EPYC and rebuilt on an Intel Xeon differ)."""
+    recorded = recorded_digest(out)
+    if recorded is not None and recorded != digest:
+        raise ValueError(
+            f"the warm start at {init_from or 'the base model'} ({digest}) is not the one the records in {out} were "
+            f"made from ({recorded}); a warm start rebuilt on another machine has other weights, so none of them "
+            f"pairs with it. To start the comparison over from this warm start and keep those records, give "
+            f"another --out (and --runs); to go on with them, put warm start {recorded}'s folder at init_from"
+        )
 
 
 def read_record(path: Path, *, warm_start: str, steps: int, limit: int, k: int, dtype: str) -> dict[str, Any] | None:
@@ -377,6 +404,8 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
 
     out, runs = Path(args.out), Path(args.runs).resolve()
     digest = warm_digest(cfg, out) if args.summarize else weights_digest(cfg.init_from) if cfg.init_from else "base"
+    if not args.summarize:
+        check_same_start(digest, out, cfg.init_from)
     dtype = args.eval_dtype or model_dtype(cfg)
     clips = {role: a.grad_clip for role, a in cfg.agents.items()}
     say = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))
