@@ -127,9 +127,8 @@ def _attributes_hint(e: BaseException) -> str | None:
     if obj is None or not (type(obj).__dir__ is object.__dir__ or isinstance(obj, types.ModuleType)):
         return None
     moment = _MOMENTS.get(e.name.lower().strip("_"))
-    if moment and type(obj).__name__.endswith(
-        "Result"
-    ):  # shapiro(x).kurtosis, .skew, .kstatistic: moments asked of a test
+    # shapiro(x).kurtosis, .skew, .kstatistic: a moment asked of a test's result, not of the values
+    if moment and type(obj).__name__.endswith("Result"):
         return (
             f"A {type(obj).__name__} holds the test's own numbers ({', '.join(a for a in dir(obj) if not a.startswith('_'))}); "
             f"the {moment[0]} is its own function of the values: from scipy.stats import {moment[1]}; {moment[1]}(x)"

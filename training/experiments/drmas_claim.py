@@ -365,7 +365,7 @@ def check_same_start(digest: str, out: Path, init_from: str | None) -> None:
         raise ValueError(
             f"the warm start at {init_from or 'the base model'} ({digest}) is not the one the records in {out} were "
             f"made from ({recorded}); a warm start rebuilt on another machine has other weights, so none of them "
-            f"pairs with it. To start the comparison over from this warm start and keep those records, give "
+            "pairs with it. To start the comparison over from this warm start and keep those records, give "
             f"another --out (and --runs); to go on with them, put warm start {recorded}'s folder at init_from"
         )
 
