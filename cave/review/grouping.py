@@ -12,6 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from cave.runtimes.value_notes import is_text
+
 __all__ = ["as_dates", "granularity_problem", "messy_keys", "period_pick", "SCAN_ROWS"]
 
 # -- one row per month -------------------------------------------------------------------------------------
@@ -208,7 +210,7 @@ def as_dates(pd: Any, column: Any) -> Any:
     """The column as datetimes when it holds dates (datetime dtype, or text that reads as dates), else None."""
     if pd.api.types.is_datetime64_any_dtype(column):
         return column.dropna()
-    if column.dtype.kind != "O" and not pd.api.types.is_string_dtype(column):
+    if not is_text(column):
         return None
     text = column.dropna().astype(str)
     if text.empty or text.str.contains(_DATE_TEXT).mean() < 0.9:

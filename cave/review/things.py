@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cave.review.grouping import SCAN_ROWS, as_dates
+from cave.runtimes.value_notes import is_text
 
 __all__ = ["ids_for_names", "number_for_a_name"]
 
@@ -44,7 +45,7 @@ def _answer_ids(pd: Any, value: Any) -> tuple[str | None, list[Any]] | None:
     if isinstance(value, pd.DataFrame):
         if len(value) == 0 or len(value) > 100:
             return None
-        text = [c for c in value.columns if value[c].dtype.kind in "OSU" or pd.api.types.is_string_dtype(value[c])]
+        text = [c for c in value.columns if is_text(value[c])]
         ids = [c for c in value.columns if _ID_COLUMN.search(str(c))]
         index_name = value.index.name
         if not ids and index_name is not None and _ID_COLUMN.search(str(index_name)):
@@ -182,9 +183,7 @@ def _ids_for_names(task: str, value: Any, given: Mapping[str, Any], sources: Map
 def _label_column(pd: Any, frame: Any, key: str) -> str | None:
     """The column that names a table's rows: 'name' or '*_name'/'title'/'label', else the first text column
     whose values are mostly distinct."""
-    texts = [
-        c for c in frame.columns if c != key and (frame[c].dtype.kind == "O" or pd.api.types.is_string_dtype(frame[c]))
-    ]
+    texts = [c for c in frame.columns if c != key and is_text(frame[c])]
     for c in texts:
         if re.search(r"(?:^|_)(?:name|title|label)$", str(c), re.I):
             return str(c)

@@ -18,10 +18,10 @@ from cave.review.contract.shapes import (
     column_holding,
     is_frame,
     is_series,
+    is_text,
     n_rows,
     norm,
     only_value,
-    texty,
     type_name,
 )
 
@@ -119,7 +119,7 @@ def _name(contract: Contract, answer: Any, tables: dict[str, Any]) -> list[str]:
         return []
     table, col = found
     number = isinstance(answer, int | float) and not isinstance(answer, bool)
-    if not (isinstance(answer, str) or number and texty(tables[table][col])):
+    if not (isinstance(answer, str) or number and is_text(tables[table][col])):
         return []
     keys = {norm(v) for v in tables[table][col].dropna().astype(str)}
     if number:
@@ -267,7 +267,7 @@ def _labelled_measures(contract: Contract, answer: Any, tables: dict[str, Any]) 
     """'Which 2 neighbourhood groups have the highest average price?' answered with the prices by group (a Series
     of numbers indexed by the groups): the groups are what is asked, as a list; the prices ride along. A reader
     that takes the answer's values (``.tolist()``) gets the prices."""
-    if not contract.which or not is_series(answer) or answer.dtype.kind not in "fiu" or not texty(answer.index):
+    if not contract.which or not is_series(answer) or answer.dtype.kind not in "fiu" or not is_text(answer.index):
         return []
     named = _names_of(contract.which, tables)
     if named is None:
@@ -285,7 +285,7 @@ def _names_of(which: str, tables: dict[str, Any]) -> tuple[str, str, set[str]] |
     """The given column of text that 'which X' names (table, column) with its values normalized; None when no
     column or one of numbers does."""
     found = column_for(which, tables)
-    if found is None or not texty(tables[found[0]][found[1]]):
+    if found is None or not is_text(tables[found[0]][found[1]]):
         return None
     table, col = found
     return table, col, {norm(v) for v in tables[table][col].dropna().astype(str)}
@@ -295,7 +295,7 @@ def _as_items(answer: Any) -> list[Any] | None:
     if isinstance(answer, list | tuple | set):
         return list(answer)
     if is_series(answer):
-        return list(answer.index if answer.dtype.kind in "fi" and texty(answer.index) else answer)
+        return list(answer.index if answer.dtype.kind in "fi" and is_text(answer.index) else answer)
     if is_frame(answer):
         return list(answer.iloc[:, 0]) if answer.shape[1] >= 1 else None
     if is_array(answer):

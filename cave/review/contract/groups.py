@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 from cave.review.contract.reading import Contract
-from cave.review.contract.shapes import as_number, column_for, is_frame, is_series, n_rows, norm, texty
+from cave.review.contract.shapes import as_number, column_for, is_frame, is_series, is_text, n_rows, norm
 from cave.review.profile import spelling_groups
 
 __all__ = ["per_group"]
@@ -104,7 +104,7 @@ def _dated(index: Any) -> bool:
 
     if pd.api.types.is_datetime64_any_dtype(index):
         return True
-    if not texty(index) or len(index) == 0:
+    if not is_text(index) or len(index) == 0:
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -127,7 +127,7 @@ def _distinct_count(per: str, tables: dict[str, Any]) -> int | None:
             s = df[c]
             if pd.api.types.is_datetime64_any_dtype(s):
                 dates = s
-            elif texty(s) and re.search(r"date|time|day|month", str(c), re.I):
+            elif is_text(s) and re.search(r"date|time|day|month", str(c), re.I):
                 dates = pd.to_datetime(s, errors="coerce", format="mixed")
             else:
                 continue
@@ -142,10 +142,10 @@ def _keys(answer: Any) -> list[Any] | None:
     if isinstance(answer, dict):
         return list(answer)  # unique by construction, but several may spell one value
     if is_series(answer):
-        return list(answer.index) if texty(answer.index) else None
+        return list(answer.index) if is_text(answer.index) else None
     if is_frame(answer):
-        if texty(answer.index) and answer.index.name is not None:
+        if is_text(answer.index) and answer.index.name is not None:
             return list(answer.index)
-        text = [c for c in answer.columns if texty(answer[c])]
+        text = [c for c in answer.columns if is_text(answer[c])]
         return list(answer[text[0]]) if len(text) == 1 else None
     return None

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from cave.review.contract.words import stem as _stem
+from cave.runtimes.value_notes import is_text  # a column or index of text: one test, shared with the runtime's notes
 
 __all__ = [
     "as_number",
@@ -16,19 +17,12 @@ __all__ = [
     "column_holding",
     "is_frame",
     "is_series",
+    "is_text",
     "n_rows",
     "norm",
     "only_value",
-    "texty",
     "type_name",
 ]
-
-
-def texty(x: Any) -> bool:
-    """A column or index of text (object dtype, or pandas' string dtype)."""
-    import pandas as pd
-
-    return x.dtype == object or pd.api.types.is_string_dtype(x.dtype)
 
 
 def type_name(answer: Any) -> str:
@@ -93,7 +87,7 @@ def column_holding(value: str, tables: dict[str, Any]) -> tuple[str, str] | None
     key = norm(value)
     for t, df in tables.items():
         for c in df.columns:
-            if texty(df[c]) and key in {norm(v) for v in df[c].dropna().astype(str).unique()[:5000]}:
+            if is_text(df[c]) and key in {norm(v) for v in df[c].dropna().astype(str).unique()[:5000]}:
                 return t, str(c)
     return None
 
