@@ -59,7 +59,7 @@ from cave.given import Given, in_process, private_copy
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Message, Usage, create_backend
 from cave.review import contract as task_contract
-from cave.review import grouping, profile, recovery, typed
+from cave.review import grouping, profile, prose, recovery, typed
 from cave.review.acceptance import Acceptance, answer_notes
 from cave.review.checks import CheckSpec, averify, failed_checks_note
 from cave.review.feedback import Feedback
@@ -501,7 +501,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         if traj.status != "running" or not cells.executions or not all(ex.ok for ex in cells.executions):
             return None
         names = [v.name for v in await self.describe()]
-        return recovery.uncalled_answer(reply, "\n\n".join(blocks), names)
+        return prose.uncalled_answer(reply, "\n\n".join(blocks), names)
 
     async def _run_blocks(
         self, traj: Trajectory, index: int, blocks: list[str], cells: Cells, first: int = 0

@@ -17,7 +17,7 @@ from typing import Any
 from cave import prompts
 from cave.events import Event, TextChunk
 from cave.llm.base import Completion, Message, TextDelta, Usage
-from cave.review import recovery
+from cave.review import prose, recovery
 from cave.trajectory import Step, Trajectory
 
 __all__ = ["Generation", "Replying", "continued_tokens", "repetitive", "strip_reopened_fence"]
@@ -130,7 +130,7 @@ class Replying:
             # reply again at retry_temperature, then hotter once more (usage of every call is counted).
             retry_with: dict[str, Any] = {"temperature": temperature}
             if (
-                recovery.repeats_refused_prose(traj, gen.text, blocks, always_refused=bool(self.checks))
+                prose.repeats_refused_prose(traj, gen.text, blocks, always_refused=bool(self.checks))
                 and self._may_open_code()
             ):
                 # refused words said again: a hotter sample of a small model says them once more (the answer
@@ -208,7 +208,7 @@ class Replying:
         return (
             recovery.repeats_failure(traj, blocks)
             or recovery.repeats_twice(traj, blocks)
-            or recovery.repeats_refused_prose(traj, text, blocks, always_refused=bool(self.checks))
+            or prose.repeats_refused_prose(traj, text, blocks, always_refused=bool(self.checks))
             or recovery.repeats_cut_off(traj, text)
         )
 

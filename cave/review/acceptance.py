@@ -42,6 +42,7 @@ from cave.review import (
     imputing,
     in_place,
     misreadings,
+    prose,
     recovery,
     typed,
 )
@@ -89,7 +90,7 @@ class Acceptance:
             traj.meta["held_for_outputs"] = traj.meta.get("held_for_outputs", 0) + 1
             return recovery.missing_note(missing)
         if self.expect_calls and not traj.meta.get("calls_asked"):
-            uncalled = recovery.uncalled(self.given_functions(), traj, code)
+            uncalled = prose.uncalled(self.given_functions(), traj, code)
             if uncalled is not None:  # once: a second answer without a call stands ("none of these fits")
                 traj.meta["calls_asked"] = True
                 return prompts.answer_without_calls_note(uncalled)
@@ -101,7 +102,7 @@ class Acceptance:
                 await _held_for(traj, "warning", value)
                 return "Not accepted yet: the answer is None. " + note
         if not traj.meta.get("gave_up_asked"):
-            gave_up = recovery.gave_up_note(traj, value)
+            gave_up = prose.gave_up_note(traj, value)
             if gave_up is not None:  # once: nothing, right after a failed cell, is giving up
                 traj.meta["gave_up_asked"] = traj.meta["reviewed"] = True  # the same nothing again then stands
                 await _held_for(traj, "warning", value)

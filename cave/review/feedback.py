@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cave import prompts
-from cave.review import failure_notes, imputing, recovery, typed
+from cave.review import failure_notes, imputing, prose, recovery, typed
 from cave.runtimes import value_notes
 from cave.trajectory import Step, Trajectory
 
@@ -90,7 +90,7 @@ class Feedback:
     async def _prose_refusal(self, traj: Trajectory, text: str) -> str | None:
         """Why a reply without code cannot end the run here (None: it can be the answer)."""
         given = any(reg.kind == "variable" for reg in self.runtime.registered.values())
-        refusal = recovery.prose_refusal(
+        refusal = prose.prose_refusal(
             traj,
             checks=bool(self.checks),
             insist_on_code=self.insist_on_code,
@@ -100,7 +100,7 @@ class Feedback:
             expect_calls=self.expect_calls,
             verified=self.verify is not None and not self.expect_calls,
         )
-        if refusal is not None or not recovery.may_refuse_prose(traj, self.insist_on_code):
+        if refusal is not None or not prose.may_refuse_prose(traj, self.insist_on_code):
             return refusal
         missing = await self._missing_outputs()
         return recovery.missing_note(missing) if missing else None

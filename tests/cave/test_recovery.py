@@ -5,7 +5,7 @@ from __future__ import annotations
 from cave.runtimes.base import ExecError, Execution, VariableInfo
 
 from cave import prompts
-from cave.review import failure_notes, recovery
+from cave.review import failure_notes, prose, recovery
 from cave.trajectory import Step, Trajectory
 
 BAD = "df[df['year'] == 1992]"
@@ -16,12 +16,12 @@ def ran(i: int, code: str, error: ExecError | None = None, **meta) -> Step:
     return Step(index=i, code=code, execution=Execution(error=error), meta=meta)
 
 
-def prose(i: int) -> Step:
+def prose_step(i: int) -> Step:
     return Step(index=i, completion="The table has no year column.")
 
 
 def test_a_repeat_of_the_failing_cell_is_seen_across_a_prose_reply():
-    traj = Trajectory(steps=[ran(0, BAD, KEY_ERROR), prose(1)])
+    traj = Trajectory(steps=[ran(0, BAD, KEY_ERROR), prose_step(1)])
     assert recovery.last_code_step(traj).index == 0 and recovery.last_action(traj).index == 1
     assert recovery.repeats_failure(traj, [BAD])
     assert not recovery.repeats_failure(traj, ["df.columns"])
@@ -40,13 +40,13 @@ def test_a_repeat_of_the_failing_cell_is_seen_across_a_prose_reply():
 def test_prose_is_refused_after_an_error_and_before_any_code_and_taken_after_two_refusals():
     after_error = Trajectory(steps=[ran(0, BAD, KEY_ERROR)])
     kw = dict(checks=False, insist_on_code=True, given=True)
-    assert recovery.prose_refusal(after_error, **kw) == prompts.PROSE_AFTER_ERROR_NOTE
-    assert recovery.prose_refusal(Trajectory(), **kw) == prompts.PROSE_UNCHECKED_NOTE
-    assert recovery.prose_refusal(Trajectory(), **{**kw, "given": False}) is None  # nothing to look at first
-    assert recovery.prose_refusal(Trajectory(steps=[ran(0, "df.shape")]), **kw) is None  # it looked: prose can end it
-    after_error.meta["prose_refused"] = recovery.PROSE_REFUSALS
-    assert recovery.prose_refusal(after_error, **kw) is None
-    assert recovery.prose_refusal(after_error, **{**kw, "checks": True}) == prompts.NEED_OBJECTS_NOTE
+    assert prose.prose_refusal(after_error, **kw) == prompts.PROSE_AFTER_ERROR_NOTE
+    assert prose.prose_refusal(Trajectory(), **kw) == prompts.PROSE_UNCHECKED_NOTE
+    assert prose.prose_refusal(Trajectory(), **{**kw, "given": False}) is None  # nothing to look at first
+    assert prose.prose_refusal(Trajectory(steps=[ran(0, "df.shape")]), **kw) is None  # it looked: prose can end it
+    after_error.meta["prose_refused"] = prose.PROSE_REFUSALS
+    assert prose.prose_refusal(after_error, **kw) is None
+    assert prose.prose_refusal(after_error, **{**kw, "checks": True}) == prompts.NEED_OBJECTS_NOTE
 
 
 def test_the_loop_note_names_the_line_and_the_real_columns():
@@ -55,7 +55,7 @@ def test_the_loop_note_names_the_line_and_the_real_columns():
     first = ran(0, BAD, KEY_ERROR)
     note = failure_notes.loop_note(Trajectory(), first, records, infos)  # the first time: the columns, no "same error"
     assert note.startswith("The objects on the failing line really are: df: pandas.DataFrame") and "gdp_1992" in note
-    note = failure_notes.loop_note(Trajectory(steps=[first, prose(1)]), ran(2, BAD, KEY_ERROR), records, infos)
+    note = failure_notes.loop_note(Trajectory(steps=[first, prose_step(1)]), ran(2, BAD, KEY_ERROR), records, infos)
     assert "same error as in your previous 1 steps" in note and f"`{BAD}`" in note and "gdp_1992" in note
     other = ran(0, "1/0", ExecError("ZeroDivisionError", "division by zero", lineno=1))
     assert (
@@ -153,8 +153,8 @@ def test_the_features_note_names_a_ticker_column_by_the_stem_the_task_writes():
 def test_a_copy_of_the_folded_stub_is_never_the_answer():
     # a small model imitates the stub that replaced its failing cell; past the refusal limit it is still refused
     traj = Trajectory(task="t")
-    traj.meta["prose_refused"] = recovery.PROSE_REFUSALS
+    traj.meta["prose_refused"] = prose.PROSE_REFUSALS
     stub = prompts.FOLDED_NOTE.format(error="ValueError: Encountered all NA values")
-    refusal = recovery.prose_refusal(traj, checks=False, insist_on_code=True, given=True, text=stub)
+    refusal = prose.prose_refusal(traj, checks=False, insist_on_code=True, given=True, text=stub)
     assert refusal == prompts.PROSE_AFTER_ERROR_NOTE
-    assert recovery.prose_refusal(traj, checks=False, insist_on_code=True, given=True, text="It is 4.") is None
+    assert prose.prose_refusal(traj, checks=False, insist_on_code=True, given=True, text="It is 4.") is None
