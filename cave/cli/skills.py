@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.text import Text
+
 from cave.cli.common import Command, usage
 from cave.skills import RESOURCE_DIRS, Problem, SkillError, SkillSet
 from cave.terminal import safe
@@ -33,6 +35,12 @@ def _console():
     return Console(soft_wrap=False)
 
 
+def _text(value: object) -> Text:
+    """A skill's own text as a table cell: control characters escaped, and no rich markup read from it (a message
+    naming ``[a-z0-9-]`` or a description with ``[bold]`` shows as written)."""
+    return Text(safe(value))
+
+
 def _problems_table(problems: list[Problem]):
     from rich.table import Table
 
@@ -41,7 +49,7 @@ def _problems_table(problems: list[Problem]):
         table.add_column(col, overflow="fold")
     for p in problems:
         color = "red" if p.severity == "error" else "yellow"
-        table.add_row(f"[{color}]{p.severity}[/{color}]", safe(p.file), safe(p.field or ""), safe(p.message))
+        table.add_row(Text(p.severity, style=color), _text(p.file), _text(p.field or ""), _text(p.message))
     return table
 
 
@@ -56,7 +64,7 @@ def cmd_list(paths: list[str] | None = None) -> int:
         table.add_column(col, overflow="fold")
     for s in skillset:
         exports = ", ".join(s.export_names() or []) if s.exports else ""
-        table.add_row(safe(s.name), safe(s.description), safe(exports), safe(s.source))
+        table.add_row(_text(s.name), _text(s.description), _text(exports), _text(s.source))
     console.print(table)
     if skillset.problems:
         console.print(_problems_table(skillset.problems))
@@ -91,7 +99,7 @@ def cmd_show(name: str, paths: list[str] | None = None) -> int:
     }
     for key, value in rows.items():
         if value:
-            table.add_row(key, safe(value))
+            table.add_row(key, _text(value))
     console.print(table)
     console.print(Markdown(safe(skill.body)))
     own = [p for p in skillset.problems if Path(p.file).parent == skill.path]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -25,7 +26,6 @@ RESOURCE_DIRS = ("scripts", "references", "assets")
 API_NAMES = ("activate_skill", "skill_files", "read_skill_file", "skill_file_path", "run_skill_script")
 # Hidden bookkeeping in the runtime namespace: {skill name: {export name: object}} of active skills.
 _ACTIVE_KEY = "__cave_active_skills__"
-_NAME_RE = re.compile(r"[a-z0-9-]+")
 
 Severity = Literal["error", "warning"]
 
@@ -134,25 +134,31 @@ def parse_allowed_tools(value: str) -> list[str]:
 
 
 def validate_name(name: Any, folder_name: str) -> list[str]:
-    """Messages for every rule ``name`` breaks (empty when valid).
+    """Messages for every rule ``name`` breaks (empty when valid). As the standard's reference validator reads it:
+    NFKC-normalized, lowercase letters (any script), digits and hyphens, equal to the (normalized) folder name.
 
-    >>> validate_name("pdf-tools", "pdf-tools")
-    []
+    >>> validate_name("pdf-tools", "pdf-tools"), validate_name("数据分析", "数据分析"), validate_name("café", "café")
+    ([], [], [])
     >>> validate_name("PDF--tools", "pdf-tools")[0]
-    "must use only lowercase letters, digits and hyphens ([a-z0-9-]); got 'PDF--tools'"
+    "must be lowercase; got 'PDF--tools'"
+    >>> validate_name("pdf_tools", "pdf_tools")[0]
+    "must use only letters, digits and hyphens (no spaces, underscores or dots); got 'pdf_tools'"
     """
     if not isinstance(name, str) or not name.strip():
         return [f"must be a non-empty string; got {name!r}"]
+    name = unicodedata.normalize("NFKC", name.strip())
     errors = []
     if len(name) > MAX_NAME_LENGTH:
         errors.append(f"is {len(name)} characters; the limit is {MAX_NAME_LENGTH}")
-    if not _NAME_RE.fullmatch(name):
-        errors.append(f"must use only lowercase letters, digits and hyphens ([a-z0-9-]); got {name!r}")
+    if name != name.lower():
+        errors.append(f"must be lowercase; got {name!r}")
+    if not all(c.isalnum() or c == "-" for c in name):
+        errors.append(f"must use only letters, digits and hyphens (no spaces, underscores or dots); got {name!r}")
     if name.startswith("-") or name.endswith("-"):
         errors.append(f"must not start or end with a hyphen; got {name!r}")
     if "--" in name:
         errors.append(f"must not contain consecutive hyphens; got {name!r}")
-    if name != folder_name:
+    if name != unicodedata.normalize("NFKC", folder_name):
         errors.append(f"must equal the folder name {folder_name!r}; rename the folder or the skill (got {name!r})")
     return errors
 
@@ -201,9 +207,10 @@ def _validate(data: dict[str, Any], folder: Path, file: str) -> list[Problem]:
         else:
             for key, value in meta.items():
                 if not isinstance(key, str):
-                    error("metadata", f"keys must be strings; got {key!r}")
-                elif not isinstance(value, str):
-                    error(f"metadata.{key}", f"must be a string; got {value!r} ({type(value).__name__}): quote it")
+                    warn("metadata", f"the standard wants string keys; got {key!r}, kept as {str(key)!r}")
+                if not isinstance(value, str):  # kept as written (the reference parser reads every value as text)
+                    warn(f"metadata.{key}", f"the standard wants a string; got {value!r} ({type(value).__name__}), "
+                         "kept as its text: quote it")  # fmt: skip
 
     if "allowed-tools" in data:
         tools = data["allowed-tools"]
@@ -236,6 +243,33 @@ def _exports_path(folder: Path, metadata: Mapping[str, Any], file: str) -> tuple
     if path.suffix != ".py" or not path.is_file():
         return None, [Problem(file, fld, f"{declared!r} must name an existing .py file inside the skill folder")]
     return path, []
+
+
+def metadata_text(yaml_text: str, parsed: Any) -> dict[str, str]:
+    r"""The front matter's ``metadata`` as strings, each value as written (``version: 1.10`` is ``"1.10"``, not the
+    float 1.1): what the standard's reference parser reads. A nested value is kept as its flow text.
+
+    >>> metadata_text("name: x\nmetadata:\n  version: 1.10\n  internal: true\n  tags: [a, b]\n", {"version": 1.1})
+    {'version': '1.10', 'internal': 'true', 'tags': '[a, b]'}
+    """
+    if not isinstance(parsed, dict):
+        return {}
+    try:
+        raw = yaml.load(yaml_text, Loader=yaml.BaseLoader).get("metadata")  # every scalar as its text
+    except (yaml.YAMLError, AttributeError):
+        raw = None
+    if not isinstance(raw, dict):
+        return {str(k): str(v) for k, v in parsed.items()}
+    return {str(k): v if isinstance(v, str) else _flow(v) for k, v in raw.items()}
+
+
+def _flow(value: Any) -> str:
+    """A nested YAML value of strings as flow text: ``[a, b]``, ``{k: v}``."""
+    if isinstance(value, list):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    return str(value)
 
 
 def parse_skill(folder: str | os.PathLike[str], source: str = "user") -> tuple[Skill | None, list[Problem]]:
@@ -279,13 +313,13 @@ def parse_skill(folder: str | os.PathLike[str], source: str = "user") -> tuple[S
         return None, problems
     tools = data.get("allowed-tools")
     skill = Skill(
-        name=data["name"],
+        name=unicodedata.normalize("NFKC", data["name"].strip()),
         description=" ".join(data["description"].split()),
         path=folder,
         body=body.strip("\n") + "\n",
         license=data.get("license"),
         compatibility=data.get("compatibility"),
-        metadata=dict(data.get("metadata") or {}),
+        metadata=metadata_text(yaml_text, data.get("metadata")),
         allowed_tools=parse_allowed_tools(tools) if isinstance(tools, str) else list(tools or []),
         exports=exports,
         source=source,
