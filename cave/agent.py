@@ -64,6 +64,7 @@ from cave.review.acceptance import Acceptance, answer_notes
 from cave.review.checks import CheckSpec, averify, failed_checks_note
 from cave.review.feedback import Feedback
 from cave.review.guard import guard_code, rereads
+from cave.review.plain import plain_answer
 from cave.runtimes.base import ExecError, Execution, Runtime, TransferError, VariableInfo, create_runtime
 from cave.runtimes.describe import guide
 from cave.trajectory import ANSWERED, RunStatus, Step, Trajectory
@@ -385,6 +386,8 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         if resume is not None:
             traj = resume
             traj.status, traj.error, traj.finished_at = "running", None, None
+            # the same contract as the run had before it stopped (its answer is reviewed and verified against it)
+            self.contract = task_contract.read(traj.task) if self.review is not False else task_contract.Contract()
             messages = resume_messages(resume)
             if self.prompt_layout == "stable":
                 if not messages[0].get("content"):
@@ -428,6 +431,8 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
             traj.status, traj.error = "error", f"{type(e).__name__}: {e}"
             yield RunError(traj.error, e)
         traj.finished_at = time.time()
+        if traj.called_final_answer and not self.checks:  # (a task's checks name the answer's exact type)
+            traj.final_answer = plain_answer(traj.final_answer, self.contract.kind)
         if traj.status in ("success", "no_code", "max_steps") or traj.called_final_answer:
             self.history += [opening, {"role": "assistant", "content": answer_note(traj)}]
         yield RunFinished(traj)
