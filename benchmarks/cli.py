@@ -1,4 +1,4 @@
-"""``cave bench bfcl|tau2|data|search|analyst|dabench``: score the code agent and the JSON baseline on the same model.
+"""``cave bench bfcl|tau2|data|search|analyst|dabench|databench``: score the code agent and the JSON baseline on the same model.
 
     cave bench bfcl --model local --agent code,json --limit 5
     cave bench tau2 --model openai:gpt-4o-mini --base-url http://127.0.0.1:8000/v1 --domains mock --trials 2
@@ -24,6 +24,7 @@ from typing import Any
 
 from cave.benchmarks.analyst.suite import analyst_options, bench_analyst
 from cave.benchmarks.dabench.suite import bench_dabench, dabench_options
+from cave.benchmarks.databench.suite import bench_databench, databench_options
 from cave.benchmarks.suite import (
     SUITES,
     Suite,
@@ -110,7 +111,7 @@ def configure(p: argparse.ArgumentParser) -> None:
 
 COMMAND = Command(
     "bench",
-    "benchmarks: cave bench bfcl|tau2|data|search|analyst|dabench ... (the code agent and the JSON baseline)",
+    "benchmarks: cave bench bfcl|tau2|data|search|analyst|dabench|databench ... (the code agent and the JSON baseline)",
     configure,
 )
 
@@ -335,6 +336,14 @@ register_suite(
         "InfiAgent-DABench: closed-form questions over CSV files (--data DIR)",
         dabench_options,
         bench_dabench,
+    )
+)
+register_suite(
+    Suite(
+        "databench",
+        "DataBench (SemEval-2025 Task 8): closed-form questions over real tables, the competition's rule (--data DIR)",
+        databench_options,
+        bench_databench,
     )
 )
 

@@ -1,7 +1,8 @@
 """A development probe in the style of closed-form tabular QA: boolean / category / number / list answers over
 three wide seeded tables. Development data (written at stop 48; its trajectories are read while building), not
-the held-out suite. Compared as such a competition does: lower-cased text for booleans and categories, numbers to 2
-decimals, lists as sets (categories) or sorted (numbers).
+the held-out suite. Compared two ways: leniently (lower-cased text for booleans and categories, numbers to 2 decimals, lists as sets
+or sorted, array-likes by their items) and by the competition's own rule on ``str(answer)``
+(``cave.benchmarks.databench.score``).
 
     python -m cave.benchmarks.probes.closed_form -q            # totals and one line per question
     python -m cave.benchmarks.probes.closed_form s_top5_bpm    # one question, its steps printed
@@ -15,6 +16,8 @@ import time
 import numpy as np
 import pandas as pd
 from cave.benchmarks.analyst.run import Inputs, run_code
+from cave.benchmarks.databench.score import compare as official_compare
+from cave.benchmarks.databench.score import response_text
 
 from cave.llm import create_backend
 
@@ -255,9 +258,11 @@ async def main(names, quiet):
         t0 = time.time()
         answer, traj = await run_code(question, Inputs(frames, {k: "" for k in frames}), llm)
         ok = compare(answer, truth, sem)
-        tally.append((name, ok, traj.status))
+        # the competition's own rule reads the answer's text (str), as the organizers' runner writes a response
+        official = bool(answer is not None) and official_compare(response_text(answer), truth, sem)
+        tally.append((name, ok, traj.status, official))
         print("=" * 100)
-        print(name, "|", question, "| truth:", truth, "| OK" if ok else "| WRONG")
+        print(name, "|", question, "| truth:", truth, "| OK" if ok else "| WRONG", "| official", official)
         if not quiet:
             for i, s in enumerate(traj.steps):
                 print(f"--- step {i}:")
@@ -278,6 +283,7 @@ async def main(names, quiet):
     print(
         f"TOTAL correct {ok}/{len(tally)}; success {len(succ)}, wrong among success {sum(not t[1] for t in succ)}; correct ending success {sum(t[1] for t in succ)}/{ok}"
     )
+    print(f"TOTAL by the competition's rule on str(answer): {sum(t[3] for t in tally)}/{len(tally)}")
 
 
 if __name__ == "__main__":  # python -m cave.benchmarks.probes.closed_form [-q] [names...]

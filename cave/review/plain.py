@@ -9,8 +9,9 @@ the right items. The run's answer keeps its kind and its values; only the types 
 
 - numpy scalars become Python scalars, also inside lists, tuples, sets and dicts (numpy datetimes become pandas
   Timestamps, which print as dates);
-- where the task asks for a list or a set (the contract's kind), a one-dimensional array, an Index, a pandas array
-  or a Series whose labels are row numbers (its values are the items) becomes a list. A Series labelled by text
+- a pandas array (``.unique()`` of text, nullable integers: pandas' own containers, not an answer's type) becomes a
+  list; where the task asks for a list or a set (the contract's kind), so does a one-dimensional array, an Index or a
+  Series whose labels are row numbers (its values are the items). A Series labelled by text
   (counts by city) is left as it is: which of its sides is asked is the contract's question, not a type's.
 
 Nothing is decided here: the review has accepted (or not) the answer before this runs.
@@ -31,7 +32,7 @@ def plain_answer(value: Any, kind: str | None = None) -> Any:
     >>> import numpy as np, pandas as pd
     >>> plain_answer([np.float64(1.5), np.int64(2)]), plain_answer({"n": np.int64(3)}), plain_answer(np.str_("a"))
     ([1.5, 2], {'n': 3}, 'a')
-    >>> plain_answer(np.array([1.5, 2.0]), "list"), plain_answer(pd.Series(["a", "b"]).unique(), "set")
+    >>> plain_answer(np.array([1.5, 2.0]), "list"), plain_answer(pd.Series(["a", "b"]).unique())
     ([1.5, 2.0], ['a', 'b'])
     >>> type(plain_answer(np.array([1.5, 2.0]))).__name__  # no list asked: the array stays
     'ndarray'
@@ -47,7 +48,7 @@ def plain_answer(value: Any, kind: str | None = None) -> Any:
         return items if type(value) is list else _same_type(value, items)
     if type(value) is dict:
         return {plain_answer(k): plain_answer(v) for k, v in value.items()}
-    if kind in LISTED and _listable(value):
+    if _pandas_array(value) or (kind in LISTED and _listable(value)):
         import pandas as pd
 
         return [plain_answer(v) for v in pd.Series(value).tolist()] if not _is_series(value) else _values(value)
@@ -92,6 +93,13 @@ def _listable(value: Any) -> bool:
         return value.index.dtype.kind in "iu"  # labels are row numbers (0..n, or the rows' own integer labels)
     if name.endswith("Index"):
         return True
+    return _pandas_array(value)
+
+
+def _pandas_array(value: Any) -> bool:
+    """A pandas ExtensionArray (``ArrowStringArray``, ``IntegerArray``, ``Categorical``, ...)."""
+    if not type(value).__module__.startswith("pandas"):
+        return False
     import pandas as pd
 
     return isinstance(value, pd.api.extensions.ExtensionArray)
