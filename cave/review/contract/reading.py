@@ -451,6 +451,9 @@ def _kind(
 ) -> str | None:
     if several(low) or re.search(r"final_answer\(|@\w+\[|\{\s*['\"]\w+['\"]\s*:", low):
         return None  # several answers, or a form the task spells out itself (cave.review.answers checks that)
+    stated = _stated_kind(low)
+    if stated is not None:  # "The answer is a list of numbers.", "Answer type: boolean", "-> list[category]"
+        return ("list" if order or top else "set") if stated == "items" else stated
     said = re.search(r"\byes or no\b|\btrue or false\b|\byes/no\b", low)
     if said or re.match(r"(?:is|are|was|were|does|do|did|has|have|can|should|will)\b", low):
         # "Is the mean higher for A or B?" asks which of two, not yes or no
@@ -508,6 +511,33 @@ def _kind(
     ):
         return "number" if _asks_value(low) and not (_enumerates(low) or re.match(_CHANGES, low)) else None
     return None
+
+
+# the kind of answer a task states in so many words: "The answer is a number", "Answer type: list[category]",
+# "Return a boolean", a function signature's "-> list[number]" (a tabular-QA harness that names the type)
+_STATED = re.compile(
+    r"(?:\banswer(?:\s+type)?\s*(?:is|should be|must be|will be|:)|\breturn(?:s)?(?:\s+type\s*:)?|->)\s*"
+    r"(?:(?:an?|one|exactly one|a single)\s+)?(?:python\s+)?"
+    r"(list\s*\[\s*(?:category|number|str|int|float)\s*\]|list of [a-z]+|list|set|boolean|bool\b|true or false|"
+    r"yes or no|number(?!\s+of\b)|integer|float)"
+)
+_STATED_KINDS = {"boolean": "bool", "bool": "bool", "true or false": "bool", "yes or no": "bool",
+                 "number": "number", "integer": "number", "float": "number"}  # fmt: skip
+
+
+def _stated_kind(low: str) -> str | None:
+    """The answer kind a task states outright ('items' for a list or a set: its order is read elsewhere), else None.
+
+    >>> _stated_kind("which city? the answer is one value."), _stated_kind("is it above 3? answer type: boolean")
+    (None, 'bool')
+    >>> _stated_kind("the two highest prices. the answer is a python list of numbers."), _stated_kind("-> number")
+    ('items', 'number')
+    """
+    m = _STATED.search(low)
+    if m is None:
+        return None
+    word = m.group(1)
+    return "items" if word.startswith(("list", "set")) else _STATED_KINDS.get(word)
 
 
 def _asks_value(low: str) -> bool:
