@@ -26,8 +26,10 @@ __all__ = [
     "make_llm",
     "models",
     "parse_model",
+    "question_options",
     "register_suite",
     "resume_option",
+    "run_questions",
     "runtime_option",
     "summarize",
     "tool_call_format",
@@ -118,6 +120,46 @@ def verify_option(p: argparse.ArgumentParser) -> None:
         help="independent attempts that must agree before an answer without checks ends `success` "
         "(default: the agent's, 1; 0: off, every such answer ends `unverified`)",
     )
+
+
+def question_options(p: argparse.ArgumentParser) -> None:
+    """The options a suite of closed-form questions over given data takes after its own (``dabench``,
+    ``databench``): agent options, ``--verify``, six steps, ``--limit`` as a seeded sample, the runtime, the JSON
+    agent's format, ``--resume``."""
+    agent_option(p)
+    verify_option(p)
+    p.set_defaults(max_steps=6)
+    p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
+    runtime_option(p)
+    tool_call_format(p)
+    resume_option(p)
+
+
+def run_questions(
+    args: Any,
+    agents: list[str],
+    emit: Callable[..., None],
+    suite: str,
+    questions: list[Any],
+    question_id: Callable[[Any], Any],
+    run_one: Callable[[Any, str, LLM, str], Any],
+) -> list[dict[str, Any]]:
+    """Every (model, agent, question) not finished before (``--resume``: the earlier rows of this selection count),
+    each through ``run_one(question, agent, llm, model_name)`` whose result has ``record()`` and ``trajectory``; a
+    model with nothing left to run is not even loaded. The rows of the selection, old and new."""
+    ids = {question_id(q) for q in questions}
+    rows = [r for r in getattr(args, "previous_rows", []) if r.get("suite") == suite and r.get("id") in ids]
+    done = {(r["model"], r["agent"], r["id"]) for r in rows}
+    for name, build in models(args):
+        todo = [(agent, q) for agent in agents for q in questions if (name, agent, question_id(q)) not in done]
+        if not todo:
+            continue
+        llm = build()
+        for agent, q in todo:
+            result = run_one(q, agent, llm, name)
+            emit(result.record(), result.trajectory)
+            rows.append(result.record())
+    return rows
 
 
 def agent_options(args: Any) -> dict[str, Any]:

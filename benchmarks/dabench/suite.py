@@ -5,16 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cave.benchmarks.suite import (
-    agent_option,
-    agent_options,
-    models,
-    resume_option,
-    runtime_option,
-    summarize,
-    tool_call_format,
-    verify_option,
-)
+from cave.benchmarks.suite import agent_options, question_options, run_questions, summarize
 
 
 def dabench_options(p: Any) -> None:
@@ -29,13 +20,7 @@ def dabench_options(p: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="with --limit: the seed of the question sample (default: 0)")
     p.add_argument("--level", help="comma-separated of easy,medium,hard (default: all)")
     p.add_argument("--ids", type=_ids, help="comma-separated question ids, e.g. 19,56,57 (default: all)")
-    agent_option(p)
-    verify_option(p)
-    p.set_defaults(max_steps=6)
-    p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
-    runtime_option(p)
-    tool_call_format(p)
-    resume_option(p)
+    question_options(p)
 
 
 def _ids(value: str) -> list[int]:
@@ -69,25 +54,14 @@ def bench_dabench(args: Any, agents: list[str], emit: Callable[..., None]) -> di
     if levels and set(levels) - set(LEVELS):
         raise SystemExit(f"--level {args.level!r}: use one or more of {', '.join(LEVELS)}")
     qs = load_questions(args.data, levels=levels, limit=args.limit, seed=args.seed, ids=args.ids)
-    # --resume: the questions of this selection that the earlier run finished count, and are not run again
-    ids = {q.id for q in qs}
-    rows = [r for r in getattr(args, "previous_rows", []) if r.get("suite") == "dabench" and r.get("id") in ids]
-    done = {(r["model"], r["agent"], r["id"]) for r in rows}
     kwargs = {
         "max_steps": args.max_steps,
         "runtime": args.runtime,
         "native": args.native,
         "agent_options": agent_options(args),
     }
-    for name, build in models(args):
-        todo = [(agent, q) for agent in agents for q in qs if (name, agent, q.id) not in done]
-        if not todo:
-            continue  # the model is not even loaded
-        llm = build()
-        for agent, q in todo:
-            r = run_question(q, args.data, agent, llm, model=name, **kwargs)
-            emit(r.record(), r.trajectory)
-            rows.append(r.record())
+    run_one = lambda q, agent, llm, name: run_question(q, args.data, agent, llm, model=name, **kwargs)  # noqa: E731
+    rows = run_questions(args, agents, emit, "dabench", qs, lambda q: q.id, run_one)
     groups = dabench_report(rows)
     pct = lambda key: lambda gr: f"{100 * gr[key]:.1f}%"  # noqa: E731
     print_outcomes(

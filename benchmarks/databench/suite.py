@@ -5,16 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cave.benchmarks.suite import (
-    agent_option,
-    agent_options,
-    models,
-    resume_option,
-    runtime_option,
-    summarize,
-    tool_call_format,
-    verify_option,
-)
+from cave.benchmarks.suite import agent_options, question_options, run_questions, summarize
 
 
 def databench_options(p: Any) -> None:
@@ -28,13 +19,7 @@ def databench_options(p: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="with --limit: the seed of the question sample (default: 0)")
     p.add_argument("--types", help="comma-separated answer types, e.g. number,boolean (default: all)")
     p.add_argument("--lite", action="store_true", help="DataBench lite: each dataset's sample.parquet, sample_answer")
-    agent_option(p)
-    verify_option(p)
-    p.set_defaults(max_steps=6)
-    p._option_string_actions["--limit"].help = "questions, a seeded sample (default: all)"
-    runtime_option(p)
-    tool_call_format(p)
-    resume_option(p)
+    question_options(p)
 
 
 def _data_dir(value: str) -> str:
@@ -60,20 +45,10 @@ def bench_databench(args: Any, agents: list[str], emit: Callable[..., None]) -> 
     if types and set(types) - set(SEMANTICS):
         raise SystemExit(f"--types {args.types!r}: use one or more of {', '.join(SEMANTICS)}")
     qs = load_questions(args.data, limit=args.limit, seed=args.seed, types=types)
-    ids = {q.index for q in qs}  # --resume: the finished questions of this selection are not run again
-    rows = [r for r in getattr(args, "previous_rows", []) if r.get("suite") == "databench" and r.get("id") in ids]
-    done = {(r["model"], r["agent"], r["id"]) for r in rows}
     kwargs = {"max_steps": args.max_steps, "runtime": args.runtime, "native": args.native,
               "agent_options": agent_options(args), "lite": args.lite}  # fmt: skip
-    for name, build in models(args):
-        todo = [(agent, q) for agent in agents for q in qs if (name, agent, q.index) not in done]
-        if not todo:
-            continue  # the model is not even loaded
-        llm = build()
-        for agent, q in todo:
-            r = run_question(q, args.data, agent, llm, model=name, **kwargs)
-            emit(r.record(), r.trajectory)
-            rows.append(r.record())
+    run_one = lambda q, agent, llm, name: run_question(q, args.data, agent, llm, model=name, **kwargs)  # noqa: E731
+    rows = run_questions(args, agents, emit, "databench", qs, lambda q: q.index, run_one)
     groups = databench_report(rows)
     print_outcomes(Console(), f"DataBench ({len(qs)} questions, the competition's rule)", groups,
                    {"correct": lambda gr: f"{100 * gr['correct']:.1f}%"})  # fmt: skip
