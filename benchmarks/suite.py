@@ -157,8 +157,9 @@ def run_questions(
         llm = build()
         for agent, q in todo:
             result = run_one(q, agent, llm, name)
-            emit(result.record(), result.trajectory)
-            rows.append(result.record())
+            row = result.record()
+            emit(row, result.trajectory)
+            rows.append(row)
     return rows
 
 

@@ -51,7 +51,7 @@ def plain_answer(value: Any, kind: str | None = None) -> Any:
     if _pandas_array(value) or (kind in LISTED and _listable(value)):
         import pandas as pd
 
-        return [plain_answer(v) for v in pd.Series(value).tolist()] if not _is_series(value) else _values(value)
+        return [plain_answer(v) for v in pd.Series(value).tolist()]  # a Series' values, an array's or Index's items
     return value
 
 
@@ -69,14 +69,6 @@ def _same_type(value: Any, items: list[Any]) -> Any:
         return type(value)(items)
     except TypeError:  # a namedtuple or another tuple subclass that takes fields, not an iterable
         return value
-
-
-def _is_series(value: Any) -> bool:
-    return type(value).__name__ == "Series" and type(value).__module__.startswith("pandas")
-
-
-def _values(series: Any) -> list[Any]:
-    return [plain_answer(v) for v in series.tolist()]
 
 
 def _listable(value: Any) -> bool:

@@ -133,6 +133,15 @@ def parse_allowed_tools(value: str) -> list[str]:
     return tools
 
 
+def normalized_name(name: str) -> str:
+    """A skill name as the standard's reference validator compares it: stripped, NFKC-normalized.
+
+    >>> normalized_name(" ｄａｔａ-tools ")  # full-width letters are the ASCII ones
+    'data-tools'
+    """
+    return unicodedata.normalize("NFKC", name.strip())
+
+
 def validate_name(name: Any, folder_name: str) -> list[str]:
     """Messages for every rule ``name`` breaks (empty when valid). As the standard's reference validator reads it:
     NFKC-normalized, lowercase letters (any script), digits and hyphens, equal to the (normalized) folder name.
@@ -146,7 +155,7 @@ def validate_name(name: Any, folder_name: str) -> list[str]:
     """
     if not isinstance(name, str) or not name.strip():
         return [f"must be a non-empty string; got {name!r}"]
-    name = unicodedata.normalize("NFKC", name.strip())
+    name = normalized_name(name)
     errors = []
     if len(name) > MAX_NAME_LENGTH:
         errors.append(f"is {len(name)} characters; the limit is {MAX_NAME_LENGTH}")
@@ -158,7 +167,7 @@ def validate_name(name: Any, folder_name: str) -> list[str]:
         errors.append(f"must not start or end with a hyphen; got {name!r}")
     if "--" in name:
         errors.append(f"must not contain consecutive hyphens; got {name!r}")
-    if name != unicodedata.normalize("NFKC", folder_name):
+    if name != unicodedata.normalize("NFKC", folder_name):  # the folder as named, not stripped
         errors.append(f"must equal the folder name {folder_name!r}; rename the folder or the skill (got {name!r})")
     return errors
 
@@ -313,7 +322,7 @@ def parse_skill(folder: str | os.PathLike[str], source: str = "user") -> tuple[S
         return None, problems
     tools = data.get("allowed-tools")
     skill = Skill(
-        name=unicodedata.normalize("NFKC", data["name"].strip()),
+        name=normalized_name(data["name"]),
         description=" ".join(data["description"].split()),
         path=folder,
         body=body.strip("\n") + "\n",
