@@ -6,8 +6,10 @@ thread: a call that arrives while others are decoding is prefilled and joins the
 decode step, and a call that finished (end-of-turn token, stop string, ``max_new_tokens``) leaves it at once, its
 result handed back while the others go on. The callers (the agent loop, the runtime cells) only await their call.
 
-How the batch is kept: one left-padded KV cache (transformers' ``DynamicCache``) for all running rows, an attention
-mask and each row's next position. New rows are prefilled together (identical prompts once: a group's N samples
+How the batch is kept: one left-padded KV cache (a transformers ``DynamicCache`` whose layers are buffers with room on
+the right, written in place at each decode step: ``cave.llm.batch_cache``) for all running rows, an attention mask
+and each row's next position; a half-precision model decoding on a CPU runs its attention in float32
+(``cave.llm.cpu_attention``). New rows are prefilled together (identical prompts once: a group's N samples
 share the prompt, and a prompt prefilled earlier in the same busy period is reused, so samples that arrive a few ms
 apart still share one prefill; a start many prompts share, such as a role's system prompt, is run once and its KV
 reused, so a new prompt runs only the tokens after it), padded on the left to the running width and appended;
@@ -39,11 +41,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cave.llm.base import LLMError
+from cave.llm.batch_cache import SLACK, release_free_heap, slack_cache
+from cave.llm.cpu_attention import decode_kv_dtype, float32_attention
 from cave.llm.decoding import stop_position
 from cave.llm.hf import Generation, _filter_logits, _inference, cache_kwarg, cache_of, stop_token_ids
 from cave.llm.prefixes import PrefixCache, evict
 
 __all__ = ["EngineStats", "GenerationEngine"]
+
+TRIM_EVERY = 256  # decode steps between giving the heap's free pages back (cave.llm.batch_cache.release_free_heap)
 
 
 @dataclass
@@ -93,6 +99,8 @@ class GenerationEngine:
     ``max_wait_s``), so the first calls of concurrent runs are prefilled together. ``prompt_cache_tokens``: how many
     prompt tokens' KV states are kept for reuse while busy (the newest prompts); ``prefix_cache_tokens``: how many
     tokens of shared prompt starts (the least recently used dropped first; 0: none, every prompt runs whole).
+    ``kv_slack``: spare positions in the running batch's KV buffers, so that a decode step writes in place instead of
+    reallocating every layer (``cave.llm.batch_cache``; 0: reallocated every token, as transformers' DynamicLayer).
     ``generation_context``: a callable giving the context manager the worker decodes in (the trainer's ``for_generation``: under DeepSpeed ZeRO-3 the
     weights are gathered once for the busy period).
     """
@@ -109,6 +117,7 @@ class GenerationEngine:
         stop_ids: set[int] | None = None,
         prompt_cache_tokens: int = 16384,
         prefix_cache_tokens: int = 8192,
+        kv_slack: int = SLACK,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.stop_ids = set(stop_ids) if stop_ids is not None else stop_token_ids(tokenizer, model)
@@ -117,6 +126,8 @@ class GenerationEngine:
         self.max_batch, self.window_s, self.max_wait_s = max_batch, window_s, max_wait_s
         self.generation_context = generation_context or contextlib.nullcontext
         self.prompt_cache_tokens, self.prefix_cache_tokens = prompt_cache_tokens, prefix_cache_tokens
+        self.kv_slack = kv_slack
+        self.kv_dtype = decode_kv_dtype(model)  # float32 for a half-precision model on a CPU (cave.llm.cpu_attention)
         self.stats = EngineStats()
         self._lock = threading.Lock()
         self._pending: list[_Call] = []
@@ -178,7 +189,7 @@ class GenerationEngine:
             return self._work_in_batches()
         state, taken = _Batch(self), []
         try:
-            with self.generation_context(), _inference(self.model):
+            with self.generation_context(), _inference(self.model), float32_attention():
                 while True:
                     with self._lock:
                         if not self._pending and not state.rows:
@@ -192,6 +203,8 @@ class GenerationEngine:
                     taken = []
                     if state.rows:
                         state.step()
+                        if len(self.stats.step_rows) % TRIM_EVERY == 0:  # a busy period can last the whole eval
+                            release_free_heap()
             # after the context: a caller (the trainer) that goes on to update the weights finds them partitioned
             # again under ZeRO-3, not still gathered for generation
             _hand_back(state.finished)
@@ -202,6 +215,9 @@ class GenerationEngine:
                 self._running = False
             for c in calls:
                 _resolve(c.future, exception=e)
+        finally:
+            state = taken = None  # the busy period's KV buffers and prompt states are freed here ...
+            release_free_heap()  # ... and their pages given back to the OS (cave.llm.batch_cache)
 
     def _work_in_batches(self) -> None:
         """For caches this engine cannot pad (sliding windows, linear attention): the calls queued together that ask
@@ -224,7 +240,7 @@ class GenerationEngine:
                     self.stats.calls += len(part)
                     self.stats.prefill_calls.append(len(part))
                     try:
-                        with self.generation_context():
+                        with self.generation_context(), float32_attention():
                             gens = generate_batch(self.model, self.tokenizer, [x.prompt_ids for x in part],
                                                   max_new_tokens=c.max_new_tokens, temperature=c.temperature,
                                                   top_k=c.top_k, top_p=c.top_p, seed=c.seed, stop=c.stop,
@@ -292,31 +308,23 @@ class _Batch:
                 c.generator = torch.Generator(device=self.device).manual_seed(c.seed)
         self._prefill([c.prompt_ids for c in calls])
         width = max(len(c.prompt_ids) for c in calls)
-        layers: list[tuple[list[Any], list[Any]]] = []
-        new_logits = []
-        for c in calls:
-            kv, logits = self.prompts[tuple(c.prompt_ids)]
-            new_logits.append(logits)
-            for i, (k, v) in enumerate(kv):
-                if len(layers) <= i:
-                    layers.append(([], []))
-                layers[i][0].append(_pad_left(k, width))
-                layers[i][1].append(_pad_left(v, width))
-        keys = [torch.cat(ks) for ks, _ in layers]
-        values = [torch.cat(vs) for _, vs in layers]
+        states = [self.prompts[tuple(c.prompt_ids)] for c in calls]
+        keys = [[kv[i][0] for kv, _ in states] for i in range(len(states[0][0]))]  # per layer, one per call
+        values = [[kv[i][1] for kv, _ in states] for i in range(len(states[0][0]))]
         mask = torch.zeros((len(calls), width), dtype=torch.long, device=self.device)
         for b, c in enumerate(calls):
             mask[b, width - len(c.prompt_ids) :] = 1
         pos = torch.tensor([len(c.prompt_ids) for c in calls], dtype=torch.long, device=self.device)
-        logits = torch.stack(new_logits)
+        logits = torch.stack([lg for _, lg in states])
         if not self.rows:
-            self.cache = _new_cache(keys, values)
+            self.cache = slack_cache(keys, values, width, self.engine.kv_slack, self.engine.kv_dtype) if self.joinable else _new_cache(
+                [torch.cat([_pad_left(k, width) for k in ks]) for ks in keys],
+                [torch.cat([_pad_left(v, width) for v in vs]) for vs in values])  # fmt: skip
             self.mask, self.pos, self.logits = mask, pos, logits
         else:
             total = max(width, self.mask.shape[1])
-            for layer, k, v in zip(self.cache.layers, keys, values, strict=True):
-                layer.keys = torch.cat([_pad_left(layer.keys, total), _pad_left(k, total)])
-                layer.values = torch.cat([_pad_left(layer.values, total), _pad_left(v, total)])
+            for layer, ks, vs in zip(self.cache.layers, keys, values, strict=True):
+                layer.join(ks, vs, total)
             self.mask = torch.cat([_pad_left(self.mask, total), _pad_left(mask, total)])
             self.pos = torch.cat([self.pos, pos])
             self.logits = torch.cat([self.logits, logits])
@@ -382,7 +390,7 @@ class _Batch:
             # copies, so that the padded prefill batch is freed with the prompts it does not keep
             kv = [(torch.cat([k[b : b + 1, :, :skip], k[b : b + 1, :, start:]], dim=2),
                    torch.cat([v[b : b + 1, :, :skip], v[b : b + 1, :, start:]], dim=2)) for k, v in layers]  # fmt: skip
-            self.prompts[p] = (kv, logits[b])
+            self.prompts[p] = (kv, logits[b].clone())  # its own: a view would keep the whole batch's logits
 
     # -- one decode step ------------------------------------------------------------------------------------------------
     def step(self) -> None:
@@ -427,7 +435,7 @@ class _Batch:
         first = int(self.mask.any(0).to(dtype=self.mask.dtype).argmax())
         if first > 0 and self.joinable:
             for layer in self.cache.layers:
-                layer.keys, layer.values = layer.keys[:, :, first:], layer.values[:, :, first:]
+                layer.drop_left(first)
             self.mask = self.mask[:, first:]
 
     def _sample(self) -> tuple[Any, Any]:

@@ -1,0 +1,190 @@
+"""The running batch's KV written in place vs reallocated per token: ``python -m cave.benchmarks.perf.batch_cache``.
+
+An eval or a rollout keeps ~100 rows decoding for minutes, rows leaving and joining all the time. This benchmark
+decodes the same calls on SmolLM2-135M (CPU, ``--dtype``) through ``GenerationEngine`` with ``kv_slack=0`` (the
+baseline: every layer's keys and values reallocated at every token, as transformers' ``DynamicLayer`` does) and with
+the default slack (``cave.llm.batch_cache``), and with the KV and attention left in the model's dtype or in float32
+(``cave.llm.cpu_attention``, the engine's default for a half-precision model on a CPU), rounds interleaved in one
+process:
+
+- ``--calls`` calls with distinct short prompts, submitted in ``--waves`` waves a few decode steps apart (later
+  waves join the running batch), each with its own ``max_new_tokens`` between ``--min-tokens`` and ``--max-tokens``
+  (rows leave at different steps), sampled with fixed seeds and no stop token;
+- per variant: the median wall seconds, decoded tokens per second, the highest resident memory seen during the
+  round above the process's before the first round and the most heap glibc held free (``mallinfo2``; ``-`` off
+  glibc), both sampled every 50 ms, and whether every call sampled the same tokens as in the baseline (in-place writes change no
+  arithmetic; float32 attention changes rounding, so its tokens may differ).
+
+Prints a table with each variant's seconds and peak memory as ratios to the baseline's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import threading
+import time
+from typing import Any
+
+from cave.benchmarks.perf.engine import QUESTIONS
+from cave.benchmarks.perf.llm import FILLER
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
+
+
+def heap_free_bytes() -> int | None:
+    """Bytes glibc's heap holds free (freed by the program, kept by the process); None off glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        return int(libc.mallinfo2().fordblks)
+    except (OSError, AttributeError):
+        return None
+
+
+def rss_bytes() -> int:
+    with open(f"/proc/{os.getpid()}/statm", encoding="ascii") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class _Peak:
+    """The highest RSS and free-heap size seen while in the block (a sampling thread, every ``every`` s)."""
+
+    def __init__(self, every: float = 0.05) -> None:
+        self.every, self.peak, self.free, self._stop = every, 0, None, threading.Event()
+
+    def __enter__(self) -> _Peak:
+        self.start = rss_bytes()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every):
+            self.peak = max(self.peak, rss_bytes())
+            free = heap_free_bytes()
+            self.free = free if self.free is None else max(self.free, free or 0)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss_bytes())
+
+
+def calls(tokenizer: Any, n: int, lo: int, hi: int, system: int) -> tuple[list[list[int]], list[int]]:
+    from cave.llm.hf import encode_chat
+
+    head = "You solve word problems by writing Python code that calls final_answer(number).\n" + FILLER * system
+    ids = [encode_chat(tokenizer, [{"role": "system", "content": head},
+                                   {"role": "user", "content": QUESTIONS[i % 4].format(a=10 + i, b=2 + i % 7)}])
+           for i in range(n)]  # fmt: skip
+    lengths = [lo + (i * 37) % (hi - lo + 1) for i in range(n)]  # spread, deterministic
+    return ids, lengths
+
+
+def run(
+    model: Any, tokenizer: Any, ids: list[list[int]], lengths: list[int], waves: int, slack: int, fp32: bool
+) -> dict[str, Any]:
+    from cave.llm.engine import GenerationEngine
+
+    engine = GenerationEngine(model, tokenizer, stop_ids=set(), kv_slack=slack, max_batch=len(ids))
+    if not fp32:  # the KV and attention in the model's dtype, as before cave.llm.cpu_attention
+        engine.kv_dtype = None
+    with _Peak() as peak:
+        t0 = time.perf_counter()
+        futures = []
+        per = -(-len(ids) // waves)
+        for w in range(waves):
+            for i in range(w * per, min(len(ids), (w + 1) * per)):
+                futures += engine.submit_many([ids[i]], max_new_tokens=lengths[i], temperature=1.0, seed=i)
+            time.sleep(0.5)  # the next wave joins a batch already decoding
+        gens = [f.result() for f in futures]
+        seconds = time.perf_counter() - t0
+    for t in threading.enumerate():  # the engine's worker gives its heap back before it ends
+        if t.name == "cave-generation-engine":
+            t.join()
+    return {"seconds": seconds, "tokens": [g.token_ids for g in gens], "peak_rss": peak.peak,
+            "heap_free": peak.free}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(prog="python -m cave.benchmarks.perf.batch_cache", description=__doc__.split("\n")[0])
+    p.add_argument("--calls", type=int, default=96, help="calls in all (default 96)")
+    p.add_argument("--waves", type=int, default=4, help="waves the calls arrive in (default 4)")
+    p.add_argument(
+        "--system",
+        type=int,
+        default=6,
+        help="filler sentences in the system prompt (default 6: ~300-token prompts, as a team's)",
+    )
+    p.add_argument("--min-tokens", type=int, default=32, help="shortest reply (default 32)")
+    p.add_argument("--max-tokens", type=int, default=192, help="longest reply (default 192)")
+    p.add_argument(
+        "--dtype", default="bfloat16", choices=["float32", "bfloat16"], help="model dtype (default bfloat16)"
+    )
+    p.add_argument("--rounds", type=int, default=2, help="interleaved rounds per variant (default 2)")
+    p.add_argument("--out", help="write the results as JSON here")
+    args = p.parse_args(argv)
+
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cave.llm import hf_checkpoint
+    from cave.llm.batch_cache import SLACK
+
+    path = hf_checkpoint("smollm2")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, args.dtype)).eval()
+    ids, lengths = calls(tokenizer, args.calls, args.min_tokens, args.max_tokens, args.system)
+    base_rss = rss_bytes()
+    variants = {
+        "before: realloc per token, model-dtype KV + attention": (0, False),
+        f"in place (kv_slack={SLACK}), model-dtype KV + attention": (SLACK, False),
+        f"in place (kv_slack={SLACK}), float32 KV + attention (default)": (SLACK, True),
+    }
+    run(model, tokenizer, ids[:4], lengths[:4], 1, SLACK, True)  # warm-up: first-call allocations
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, (slack, fp32) in variants.items():
+            results[name].append(run(model, tokenizer, ids, lengths, args.waves, slack, fp32))
+    base_name = next(iter(variants))
+    base_tokens = results[base_name][0]["tokens"]
+    base_s = statistics.median(r["seconds"] for r in results[base_name])
+    for rows in results.values():  # above the process's resident size before the first round (model loaded)
+        for r in rows:
+            r["peak_rss"] -= base_rss
+    base_peak = max(r["peak_rss"] for r in results[base_name])
+    table = Table(title=f"{args.calls} calls in {args.waves} waves, {sum(lengths)} tokens, SmolLM2-135M {args.dtype}")
+    for col in ("variant", "median s", "tokens/s", "x baseline s", "peak RSS +MB", "x baseline peak", "free heap MB",
+                "same tokens"):  # fmt: skip
+        table.add_column(col)
+    summary = {}
+    for name, rows in results.items():
+        s = statistics.median(r["seconds"] for r in rows)
+        peak = max(r["peak_rss"] for r in rows)
+        free = [r["heap_free"] for r in rows if r["heap_free"] is not None]
+        same = all(r["tokens"] == base_tokens for r in rows)
+        summary[name] = {"seconds": s, "tokens_per_s": sum(lengths) / s, "ratio": s / base_s, "peak_rss_mb": peak / 1e6,
+                         "peak_ratio": peak / base_peak if base_peak else None,
+                         "heap_free_mb": max(free) / 1e6 if free else None, "same_tokens": same}  # fmt: skip
+        table.add_row(name, f"{s:.1f}", f"{sum(lengths) / s:.0f}", f"{s / base_s:.2f}", f"{peak / 1e6:.0f}",
+                      f"{peak / base_peak:.2f}" if base_peak else "-", f"{max(free) / 1e6:.0f}" if free else "-",
+                      "yes" if same else "no")  # fmt: skip
+    Console(width=150).print(table)
+    out = {"calls": args.calls, "waves": args.waves, "tokens": sum(lengths), "dtype": args.dtype, "variants": summary}
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(out, f, indent=2)
+    return out
+
+
+if __name__ == "__main__":
+    main()
