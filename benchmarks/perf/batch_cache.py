@@ -15,7 +15,8 @@ process:
   glibc), both sampled every 50 ms, and whether every call sampled the same tokens as in the baseline (in-place writes change no
   arithmetic; float32 attention changes rounding, so its tokens may differ).
 
-Prints a table with each variant's seconds and peak memory as ratios to the baseline's.
+First, one decode step at an eval's shape (``--rows`` rows over ``--width`` cached positions, random KV) with each
+cache; then the engine rounds. Prints tables with each variant's seconds and peak memory as ratios to the baseline's.
 """
 
 from __future__ import annotations
@@ -113,6 +114,64 @@ def run(
             "heap_free": peak.free}  # fmt: skip
 
 
+def decode_steps(model: Any, rows: int, width: int, steps: int, variant: str) -> float:
+    """Median seconds of one decode step of ``rows`` rows over ``width`` cached positions (random KV), the cache kept
+    as ``variant``: "dynamic" (transformers' DynamicCache), "slack" (model dtype) or "slack32" (float32 KV, float32
+    attention: the engine's default for a half-precision model on a CPU)."""
+    import contextlib
+
+    import torch
+    from transformers import DynamicCache
+
+    from cave.llm.batch_cache import slack_cache
+    from cave.llm.cpu_attention import float32_attention
+    from cave.llm.hf import cache_kwarg
+
+    cfg, dtype = model.config, next(model.parameters()).dtype
+    shape = (rows, cfg.num_key_value_heads, width, cfg.hidden_size // cfg.num_attention_heads)
+    g = torch.Generator().manual_seed(0)
+    kv = [(torch.randn(shape, generator=g).to(dtype), torch.randn(shape, generator=g).to(dtype))
+          for _ in range(cfg.num_hidden_layers)]  # fmt: skip
+    if variant == "dynamic":
+        cache = DynamicCache(ddp_cache_data=kv)
+    else:
+        kv_dtype = torch.float32 if variant == "slack32" else None
+        cache = slack_cache([[k] for k, _ in kv], [[v] for _, v in kv], width, dtype=kv_dtype)
+    mask = torch.ones(rows, width, dtype=torch.long)
+    tokens = torch.zeros(rows, 1, dtype=torch.long)
+    times = []
+    block = float32_attention() if variant == "slack32" else contextlib.nullcontext()
+    with torch.no_grad(), block:
+        for i in range(steps):
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+            t0 = time.perf_counter()
+            out = model(input_ids=tokens, attention_mask=mask, position_ids=torch.full((rows, 1), width + i),
+                        use_cache=True, **{cache_kwarg(model): cache})  # fmt: skip
+            cache = out.past_key_values
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times[1:] or times)
+
+
+def step_table(model: Any, rows: int, width: int, steps: int, dtype: str) -> dict[str, Any]:
+    from rich.console import Console
+    from rich.table import Table
+
+    names = {"dynamic": "before: DynamicCache (realloc per token)", "slack": "in place, model-dtype KV + attention",
+             "slack32": "in place, float32 KV + attention (default)"}  # fmt: skip
+    seconds = {v: [] for v in names}
+    for _ in range(2):  # interleaved
+        for v in names:
+            seconds[v].append(decode_steps(model, rows, width, steps, v))
+    best = {v: min(s) for v, s in seconds.items()}
+    table = Table(title=f"one decode step: {rows} rows over {width} positions, SmolLM2-135M {dtype}")
+    for col in ("cache", "ms / step", "x baseline"):
+        table.add_column(col)
+    for v, name in names.items():
+        table.add_row(name, f"{best[v] * 1000:.0f}", f"{best[v] / best['dynamic']:.2f}")
+    Console(width=150).print(table)
+    return {names[v]: {"ms_per_step": best[v] * 1000, "ratio": best[v] / best["dynamic"]} for v in names}
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="python -m cave.benchmarks.perf.batch_cache", description=__doc__.split("\n")[0])
     p.add_argument("--calls", type=int, default=96, help="calls in all (default 96)")
@@ -129,6 +188,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--dtype", default="bfloat16", choices=["float32", "bfloat16"], help="model dtype (default bfloat16)"
     )
     p.add_argument("--rounds", type=int, default=2, help="interleaved rounds per variant (default 2)")
+    p.add_argument("--rows", type=int, default=100, help="rows of the decode-step table (default 100, an eval's)")
+    p.add_argument("--width", type=int, default=400, help="cached positions of the decode-step table (default 400)")
+    p.add_argument("--no-engine", action="store_true", help="only the decode-step table")
     p.add_argument("--out", help="write the results as JSON here")
     args = p.parse_args(argv)
 
@@ -143,6 +205,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path = hf_checkpoint("smollm2")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, args.dtype)).eval()
+    steps = step_table(model, args.rows, args.width, 8, args.dtype)
+    if args.no_engine:
+        return {"decode_step": steps}
     ids, lengths = calls(tokenizer, args.calls, args.min_tokens, args.max_tokens, args.system)
     base_rss = rss_bytes()
     variants = {
@@ -179,7 +244,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       f"{peak / base_peak:.2f}" if base_peak else "-", f"{max(free) / 1e6:.0f}" if free else "-",
                       "yes" if same else "no")  # fmt: skip
     Console(width=150).print(table)
-    out = {"calls": args.calls, "waves": args.waves, "tokens": sum(lengths), "dtype": args.dtype, "variants": summary}
+    out = {"calls": args.calls, "waves": args.waves, "tokens": sum(lengths), "dtype": args.dtype, "variants": summary,
+           "decode_step": {"rows": args.rows, "width": args.width, **steps}}  # fmt: skip
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(out, f, indent=2)

@@ -105,6 +105,23 @@ class SlackLayer(DynamicLayer):
         self.start, self.end = 0, length
         self._views()
 
+    def reorder_cache(self, beam_idx: Any) -> None:
+        self.batch_select_indices(beam_idx.to(self.buffer_keys.device))
+
+    def batch_repeat_interleave(self, repeats: int) -> None:
+        length = self.end - self.start
+        self.buffer_keys = self.buffer_keys[:, :, self.start :].repeat_interleave(repeats, dim=0)
+        self.buffer_values = self.buffer_values[:, :, self.start :].repeat_interleave(repeats, dim=0)
+        self.start, self.end = 0, length
+        self._views()
+
+    def crop(self, tokens_to_remove: int) -> None:
+        """Forget the last ``-tokens_to_remove`` positions (transformers' convention: a negative count); no copy."""
+        if tokens_to_remove > 0:
+            raise ValueError(f"crop takes a negative number of positions to remove, got {tokens_to_remove}")
+        self.end = max(self.start, self.end + tokens_to_remove)
+        self._views()
+
     def join(self, keys: Sequence[Any], values: Sequence[Any], width: int) -> None:
         """Append rows (``keys`` / ``values``: one ``[B_i, H, L_i, D]`` each) below the running ones, every row
         right-aligned at ``width`` columns (>= both the running width and every new row's)."""

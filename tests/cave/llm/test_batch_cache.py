@@ -51,6 +51,17 @@ def test_a_slack_layer_holds_what_a_dynamic_layer_holds_through_every_operation(
     got = slack.update(kv(2, 1, 99), kv(2, 1, 98))  # rows that were kept still decode in place
     assert got[0].shape == (2, 2, 8, 4) and torch.equal(got[0][:, :, -1:], kv(2, 1, 99))
 
+    snapshot = slack.keys.clone()
+    slack.crop(-2)  # positions taken back (speculative decoding): the next write goes where they were
+    assert torch.equal(slack.keys, snapshot[:, :, :-2])
+    slack.update(snapshot[:, :, -2:], slack.values[:, :, -2:].clone())
+    assert torch.equal(slack.keys, snapshot)
+    slack.batch_repeat_interleave(2)
+    assert torch.equal(slack.keys, snapshot.repeat_interleave(2, dim=0))
+    slack.reorder_cache(torch.tensor([0, 2]))
+    assert torch.equal(slack.keys, snapshot) and slack.update(kv(2, 1, 7), kv(2, 1, 7))[0].shape[2] == 9
+    slack.crop(-1)
+
     new = kv(1, 4, 5)  # a joining row, shorter than the running width: left-padded with zeros
     running = slack.keys.clone()
     slack.join([new], [new], 9)
