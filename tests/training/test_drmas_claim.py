@@ -171,3 +171,33 @@ def test_records_of_another_warm_start_stop_the_driver_before_anything_is_redone
     assert "the records in" in err and "(05f0ab372bbc8a50)" in err and "another --out" in err
     assert json.loads((out / "runs" / "drmas_seed0.json").read_text()) == record and not (out / "warm.json").exists()
     assert not (tmp_path / "r").exists()
+
+
+def test_the_warm_start_is_built_under_portable_kernels_and_a_machine_that_disagrees_stops_first(tmp_path, monkeypatch):
+    from cave.training.experiments import kernels
+    from cave.training.experiments.drmas_claim import build_portable
+
+    spawned: list[list[str]] = []
+    monkeypatch.setattr(kernels, "portable_fingerprint", lambda: {"fingerprint": "aaaa", "cpu": "here"})
+    monkeypatch.setattr(kernels, "run_portable", lambda argv, **kw: spawned.append(argv) or 0)
+    out = tmp_path / "out"
+    build_portable(out, ["claim.yaml", "--seeds", "0"])
+    assert spawned == [["-m", "cave.training.experiments.drmas_claim", "claim.yaml", "--seeds", "0",
+                        "--build-warm-start"]]  # fmt: skip
+    recorded = json.loads((out / "kernels.json").read_text())
+    assert recorded["fingerprint"] == "aaaa" and recorded["env"] == kernels.PORTABLE
+    monkeypatch.setattr(kernels, "portable_fingerprint", lambda: {"fingerprint": "bbbb", "cpu": "elsewhere"})
+    with pytest.raises(ValueError, match="other weights") as e:
+        build_portable(out, ["claim.yaml"])
+    assert "bbbb" in str(e.value) and "aaaa" in str(e.value) and len(spawned) == 1  # nothing built
+
+
+def test_portable_kernels_reach_the_child_and_the_fingerprint_is_repeatable(tiny_dir):
+    from cave.training.experiments import kernels
+    from transformers import AutoModelForCausalLM
+
+    code = "import os, torch; assert torch.backends.cpu.get_cpu_capability() in ('AVX2', 'DEFAULT'), 'kernels'; " \
+           "assert os.environ['MKL_CBWR'] == 'AVX2'"  # fmt: skip
+    assert kernels.run_portable(["-c", code]) == 0
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir)
+    assert kernels.fingerprint(model) == kernels.fingerprint(model)

@@ -18,7 +18,9 @@ Resumable: a finished run leaves its record in ``OUT/runs/{estimator}_seed{seed}
 metrics, and the digest of the warm start it began from), small enough to commit, so a comparison spread over
 machines whose run folders are gone goes on where it was: a run with a record for this warm start, budget and eval
 is not run again; the warm start's teacher runs are kept in ``OUT/teacher.jsonl`` and rebuild it where its folder
-is gone. A run whose eval exists in its folder is not evaluated again; a run with a checkpoint short of
+is gone, under portable kernels (``kernels.py``: the same weights on any machine whose ``OUT/kernels.json``
+fingerprint agrees; ``--native-kernels`` for this CPU's own). A run whose eval exists in its folder is not evaluated
+again; a run with a checkpoint short of
 ``steps`` resumes from it; a run folder without a checkpoint starts over. The warm start is named by the digest of
 its weights (``weights_digest``): a rebuilt warm start with other weights invalidates its eval and every record. ``summary.json`` is a list of rows, one per finished run: estimator, seed,
 problems, avg@k with ``ci_low`` / ``ci_high``, pass@k, greedy, wall times, and per role: E[A^2], grad-norm spikes
@@ -40,6 +42,7 @@ __all__ = [
     "DEFAULT_ESTIMATORS",
     "SPIKE_FACTOR",
     "estimator_table",
+    "build_portable",
     "eval_cached",
     "main",
     "paired_difference",
@@ -397,6 +400,29 @@ def warm_start(cfg: Any, folder: Path, kept: Path, *, quiet: bool = True) -> Non
         kept.write_bytes((folder / TEACHER_RUNS).read_bytes())
 
 
+def build_portable(out: Path, argv: list[str]) -> None:
+    """Build the warm start under portable kernels (``kernels.PORTABLE``, in a child process: they are chosen when
+    torch loads), so that another machine rebuilds the same weights from ``OUT/teacher.jsonl``. ``OUT/kernels.json``
+    records the fingerprint of the machine that built it; a machine whose fingerprint differs would build other
+    weights, so it stops here with that said, before the fine-tuning is spent."""
+    from cave.training.experiments import kernels
+
+    here = kernels.portable_fingerprint()
+    path = out / "kernels.json"
+    if path.is_file():
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        if recorded.get("fingerprint") != here["fingerprint"]:
+            raise ValueError(f"this machine ({here['cpu']}) computes fingerprint {here['fingerprint']} under portable "
+                             f"kernels; {out}'s warm start was built where it was {recorded.get('fingerprint')} "
+                             f"({recorded.get('cpu')}), so the warm start rebuilt here would have other weights than "
+                             f"its records' (`python -m cave.training.experiments.kernels` prints a machine's). Run on "
+                             "a machine that agrees, or give another --out")  # fmt: skip
+    kernels.run_portable(["-m", "cave.training.experiments.drmas_claim", *argv, "--build-warm-start"])
+    out.mkdir(parents=True, exist_ok=True)
+    if not path.is_file():
+        path.write_text(json.dumps({**here, "env": kernels.PORTABLE}, indent=2) + "\n", encoding="utf-8")
+
+
 def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
     from cave.training.checkpoints import weights_digest
     from cave.training.evaluate import model_dtype
@@ -470,6 +496,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-warm-eval", action="store_true", help="skip the warm start's own held-out eval")
     p.add_argument("--summarize", action="store_true", help="train and evaluate nothing: rewrite summary.json, "
                    "summary.md and summary.png from the finished runs' records in OUT/runs")  # fmt: skip
+    p.add_argument(
+        "--native-kernels",
+        action="store_true",
+        help="build the warm start with this CPU's own kernels "
+        "(faster; its weights then differ from machine to machine) instead of portable ones (kernels.py)",
+    )
+    p.add_argument("--build-warm-start", action="store_true", help=argparse.SUPPRESS)  # the portable child's job
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or progress lines")
     return p.parse_args(argv)
 
@@ -504,7 +537,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"(`cave train sft {args.config}`), or --set init_from=null to start from the base", file=sys.stderr)  # fmt: skip
         return 2
     try:
+        if args.build_warm_start:  # in the portable child: build, and nothing else
+            warm_start(cfg, Path(cfg.init_from), kept, quiet=args.quiet)
+            return 0
         if cfg.init_from:
+            if latest_checkpoint(cfg.init_from) is None and cfg.sft is not None and not args.native_kernels:
+                build_portable(Path(args.out), list(sys.argv[1:] if argv is None else argv))
             warm_start(cfg, Path(cfg.init_from), kept, quiet=args.quiet)
         run_claim(cfg, args)
     except TrainingStopped as e:
