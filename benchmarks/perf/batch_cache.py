@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import statistics
@@ -39,14 +40,20 @@ class _MallInfo2(ctypes.Structure):
                                                 "fsmblks", "uordblks", "fordblks", "keepcost")]  # fmt: skip
 
 
-def heap_free_bytes() -> int | None:
-    """Bytes glibc's heap holds free (freed by the program, kept by the process); None off glibc."""
+@functools.cache
+def _mallinfo2() -> Any:
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallinfo2.restype = _MallInfo2
-        return int(libc.mallinfo2().fordblks)
+        return libc.mallinfo2
     except (OSError, AttributeError):
         return None
+
+
+def heap_free_bytes() -> int | None:
+    """Bytes glibc's heap holds free (freed by the program, kept by the process); None off glibc."""
+    mallinfo2 = _mallinfo2()
+    return None if mallinfo2 is None else int(mallinfo2().fordblks)
 
 
 def rss_bytes() -> int:
@@ -61,7 +68,6 @@ class _Peak:
         self.every, self.peak, self.free, self._stop = every, 0, None, threading.Event()
 
     def __enter__(self) -> _Peak:
-        self.start = rss_bytes()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
         return self

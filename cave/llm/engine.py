@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cave.llm.base import LLMError
-from cave.llm.batch_cache import SLACK, release_free_heap, slack_cache
+from cave.llm.batch_cache import SLACK, release_free_heap, slack_cache, stack_right
 from cave.llm.cpu_attention import decode_kv_dtype, float32_attention
 from cave.llm.decoding import stop_position
 from cave.llm.hf import Generation, _filter_logits, _inference, cache_kwarg, cache_of, stop_token_ids
@@ -240,7 +240,7 @@ class GenerationEngine:
                     self.stats.calls += len(part)
                     self.stats.prefill_calls.append(len(part))
                     try:
-                        with self.generation_context(), float32_attention():
+                        with self.generation_context():
                             gens = generate_batch(self.model, self.tokenizer, [x.prompt_ids for x in part],
                                                   max_new_tokens=c.max_new_tokens, temperature=c.temperature,
                                                   top_k=c.top_k, top_p=c.top_p, seed=c.seed, stop=c.stop,
@@ -317,9 +317,12 @@ class _Batch:
         pos = torch.tensor([len(c.prompt_ids) for c in calls], dtype=torch.long, device=self.device)
         logits = torch.stack([lg for _, lg in states])
         if not self.rows:
-            self.cache = slack_cache(keys, values, width, self.engine.kv_slack, self.engine.kv_dtype) if self.joinable else _new_cache(
-                [torch.cat([_pad_left(k, width) for k in ks]) for ks in keys],
-                [torch.cat([_pad_left(v, width) for v in vs]) for vs in values])  # fmt: skip
+            if self.joinable:
+                self.cache = slack_cache(keys, values, width, self.engine.kv_slack, self.engine.kv_dtype)
+            else:  # a cache this class cannot pad: plain layers, never joined
+                self.cache = _new_cache(
+                    [stack_right(ks, width) for ks in keys], [stack_right(vs, width) for vs in values]
+                )
             self.mask, self.pos, self.logits = mask, pos, logits
         else:
             total = max(width, self.mask.shape[1])
