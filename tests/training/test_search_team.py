@@ -90,3 +90,34 @@ def test_bad_input_is_refused(tmp_path, capsys):
     assert main([str(config), "--limit", "0"]) == 2
     assert main([str(config), "--set", "sft=null", "--stages", "warm", "--out", str(tmp_path)]) == 2
     assert "needs the config's sft: section" in capsys.readouterr().err
+
+
+def test_a_missing_warm_start_is_built_in_a_portable_child(tmp_path, monkeypatch):
+    """The driver hands the build to ``python -m ...search_team ARGS --build-warm-start`` under portable kernels
+    (recorded in OUT/kernels.json), and that child builds the warm start and runs no stage."""
+    from cave.training.experiments import drmas_claim, kernels
+
+    config = Path(__file__).resolve().parents[2] / "training" / "configs" / "search_smollm2.yaml"
+    out, sft = tmp_path / "out", tmp_path / "sft"
+    args = [str(config), "--stages", "warm", "--limit", "2", "-k", "1", "--out", str(out), "-q",
+            "--set", f"sft.output_dir={sft}"]  # fmt: skip
+    built, spawned = [], []
+    monkeypatch.setattr(drmas_claim, "warm_start", lambda cfg, folder, kept, quiet: built.append((folder, kept)))
+    monkeypatch.setattr(kernels, "portable_fingerprint", lambda: {"fingerprint": "aaaa", "cpu": "here"})
+    monkeypatch.setattr(kernels, "run_portable", lambda argv, **kw: spawned.append(argv) or 0)
+    report = {"k": 1, "successes": [[True], [False]], "greedy_successes": [True, False], "checkpoint": "x"}
+    monkeypatch.setattr(drmas_claim, "eval_cached", lambda *a, **kw: report)
+
+    assert main(args) == 0
+    assert spawned == [["-m", "cave.training.experiments.search_team", *args, "--build-warm-start"]]
+    assert json.loads((out / "kernels.json").read_text())["fingerprint"] == "aaaa"
+    assert [r["stage"] for r in json.loads((out / "summary.json").read_text())] == ["warm"] * len(
+        {r["hops"] for r in json.loads((out / "summary.json").read_text())}
+    )
+    # the child: the warm start, into sft.output_dir with the teacher runs kept in OUT, and nothing else
+    built.clear(), (out / "summary.json").unlink()
+    assert main([*args, "--build-warm-start"]) == 0
+    assert built == [(sft, out / "teacher.jsonl")] and not (out / "summary.json").exists()
+    # --native-kernels: built here, no child
+    spawned.clear()
+    assert main([*args, "--native-kernels"]) == 0 and spawned == []

@@ -400,11 +400,12 @@ def warm_start(cfg: Any, folder: Path, kept: Path, *, quiet: bool = True) -> Non
         kept.write_bytes((folder / TEACHER_RUNS).read_bytes())
 
 
-def build_portable(out: Path, argv: list[str]) -> None:
+def build_portable(out: Path, argv: list[str], module: str = "cave.training.experiments.drmas_claim") -> None:
     """Build the warm start under portable kernels (``kernels.PORTABLE``, in a child process: they are chosen when
     torch loads), so that another machine rebuilds the same weights from ``OUT/teacher.jsonl``. ``OUT/kernels.json``
     records the fingerprint of the machine that built it; a machine whose fingerprint differs would build other
-    weights, so it stops here with that said, before the fine-tuning is spent."""
+    weights, so it stops here with that said, before the fine-tuning is spent. The child is ``python -m module argv
+    --build-warm-start`` (a driver whose hidden flag builds the warm start and nothing else)."""
     from cave.training.experiments import kernels
 
     here = kernels.portable_fingerprint()
@@ -417,7 +418,7 @@ def build_portable(out: Path, argv: list[str]) -> None:
                              f"({recorded.get('cpu')}), so the warm start rebuilt here would have other weights than "
                              f"its records' (`python -m cave.training.experiments.kernels` prints a machine's). Run on "
                              "a machine that agrees, or give another --out")  # fmt: skip
-    kernels.run_portable(["-m", "cave.training.experiments.drmas_claim", *argv, "--build-warm-start"])
+    kernels.run_portable(["-m", module, *argv, "--build-warm-start"])
     out.mkdir(parents=True, exist_ok=True)
     if not path.is_file():
         path.write_text(json.dumps({**here, "env": kernels.PORTABLE}, indent=2) + "\n", encoding="utf-8")

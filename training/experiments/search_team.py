@@ -18,7 +18,9 @@ with ``em`` the greedy run's exact match (the answer object against the referenc
 interval over the questions, and the sampled runs' mean (``avg@k``); ``OUT/summary.md`` is the same as a table.
 Each finished stage rewrites both, so a stopped run keeps what it finished. The stage evals name the warm start by
 the digest of its weights and the teacher's runs are kept in ``OUT/teacher.jsonl``, so OUT (small enough to commit)
-carries the experiment across machines whose run folders are gone (``stage_report``).
+carries the experiment across machines whose run folders are gone (``stage_report``). The warm start is built under
+portable kernels (``kernels.py``, a child process; ``--native-kernels`` for this CPU's own), so that another machine
+whose fingerprint agrees with ``OUT/kernels.json`` rebuilds the same weights from the kept teacher runs.
 """
 
 from __future__ import annotations
@@ -110,16 +112,27 @@ def _cached(where: Path, *, limit: int, k: int, dtype: str) -> dict[str, Any] | 
 
 
 def stage_report(
-    cfg: Any, stage: str, out: Path, *, limit: int, k: int, quiet: bool = True, dtype: str | None = None
+    cfg: Any,
+    stage: str,
+    out: Path,
+    *,
+    limit: int,
+    k: int,
+    quiet: bool = True,
+    dtype: str | None = None,
+    portable: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Train what ``stage`` needs (nothing, the warm start, RL from it) unless it is there, and its held-out eval
     (cached in ``OUT/{stage}.json``). The warm start's teacher runs are kept in ``OUT/teacher.jsonl`` and rebuild
     it where its folder is gone (``cave train sft --teacher-runs``); a stage whose eval in ``OUT`` names the same
-    warm start as the other stage's eval there is not trained or evaluated again."""
+    warm start as the other stage's eval there is not trained or evaluated again. With ``portable`` (this driver's
+    command line), a missing warm start is built under portable kernels in a child process (``build_portable``:
+    the same weights on any machine whose fingerprint agrees with ``OUT/kernels.json``); without, in this one."""
     from cave.training.checkpoints import weights_digest
     from cave.training.evaluate import model_dtype
-    from cave.training.experiments.drmas_claim import eval_cached, train_resumable, warm_start
+    from cave.training.experiments.drmas_claim import build_portable, eval_cached, train_resumable, warm_start
     from cave.training.sft import TEACHER_RUNS
+    from cave.training.trainer import latest_checkpoint
 
     where, dtype_name = out / f"{stage}.json", dtype or model_dtype(cfg)
     if stage == "base":
@@ -132,6 +145,8 @@ def stage_report(
     if mine and other and _warm_of(mine) is not None and _warm_of(mine) == _warm_of(other):
         return mine  # both stages of one warm start are in OUT: nothing to build
     warm = Path(cfg.sft.output_dir)
+    if portable is not None and latest_checkpoint(warm) is None:
+        build_portable(out, list(portable), module="cave.training.experiments.search_team")
     warm_start(cfg, warm, out / TEACHER_RUNS, quiet=quiet)
     labels = stage_labels(weights_digest(warm) or "none", cfg.steps)
     if stage == "warm":
@@ -159,6 +174,7 @@ def run_stages(
     by: str = "hops",
     quiet: bool = True,
     dtype: str | None = None,
+    portable: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Every stage in order; after each, ``OUT/summary.json`` and ``OUT/summary.md`` hold the rows so far."""
     from cave.training.evaluate import eval_examples
@@ -166,7 +182,7 @@ def run_stages(
     examples = eval_examples(cfg, "test", limit)
     rows: list[dict[str, Any]] = []
     for stage in stages:
-        report = stage_report(cfg, stage, out, limit=limit, k=k, quiet=quiet, dtype=dtype)
+        report = stage_report(cfg, stage, out, limit=limit, k=k, quiet=quiet, dtype=dtype, portable=portable)
         rows += hop_rows(stage, report, examples, by)
         (out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
         (out / "summary.md").write_text(table(rows, by) + "\n", encoding="utf-8")
@@ -177,6 +193,8 @@ def run_stages(
 
 def main(argv: Sequence[str] | None = None) -> int:
     from cave.training.cli import config_with_overrides
+    from cave.training.experiments.drmas_claim import warm_start
+    from cave.training.sft import TEACHER_RUNS
     from cave.training.trainer import TrainingStopped
 
     p = argparse.ArgumentParser(prog="python -m cave.training.experiments.search_team",
@@ -191,6 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "the config's; bfloat16 is ~1.7x faster on CPUs with AVX512-BF16)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="config overrides")
     p.add_argument("--out", default="training/experiments/results/search_team", help="summary.json, stage evals")
+    p.add_argument("--native-kernels", action="store_true", help="build the warm start with this CPU's own kernels "
+                   "(faster; its weights then differ from machine to machine) instead of portable ones (kernels.py)")  # fmt: skip
+    p.add_argument("--build-warm-start", action="store_true", help=argparse.SUPPRESS)  # the portable child's job
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     args = p.parse_args(argv)
     if args.limit < 1 or args.k < 1:
@@ -202,8 +223,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
+        if args.build_warm_start:  # in the portable child: build, and nothing else
+            if cfg.sft is None:
+                raise ValueError("the warm start needs the config's sft: section (the teacher and its settings)")
+            warm_start(cfg, Path(cfg.sft.output_dir), out / TEACHER_RUNS, quiet=args.quiet)
+            return 0
+        portable = None if args.native_kernels else list(sys.argv[1:] if argv is None else argv)
         run_stages(cfg, args.stages, out, limit=args.limit, k=args.k, by=args.by, quiet=args.quiet,
-                   dtype=args.eval_dtype)  # fmt: skip
+                   dtype=args.eval_dtype, portable=portable)  # fmt: skip
     except TrainingStopped as e:
         print(f"search_team: {e}", file=sys.stderr)
         return 1
