@@ -16,6 +16,7 @@ from numbers import Number
 from typing import Any, NamedTuple
 
 from cave.review.grouping import granularity_problem, messy_keys
+from cave.review.plain import plain_scalar
 from cave.review.things import ids_for_names, number_for_a_name
 from cave.runtimes.tagged import is_type
 
@@ -150,23 +151,11 @@ def rounding_for(task: str, key: str | None = None, keys: Iterable[str] = ()) ->
     return every.pop() if len(every) == 1 else None
 
 
-def _plain(value: Any) -> Any:
-    """numpy scalars as Python ones (so a fix can be written as a literal); arrays stay as they are.
-
-    >>> import numpy as np
-    >>> _plain(np.float64(2.5)), _plain(np.array([1.0, 2.0])).tolist()
-    (2.5, [1.0, 2.0])
-    """
-    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
-        return value.item()
-    return value
-
-
 def _form_fix(
     task: str, key: str | None, value: Any, label: str, yes_no: tuple[str, str] | None, keys: list[str] | None = None
 ) -> tuple[Any, list[str]]:
     """One value, fixed to the form the task names, and what was wrong with it."""
-    value = _plain(value)
+    value = plain_scalar(value)
     if isinstance(value, bool):
         if yes_no:
             word = yes_no[0] if value else yes_no[1]
@@ -321,7 +310,7 @@ def _as_asked_dict(value: Any, keys: list[str]) -> dict[str, Any] | None:
     by_name = {str(i).strip().lower(): i for i in value.index}
     if len(by_name) != len(value.index) or any(k.strip().lower() not in by_name for k in keys):
         return None
-    return {k: _plain(value[by_name[k.strip().lower()]]) for k in keys}
+    return {k: plain_scalar(value[by_name[k.strip().lower()]]) for k in keys}
 
 
 def number_asked(task: str, key: str) -> str | None:
@@ -390,7 +379,7 @@ def form_problems(
         for k, v in value.items():
             fixed[k], p = _form_fix(task, str(k), v, repr(k), yes_no, names)
             problems += p
-            plain = _plain(v)
+            plain = plain_scalar(v)
             if (size := _collection_size(v)) and (number := number_asked(task, str(k))):
                 # a development task: the outlier rows sent for "outliers_count" is an integer
                 count = " (for a count of rows: len(...))" if number == "an integer" else ""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["plain_answer"]
+__all__ = ["plain_answer", "plain_scalar"]
 
 LISTED = ("list", "set")  # contract kinds whose answer is a list of items
 
@@ -42,7 +42,7 @@ def plain_answer(value: Any, kind: str | None = None) -> Any:
     Timestamp('2024-03-01 00:00:00')
     """
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
-        return _scalar(value)
+        return plain_scalar(value)
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [plain_answer(v) for v in value]
         return items if type(value) is list else _same_type(value, items)
@@ -52,6 +52,19 @@ def plain_answer(value: Any, kind: str | None = None) -> Any:
         import pandas as pd
 
         return [plain_answer(v) for v in pd.Series(value).tolist()]  # a Series' values, an array's or Index's items
+    return value
+
+
+def plain_scalar(value: Any) -> Any:
+    """A numpy scalar as the Python (or pandas, for dates and durations) value it stands for; anything else,
+    arrays included, as it is (so a fix can be written as a literal).
+
+    >>> import numpy as np
+    >>> plain_scalar(np.float64(2.5)), plain_scalar(np.datetime64("2024-03-01")), plain_scalar(np.array([1])).tolist()
+    (2.5, Timestamp('2024-03-01 00:00:00'), [1])
+    """
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:
+        return _scalar(value)
     return value
 
 
