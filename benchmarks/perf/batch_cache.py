@@ -8,8 +8,10 @@ the default slack (``cave.llm.batch_cache``), and with the KV and attention left
 process:
 
 - ``--calls`` calls with distinct short prompts, submitted in ``--waves`` waves a few decode steps apart (later
-  waves join the running batch), each with its own ``max_new_tokens`` between ``--min-tokens`` and ``--max-tokens``
-  (rows leave at different steps), sampled with fixed seeds and no stop token;
+  waves join the running batch), or with ``--clients N`` as an eval sends them: N clients, each sending its next call
+  when its last one finished (rows leave and join nearly every step); each call with its own ``max_new_tokens``
+  between ``--min-tokens`` and ``--max-tokens`` (rows leave at different steps), sampled with fixed seeds and no stop
+  token;
 - per variant: the median wall seconds, decoded tokens per second, the highest resident memory seen during the
   round above the process's before the first round and the most heap glibc held free (``mallinfo2``; ``-`` off
   glibc), both sampled every 50 ms, and whether every call sampled the same tokens as in the baseline (in-place writes change no
@@ -22,6 +24,7 @@ cache; then the engine rounds. Prints tables with each variant's seconds and pea
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import ctypes
 import functools
 import json
@@ -96,22 +99,45 @@ def calls(tokenizer: Any, n: int, lo: int, hi: int, system: int) -> tuple[list[l
 
 
 def run(
-    model: Any, tokenizer: Any, ids: list[list[int]], lengths: list[int], waves: int, slack: int, fp32: bool
+    model: Any,
+    tokenizer: Any,
+    ids: list[list[int]],
+    lengths: list[int],
+    waves: int,
+    variant: tuple[int, bool, bool],
+    clients: int = 0,
 ) -> dict[str, Any]:
     from cave.llm.engine import GenerationEngine
 
-    engine = GenerationEngine(model, tokenizer, stop_ids=set(), kv_slack=slack, max_batch=len(ids))
+    slack, fp32, spare = variant
+    engine = GenerationEngine(model, tokenizer, stop_ids=set(), kv_slack=slack, kv_spare_rows=spare,
+                              max_batch=max(len(ids), clients))  # fmt: skip
     if not fp32:  # the KV and attention in the model's dtype, as before cave.llm.cpu_attention
         engine.kv_dtype = None
+
+    def send(i: int) -> Any:
+        return engine.submit_many([ids[i]], max_new_tokens=lengths[i], temperature=1.0, seed=i)[0]
+
     with _Peak() as peak:
         t0 = time.perf_counter()
-        futures = []
-        per = -(-len(ids) // waves)
-        for w in range(waves):
-            for i in range(w * per, min(len(ids), (w + 1) * per)):
-                futures += engine.submit_many([ids[i]], max_new_tokens=lengths[i], temperature=1.0, seed=i)
-            time.sleep(0.5)  # the next wave joins a batch already decoding
-        gens = [f.result() for f in futures]
+        if clients:  # closed loop: each client's next call as soon as its last one is done
+            futures = {send(i): i for i in range(min(clients, len(ids)))}
+            done: dict[int, Any] = {}
+            following = iter(range(len(futures), len(ids)))
+            while futures:
+                finished, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+                for f in finished:
+                    done[futures.pop(f)] = f.result()
+                    if (i := next(following, None)) is not None:
+                        futures[send(i)] = i
+            gens = [done[i] for i in range(len(ids))]
+        else:
+            waiting = []
+            per = -(-len(ids) // waves)
+            for w in range(waves):
+                waiting += [send(i) for i in range(w * per, min(len(ids), (w + 1) * per))]
+                time.sleep(0.5)  # the next wave joins a batch already decoding
+            gens = [f.result() for f in waiting]
         seconds = time.perf_counter() - t0
     for t in threading.enumerate():  # the engine's worker gives its heap back before it ends
         if t.name == "cave-generation-engine":
@@ -182,6 +208,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(prog="python -m cave.benchmarks.perf.batch_cache", description=__doc__.split("\n")[0])
     p.add_argument("--calls", type=int, default=96, help="calls in all (default 96)")
     p.add_argument("--waves", type=int, default=4, help="waves the calls arrive in (default 4)")
+    p.add_argument("--clients", type=int, default=0, help="instead of waves: this many clients, each sending its "
+                   "next call when its last one is done (an eval's traffic; default 0: waves)")  # fmt: skip
     p.add_argument(
         "--system",
         type=int,
@@ -216,16 +244,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return {"decode_step": steps}
     ids, lengths = calls(tokenizer, args.calls, args.min_tokens, args.max_tokens, args.system)
     base_rss = rss_bytes()
-    variants = {
-        "before: realloc per token, model-dtype KV + attention": (0, False),
-        f"in place (kv_slack={SLACK}), model-dtype KV + attention": (SLACK, False),
-        f"in place (kv_slack={SLACK}), float32 KV + attention (default)": (SLACK, True),
+    variants = {  # (kv_slack, float32 KV + attention, spare rows)
+        "before: realloc per token, model-dtype KV + attention": (0, False, False),
+        f"in place (kv_slack={SLACK}), model-dtype KV + attention": (SLACK, False, False),
+        f"in place (kv_slack={SLACK}), float32 KV + attention": (SLACK, True, False),
+        "  + spare rows: join into one, leave by one row's copy (default)": (SLACK, True, True),
     }
-    run(model, tokenizer, ids[:4], lengths[:4], 1, SLACK, True)  # warm-up: first-call allocations
+    run(model, tokenizer, ids[:4], lengths[:4], 1, (SLACK, True, True))  # warm-up: first-call allocations
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     for _ in range(args.rounds):
-        for name, (slack, fp32) in variants.items():
-            results[name].append(run(model, tokenizer, ids, lengths, args.waves, slack, fp32))
+        for name, variant in variants.items():
+            results[name].append(run(model, tokenizer, ids, lengths, args.waves, variant, args.clients))
     base_name = next(iter(variants))
     base_tokens = results[base_name][0]["tokens"]
     base_s = statistics.median(r["seconds"] for r in results[base_name])
@@ -233,7 +262,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for r in rows:
             r["peak_rss"] -= base_rss
     base_peak = max(r["peak_rss"] for r in results[base_name])
-    table = Table(title=f"{args.calls} calls in {args.waves} waves, {sum(lengths)} tokens, SmolLM2-135M {args.dtype}")
+    arrival = f"from {args.clients} clients" if args.clients else f"in {args.waves} waves"
+    table = Table(title=f"{args.calls} calls {arrival}, {sum(lengths)} tokens, SmolLM2-135M {args.dtype}")
     for col in ("variant", "median s", "tokens/s", "x baseline s", "peak RSS +MB", "x baseline peak", "free heap MB",
                 "same tokens"):  # fmt: skip
         table.add_column(col)
@@ -250,7 +280,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                       f"{peak / base_peak:.2f}" if base_peak else "-", f"{max(free) / 1e6:.0f}" if free else "-",
                       "yes" if same else "no")  # fmt: skip
     Console(width=150).print(table)
-    out = {"calls": args.calls, "waves": args.waves, "tokens": sum(lengths), "dtype": args.dtype, "variants": summary,
+    out = {"calls": args.calls, "waves": args.waves, "clients": args.clients, "tokens": sum(lengths), "dtype": args.dtype, "variants": summary,
            "decode_step": {"rows": args.rows, "width": args.width, **steps}}  # fmt: skip
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

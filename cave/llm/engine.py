@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cave.llm.base import LLMError
-from cave.llm.batch_cache import SLACK, release_free_heap, slack_cache, stack_right
+from cave.llm.batch_cache import SLACK, fill_from_end, release_free_heap, slack_cache, stack_right
 from cave.llm.cpu_attention import decode_kv_dtype, float32_attention
 from cave.llm.decoding import stop_position
 from cave.llm.hf import Generation, _filter_logits, _inference, cache_kwarg, cache_of, stop_token_ids
@@ -101,6 +101,8 @@ class GenerationEngine:
     tokens of shared prompt starts (the least recently used dropped first; 0: none, every prompt runs whole).
     ``kv_slack``: spare positions in the running batch's KV buffers, so that a decode step writes in place instead of
     reallocating every layer (``cave.llm.batch_cache``; 0: reallocated every token, as transformers' DynamicLayer).
+    ``kv_spare_rows``: spare rows in those buffers, so that a call joins into one and a row that leaves is filled by
+    the last (one row copied) instead of the whole batch being copied (False: copied, as before; less memory).
     ``generation_context``: a callable giving the context manager the worker decodes in (the trainer's ``for_generation``: under DeepSpeed ZeRO-3 the
     weights are gathered once for the busy period).
     """
@@ -118,6 +120,7 @@ class GenerationEngine:
         prompt_cache_tokens: int = 16384,
         prefix_cache_tokens: int = 8192,
         kv_slack: int = SLACK,
+        kv_spare_rows: bool = True,
     ) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.stop_ids = set(stop_ids) if stop_ids is not None else stop_token_ids(tokenizer, model)
@@ -126,7 +129,7 @@ class GenerationEngine:
         self.max_batch, self.window_s, self.max_wait_s = max_batch, window_s, max_wait_s
         self.generation_context = generation_context or contextlib.nullcontext
         self.prompt_cache_tokens, self.prefix_cache_tokens = prompt_cache_tokens, prefix_cache_tokens
-        self.kv_slack = kv_slack
+        self.kv_slack, self.kv_spare_rows = kv_slack, kv_spare_rows
         self.kv_dtype = decode_kv_dtype(model)  # float32 for a half-precision model on a CPU (cave.llm.cpu_attention)
         self.stats = EngineStats()
         self._lock = threading.Lock()
@@ -318,7 +321,8 @@ class _Batch:
         logits = torch.stack([lg for _, lg in states])
         if not self.rows:
             if self.joinable:
-                self.cache = slack_cache(keys, values, width, self.engine.kv_slack, self.engine.kv_dtype)
+                self.cache = slack_cache(keys, values, width, self.engine.kv_slack, self.engine.kv_dtype,
+                                         self.engine.kv_spare_rows)  # fmt: skip
             else:  # a cache this class cannot pad: plain layers, never joined
                 self.cache = _new_cache(
                     [stack_right(ks, width) for ks in keys], [stack_right(vs, width) for vs in values]
@@ -411,6 +415,8 @@ class _Batch:
             else:
                 keep.append(i)
         if len(keep) < len(self.rows):
+            if self.engine.kv_spare_rows:  # the order in which the cache moves one row per leaving row
+                keep = fill_from_end(keep, len(self.rows))
             index = torch.tensor(keep, dtype=torch.long, device=self.device)
             self.rows = [self.rows[i] for i in keep]
             if not keep:

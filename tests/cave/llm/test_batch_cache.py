@@ -70,6 +70,51 @@ def test_a_slack_layer_holds_what_a_dynamic_layer_holds_through_every_operation(
     assert torch.equal(slack.keys[2:, :, 5:], new) and not slack.keys[2:, :, :5].any()
 
 
+def test_rows_leave_and_join_in_place_and_hold_what_a_dynamic_layer_holds() -> None:
+    """Leaving rows in ``fill_from_end``'s order and joining rows no wider than the running ones touch only the rows
+    they move: the buffers stay the same objects, and the layer holds what transformers' own layer holds."""
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    from cave.llm.batch_cache import SlackLayer, fill_from_end
+
+    k0, v0 = kv(6, 5, 0), kv(6, 5, 1)
+    slack, plain = SlackLayer(k0, v0, slack=4), DynamicLayer()
+    plain.update(k0, v0)
+    buffer, spare = slack.buffer_keys, slack.buffer_keys.shape[0] - 6
+    assert spare >= 4 and slack.keys.shape[0] == 6
+
+    order = fill_from_end([0, 2, 3, 5], 6)  # rows 1 and 4 leave: row 5 moves into row 1's place
+    index = torch.tensor(order)
+    slack.batch_select_indices(index)
+    plain.batch_select_indices(index)
+    assert (
+        slack.buffer_keys is buffer and torch.equal(slack.keys, plain.keys) and torch.equal(slack.values, plain.values)
+    )
+
+    step = kv(4, 1, 3), kv(4, 1, 4)
+    assert all(torch.equal(a, b) for a, b in zip(slack.update(*step), plain.update(*step), strict=True))
+
+    new_k, new_v = [kv(1, 3, 5), kv(2, 6, 6)], [kv(1, 3, 7), kv(2, 6, 8)]  # narrower than and as wide as the running 6
+    slack.join(new_k, new_v, 6)
+    assert slack.buffer_keys is buffer and slack.keys.shape == (7, 2, 6, 4)
+    want = torch.cat([plain.keys, torch.nn.functional.pad(new_k[0], (0, 0, 3, 0)), new_k[1]])
+    assert torch.equal(slack.keys, want)
+    assert torch.equal(slack.values[4:5, :, 3:], new_v[0]) and not slack.values[4:5, :, :3].any()
+
+    # more rows than the spare ones, or a wider prompt: one copy of the batch, with spare rows again
+    slack.join([kv(spare, 2, 9)], [kv(spare, 2, 9)], 6)
+    assert slack.buffer_keys is not buffer and slack.keys.shape[0] == 7 + spare
+    assert slack.buffer_keys.shape[0] > slack.keys.shape[0] and torch.equal(slack.keys[:7], want)
+    wider = slack.buffer_keys
+    slack.join([kv(1, 8, 10)], [kv(1, 8, 10)], 8)
+    assert slack.buffer_keys is not wider and torch.equal(slack.keys[:7, :, 2:], want)
+    # an order that is not fill_from_end's (a row moved within the new end): still right, by one copy
+    rows = slack.keys.clone()
+    slack.batch_select_indices(torch.tensor([1, 0]))
+    assert torch.equal(slack.keys, rows[[1, 0]])
+
+
 @pytest.fixture(scope="module")
 def tiny() -> tuple[Any, Any]:
     return tiny_model()
