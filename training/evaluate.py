@@ -210,6 +210,9 @@ class EvalReport:
     greedy_successes: list[bool] = field(default_factory=list)  # per problem, its greedy run
     role_reward_mean: dict[str, float] = field(default_factory=dict)  # role -> mean reward (role-specific rewards)
     dtype: str = "float32"  # the models' dtype during the eval (a bf16 eval of fp32 weights samples a little apart)
+    # what the weights computed in, where it differs from dtype: "float32" for bf16 weights on a CPU without bf16
+    # arithmetic (cave.llm.cpu_attention.cpu_compute_dtype)
+    compute_dtype: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {f"avg@{self.k}" if k == "avg_at_k" else f"pass@{self.k}" if k == "pass_at_k" else k: v
@@ -319,6 +322,7 @@ def evaluate(
     step: int | None = None,
     parts: str | Path | None = None,
     chunk: int = PART_PROBLEMS,
+    compute_dtype: str | None = None,
 ) -> EvalReport:
     """Run the team on ``examples`` exactly as rollouts do (k sampled runs each, plus one greedy) and score it.
 
@@ -335,7 +339,8 @@ def evaluate(
     reward_fn = get_reward(cfg.reward)
     t0 = time.perf_counter()
     dtype = model_dtype(cfg)
-    kept = read_parts(parts, k=k, greedy=greedy, checkpoint=checkpoint, dtype=dtype) if parts else {}
+    compute = compute_dtype if compute_dtype not in (None, dtype) else None
+    kept = read_parts(parts, k=k, greedy=greedy, checkpoint=checkpoint, dtype=dtype, compute=compute) if parts else {}
     size = max(1, chunk) if parts else len(examples)
     tallies, seconds = [], 0.0
     for start in range(0, len(examples), size):
@@ -344,7 +349,7 @@ def evaluate(
         if tally is None:
             tally = run_part(cfg, engines, share, k=k, greedy=greedy, offset=start, reward_fn=reward_fn)
             if parts:
-                write_part(parts, tally, k=k, greedy=greedy, checkpoint=checkpoint, dtype=dtype)
+                write_part(parts, tally, k=k, greedy=greedy, checkpoint=checkpoint, dtype=dtype, compute=compute)
         else:
             seconds += tally.seconds  # its time was spent before the stop
         tallies.append(tally)
@@ -373,6 +378,7 @@ def evaluate(
         greedy_successes=greedy_runs or [],
         role_reward_mean={role: total / n for role, (total, n) in whole.role_rewards.items()},
         dtype=dtype,
+        compute_dtype=compute,
     )
 
 
@@ -489,21 +495,31 @@ def run_part(cfg: Any, engines: Mapping[str, Any], examples: Sequence[Mapping[st
 
 
 def write_part(
-    path: str | Path, tally: Tally, *, k: int, greedy: bool, checkpoint: str, dtype: str = "float32"
+    path: str | Path,
+    tally: Tally,
+    *,
+    k: int,
+    greedy: bool,
+    checkpoint: str,
+    dtype: str = "float32",
+    compute: str | None = None,
 ) -> None:
     """Append a finished share to ``path`` (one JSON line), with what it was run for."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     row = {"k": k, "greedy": greedy, "checkpoint": checkpoint, "dtype": dtype, **asdict(tally)}
+    if compute is not None:
+        row["compute"] = compute
     with path.open("a", encoding="utf-8") as f:
         f.write(json.dumps(row) + "\n")
 
 
 def read_parts(
-    path: str | Path, *, k: int, greedy: bool, checkpoint: str, dtype: str = "float32"
+    path: str | Path, *, k: int, greedy: bool, checkpoint: str, dtype: str = "float32", compute: str | None = None
 ) -> dict[tuple[int, str], Tally]:
-    """The shares kept in ``path`` for this k, greedy, checkpoint and dtype, by (start, digest); a torn last line (a
-    stop while it was written) and shares of another evaluation are left out (a share without a dtype was fp32)."""
+    """The shares kept in ``path`` for this k, greedy, checkpoint and dtype (and ``compute``, the dtype computed in
+    where it differs), by (start, digest); a torn last line (a stop while it was written) and shares of another
+    evaluation are left out (a share without a dtype was fp32, one without a compute computed in its dtype)."""
     path = Path(path)
     if not path.is_file():
         return {}
@@ -513,8 +529,9 @@ def read_parts(
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
-        what = (row.pop("k", None), row.pop("greedy", None), row.pop("checkpoint", None), row.pop("dtype", "float32"))
-        if what != (k, greedy, checkpoint, dtype):
+        what = (row.pop("k", None), row.pop("greedy", None), row.pop("checkpoint", None), row.pop("dtype", "float32"),
+                row.pop("compute", None))  # fmt: skip
+        if what != (k, greedy, checkpoint, dtype, compute):
             continue
         try:
             tally = Tally(**row)
@@ -562,8 +579,9 @@ def evaluate_checkpoint(
     """``evaluate`` on fresh in-process workers: the config's models as they are (the base, or exported folders),
     or with ``run_dir``'s latest checkpoint loaded (a `cave train run` or `cave train sft` folder). ``parts``: keep
     finished shares there, so a stopped evaluation goes on (``evaluate``). ``dtype``: run the models in this dtype
-    instead of the config's ("bfloat16": fp32 weights cast, about 1.7x faster on a CPU with AVX512-BF16); the
-    report says which."""
+    instead of the config's ("bfloat16": fp32 weights cast, about 1.7x faster on a CPU with AVX512-BF16; on a CPU
+    without bf16 arithmetic the bf16-rounded weights compute in float32, ~5x faster there than bf16 kernels:
+    ``compute_dtype``); the report says which."""
     from cave.training.checkpoints import init_weights, latest_checkpoint, load_checkpoint
     from cave.training.workers import LocalWorkers
 
@@ -578,10 +596,29 @@ def evaluate_checkpoint(
             # dtype only the weights (cast), as an eval steps no optimizer
             step = load_checkpoint(Path(run_dir), workers) if dtype is None else init_weights(Path(run_dir), workers)
             label = label or f"latest (step {step})"
+        compute = _compute_in_float32(workers) if dtype == "bfloat16" else None
         return evaluate(cfg, workers.engines, examples, k=k, greedy=greedy, split=split, checkpoint=label or "base",
-                        parts=parts)  # fmt: skip
+                        parts=parts, compute_dtype=compute)  # fmt: skip
     finally:
         workers.close()
+
+
+def _compute_in_float32(workers: Any) -> str | None:
+    """On a CPU without bf16 arithmetic, the bf16 models that the engines sample from themselves, cast to float32
+    (their weights are bf16-rounded already: the same weights, computed ~5x faster); "float32" when every bf16
+    model was, else None (computed as they are)."""
+    import torch
+
+    from cave.llm.cpu_attention import cpu_compute_dtype
+
+    half = [(name, model) for name, (model, _) in workers.models.items() if model.dtype == torch.bfloat16]
+    cast = [(name, model) for name, model in half if cpu_compute_dtype("bfloat16", model.device.type) == "float32"
+            and getattr(workers.engines.get(name), "model", None) is model]  # fmt: skip
+    if not half or len(cast) < len(half):
+        return None
+    for _, model in cast:
+        model.to(torch.float32)
+    return "float32"
 
 
 def model_dtype(cfg: Any) -> str:

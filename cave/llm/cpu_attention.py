@@ -22,9 +22,37 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["decode_kv_dtype", "float32_attention"]
+__all__ = ["cpu_compute_dtype", "decode_kv_dtype", "float32_attention", "native_bf16"]
 
 _LOCAL = threading.local()
+
+
+@functools.cache
+def native_bf16() -> bool:
+    """Whether this CPU has bfloat16 arithmetic (AVX512-BF16 or AMX). Without it torch runs bf16 matmuls through
+    conversions: a SmolLM2-135M forward over 16 x 96 tokens took 53 s in bf16 and 10 s in float32 on an AVX2-only
+    AMD EPYC. True where /proc/cpuinfo cannot be read (nothing is changed there)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = set(f.read().split())
+    except OSError:
+        return True
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def cpu_compute_dtype(dtype: str, device: str, native: bool | None = None) -> str:
+    """The dtype a model asked to run in ``dtype`` on ``device`` computes in: a bfloat16 model on a CPU without bf16
+    arithmetic (``native``, default ``native_bf16()``) computes in float32, its weights rounded to bfloat16 first
+    (the same weights, ~5x faster there); anything else as asked.
+
+    >>> cpu_compute_dtype("bfloat16", "cpu", native=False), cpu_compute_dtype("bfloat16", "cpu", native=True)
+    ('float32', 'bfloat16')
+    >>> cpu_compute_dtype("bfloat16", "cuda", native=False), cpu_compute_dtype("float32", "cpu", native=False)
+    ('bfloat16', 'float32')
+    """
+    if dtype == "bfloat16" and device == "cpu" and not (native_bf16() if native is None else native):
+        return "float32"
+    return dtype
 
 
 def _mixed(query: Any, key: Any) -> bool:

@@ -223,11 +223,15 @@ def test_a_stopped_evaluation_goes_on_from_its_kept_shares(tiny_dir, tmp_path, m
         workers.close()
 
 
-def test_an_eval_in_bfloat16_casts_the_checkpoint_and_says_so(tiny_dir, tmp_path):
-    # a 100-problem eval of an fp32 run in bf16 (~1.7x faster on AVX512-BF16 CPUs): the trained weights, cast
+@pytest.mark.parametrize("native", [True, False], ids=["bf16 CPU", "AVX2-only CPU"])
+def test_an_eval_in_bfloat16_casts_the_checkpoint_and_says_so(tiny_dir, tmp_path, monkeypatch, native):
+    # a 100-problem eval of an fp32 run in bf16 (~1.7x faster on AVX512-BF16 CPUs): the trained weights, cast; on a
+    # CPU without bf16 arithmetic those bf16-rounded weights compute in float32 (~5x faster there), and it says so
     import torch
     from cave.training.evaluate import eval_examples, evaluate_checkpoint, read_parts
     from cave.training.workers import LocalWorkers
+
+    from cave.llm import cpu_attention
 
     config = tiny_yaml(tiny_dir, tmp_path / "tiny.yaml")
     run = Trainer(tiny_config(config), quiet=True).train()
@@ -236,6 +240,7 @@ def test_an_eval_in_bfloat16_casts_the_checkpoint_and_says_so(tiny_dir, tmp_path
     parts = tmp_path / "heldout.parts.jsonl"
     seen = {}
     real = LocalWorkers.__init__
+    monkeypatch.setattr(cpu_attention, "native_bf16", lambda: native)
 
     def spy(self, c, *a, **kw):
         real(self, c, *a, **kw)
@@ -252,8 +257,15 @@ def test_an_eval_in_bfloat16_casts_the_checkpoint_and_says_so(tiny_dir, tmp_path
     trained = torch.load(next((run / "checkpoints").glob("step_*.pt")), map_location="cpu", weights_only=False)
     (saved,) = trained["models"].values()
     name, weight = next(iter(saved["trainable"].items()))  # the run's weights, cast: not the base model's
-    assert torch.equal(dict(seen["model"].named_parameters())[name].detach(), weight.to(torch.bfloat16))
-    assert read_parts(parts, k=1, greedy=False, checkpoint=report.checkpoint, dtype="bfloat16")
+    held = dict(seen["model"].named_parameters())[name].detach()
+    assert torch.equal(held, weight.to(torch.bfloat16).to(held.dtype))
+    assert held.dtype == (torch.bfloat16 if native else torch.float32)
+    assert report.compute_dtype == (None if native else "float32")
+    compute = report.compute_dtype
+    assert read_parts(parts, k=1, greedy=False, checkpoint=report.checkpoint, dtype="bfloat16", compute=compute)
+    # shares computed otherwise are run again
+    assert not read_parts(parts, k=1, greedy=False, checkpoint=report.checkpoint, dtype="bfloat16",
+                          compute="float32" if native else None)  # fmt: skip
     assert not read_parts(parts, k=1, greedy=False, checkpoint=report.checkpoint)  # an fp32 eval runs them again
     fp32 = evaluate_checkpoint(cfg, examples, run_dir=run, k=1, greedy=False)
     assert fp32.dtype == "float32"
