@@ -91,7 +91,8 @@ def configure(p: argparse.ArgumentParser) -> None:
     ev.add_argument("--limit", type=int, metavar="N", help="only the split's first N problems")
     ev.add_argument("--no-greedy", action="store_true", help="skip the greedy (temperature 0) run per problem")
     ev.add_argument("--dtype", choices=["float32", "bfloat16"], help="run the models in this dtype (default: the "
-                    "config's; bfloat16 is ~1.7x faster on CPUs with AVX512-BF16, and samples a little apart)")  # fmt: skip
+                    "config's; bfloat16 is ~1.7x faster on CPUs with AVX512-BF16, and samples a little apart; "
+                    "on CPUs without bf16 arithmetic its bf16-rounded weights compute in float32)")  # fmt: skip
     ev.add_argument("--json", metavar="OUT", help="also write the report as JSON to OUT")
     ev.add_argument("-q", "--quiet", action="store_true", help="no table; print the report as one JSON line")
     ev.add_argument("-v", "--verbose", action="store_true", help="also show third-party logs and progress bars")
