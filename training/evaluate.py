@@ -611,12 +611,12 @@ def _compute_in_float32(workers: Any) -> str | None:
 
     from cave.llm.cpu_attention import cpu_compute_dtype
 
-    half = [(name, model) for name, (model, _) in workers.models.items() if model.dtype == torch.bfloat16]
-    cast = [(name, model) for name, model in half if cpu_compute_dtype("bfloat16", model.device.type) == "float32"
-            and getattr(workers.engines.get(name), "model", None) is model]  # fmt: skip
-    if not half or len(cast) < len(half):
+    half = {name: model for name, (model, _) in workers.models.items() if model.dtype == torch.bfloat16}
+    castable = all(cpu_compute_dtype("bfloat16", model.device.type) == "float32"
+                   and getattr(workers.engines.get(name), "model", None) is model for name, model in half.items())  # fmt: skip
+    if not half or not castable:
         return None
-    for _, model in cast:
+    for model in half.values():
         model.to(torch.float32)
     return "float32"
 

@@ -37,14 +37,14 @@ __all__ = ["SLACK", "SlackLayer", "fill_from_end", "release_free_heap", "row_roo
 SLACK = 64  # spare positions per reallocation: one copy of the layer per 64 decoded tokens instead of one per token
 
 
-def row_room(rows: int) -> int:
+def row_room(rows: int, slack: int = SLACK, spare_rows: bool = True) -> int:
     """Spare rows a buffer of ``rows`` running rows is allocated with: a quarter more (at least 4), so that calls can
-    join without a copy of the batch.
+    join without a copy of the batch; none without ``spare_rows`` or ``slack`` (the reallocating baselines).
 
-    >>> row_room(100), row_room(3)
-    (25, 4)
+    >>> row_room(100), row_room(3), row_room(100, slack=0), row_room(100, spare_rows=False)
+    (25, 4, 0, 0)
     """
-    return max(4, rows // 4)
+    return max(4, rows // 4) if spare_rows and slack > 0 else 0
 
 
 def fill_from_end(keep: Sequence[int], total: int) -> list[int]:
@@ -58,7 +58,7 @@ def fill_from_end(keep: Sequence[int], total: int) -> list[int]:
     kept = set(keep)
     holes = [p for p in range(len(keep)) if p not in kept]
     tail = [i for i in keep if i >= len(keep)]
-    if len(kept) != len(keep) or len(holes) != len(tail) or (keep and max(keep) >= total):
+    if len(kept) != len(keep) or (keep and max(keep) >= total):
         raise ValueError(f"keep must be distinct rows below {total}, got {list(keep)}")
     fill = dict(zip(holes, tail, strict=True))
     return [fill.get(p, p) for p in range(len(keep))]
@@ -112,10 +112,7 @@ class SlackLayer(DynamicLayer):
         if stacked:  # already buffers with room: [B + spare, H, length + slack, D] holding ``rows`` x ``length``
             self._adopt(keys, values, int(keys.shape[2]) - slack, rows)
         else:
-            length, n = int(keys.shape[2]), int(keys.shape[0])
-            spare = self._spare(n)
-            self._adopt(stack_right([keys], length, slack, dtype, spare), stack_right([values], length, slack, dtype,
-                                                                                        spare), length, n)  # fmt: skip
+            self._restack([keys], [values], int(keys.shape[2]), slack, dtype)
 
     def _adopt(self, buffer_keys: Any, buffer_values: Any, length: int, rows: int | None = None) -> None:
         self.buffer_keys, self.buffer_values = buffer_keys, buffer_values
@@ -128,16 +125,12 @@ class SlackLayer(DynamicLayer):
         self.keys = self.buffer_keys[: self.rows, :, self.start : self.end]
         self.values = self.buffer_values[: self.rows, :, self.start : self.end]
 
-    def _spare(self, rows: int) -> int:
-        """Spare rows for a buffer of ``rows``: none without ``spare_rows`` or room (the reallocating baselines)."""
-        return row_room(rows) if self.spare_rows and self.slack > 0 else 0
-
-    def _restack(self, keys: Sequence[Any], values: Sequence[Any], width: int, room: int) -> None:
+    def _restack(self, keys: Sequence[Any], values: Sequence[Any], width: int, room: int, dtype: Any = None) -> None:
         """New buffers: ``keys`` / ``values`` right-aligned at ``width``, ``room`` columns and spare rows after."""
         rows = sum(int(k.shape[0]) for k in keys)
-        spare = self._spare(rows)
-        self._adopt(stack_right(keys, width, room, spare_rows=spare), stack_right(values, width, room,
-                                                                                  spare_rows=spare), width, rows)  # fmt: skip
+        spare = row_room(rows, self.slack, self.spare_rows)
+        self._adopt(stack_right(keys, width, room, dtype, spare), stack_right(values, width, room, dtype, spare), width,
+                    rows)  # fmt: skip
 
     def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
         new = int(key_states.shape[-2])
@@ -227,7 +220,7 @@ def slack_cache(keys: Sequence[Sequence[Any]], values: Sequence[Sequence[Any]], 
 
     cache = DynamicCache()
     rows = sum(int(k.shape[0]) for k in keys[0]) if keys else 0
-    spare = row_room(rows) if spare_rows and slack > 0 else 0
+    spare = row_room(rows, slack, spare_rows)
     cache.layers[:] = [SlackLayer(stack_right(k, width, slack, dtype, spare), stack_right(v, width, slack, dtype, spare),
                                   slack=slack, stacked=True, rows=rows, spare_rows=spare_rows)
                        for k, v in zip(keys, values, strict=True)]  # fmt: skip

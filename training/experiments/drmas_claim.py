@@ -41,8 +41,9 @@ from typing import Any
 __all__ = [
     "DEFAULT_ESTIMATORS",
     "SPIKE_FACTOR",
-    "estimator_table",
+    "add_kernel_arguments",
     "build_portable",
+    "estimator_table",
     "eval_cached",
     "main",
     "paired_difference",
@@ -400,6 +401,14 @@ def warm_start(cfg: Any, folder: Path, kept: Path, *, quiet: bool = True) -> Non
         kept.write_bytes((folder / TEACHER_RUNS).read_bytes())
 
 
+def add_kernel_arguments(p: argparse.ArgumentParser) -> None:
+    """The warm-start flags a driver that calls ``build_portable`` takes: ``--native-kernels``, and the hidden
+    ``--build-warm-start`` its portable child is started with."""
+    p.add_argument("--native-kernels", action="store_true", help="build the warm start with this CPU's own kernels "
+                   "(faster; its weights then differ from machine to machine) instead of portable ones (kernels.py)")  # fmt: skip
+    p.add_argument("--build-warm-start", action="store_true", help=argparse.SUPPRESS)  # the portable child's job
+
+
 def build_portable(out: Path, argv: list[str], module: str = "cave.training.experiments.drmas_claim") -> None:
     """Build the warm start under portable kernels (``kernels.PORTABLE``, in a child process: they are chosen when
     torch loads), so that another machine rebuilds the same weights from ``OUT/teacher.jsonl``. ``OUT/kernels.json``
@@ -497,13 +506,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-warm-eval", action="store_true", help="skip the warm start's own held-out eval")
     p.add_argument("--summarize", action="store_true", help="train and evaluate nothing: rewrite summary.json, "
                    "summary.md and summary.png from the finished runs' records in OUT/runs")  # fmt: skip
-    p.add_argument(
-        "--native-kernels",
-        action="store_true",
-        help="build the warm start with this CPU's own kernels "
-        "(faster; its weights then differ from machine to machine) instead of portable ones (kernels.py)",
-    )
-    p.add_argument("--build-warm-start", action="store_true", help=argparse.SUPPRESS)  # the portable child's job
+    add_kernel_arguments(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars or progress lines")
     return p.parse_args(argv)
 

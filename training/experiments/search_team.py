@@ -193,7 +193,7 @@ def run_stages(
 
 def main(argv: Sequence[str] | None = None) -> int:
     from cave.training.cli import config_with_overrides
-    from cave.training.experiments.drmas_claim import warm_start
+    from cave.training.experiments.drmas_claim import add_kernel_arguments, warm_start
     from cave.training.sft import TEACHER_RUNS
     from cave.training.trainer import TrainingStopped
 
@@ -209,9 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "the config's; bfloat16 is ~1.7x faster on CPUs with AVX512-BF16)")  # fmt: skip
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", help="config overrides")
     p.add_argument("--out", default="training/experiments/results/search_team", help="summary.json, stage evals")
-    p.add_argument("--native-kernels", action="store_true", help="build the warm start with this CPU's own kernels "
-                   "(faster; its weights then differ from machine to machine) instead of portable ones (kernels.py)")  # fmt: skip
-    p.add_argument("--build-warm-start", action="store_true", help=argparse.SUPPRESS)  # the portable child's job
+    add_kernel_arguments(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     args = p.parse_args(argv)
     if args.limit < 1 or args.k < 1:
