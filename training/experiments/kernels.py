@@ -8,6 +8,13 @@ MKL's conditional numerical reproducibility at AVX2, oneDNN capped at AVX2) ever
 take the same code paths. Whether two machines really agree is checked in seconds, before 15 minutes of
 fine-tuning: ``fingerprint()`` digests one forward and backward pass of the model under those kernels.
 
+Measured: two AMD EPYC machines (one of them AVX2 only) agree under ``PORTABLE`` (62e783ad5489cf5c), an Intel
+Xeon with AMX does not (93099d3dc1c134dd), and no other ``MKL_CBWR`` branch on that Xeon (COMPATIBLE, SSE4_2, AVX,
+``AVX2,STRICT``, AVX512) nor ``ATEN_CPU_CAPABILITY=default`` gives the EPYCs' digest: MKL documents ``MKL_CBWR=AVX2`` as
+falling back to its AUTO branch on non-Intel CPUs, so the two vendors run other GEMMs. A warm start therefore
+travels within one vendor's machines, not across them. (Its COMPATIBLE branch might agree across vendors; it is
+untested there and 2.2x slower a float32 GEMM on that Xeon.)
+
     python -m cave.training.experiments.kernels        # this machine's fingerprint under PORTABLE (a subprocess)
 """
 
