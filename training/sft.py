@@ -45,10 +45,13 @@ TEACHER_RUNS = "teacher.jsonl"
 
 
 # -- 1. collect ---------------------------------------------------------------------------------------------
-def collect(cfg: Any, run_dir: Path, *, quiet: bool = True) -> list[dict[str, Any]]:
+def collect(cfg: Any, run_dir: Path, *, quiet: bool = True, mirror: Path | None = None) -> list[dict[str, Any]]:
     """Teacher team runs on the first ``sft.problems`` train examples, ``sft.samples`` each; one JSON row per run.
 
-    Rows already in ``RUN_DIR/teacher.jsonl`` are kept and their problems skipped.
+    Rows already in ``RUN_DIR/teacher.jsonl`` are kept and their problems skipped. ``mirror``: a second copy of
+    that file, rewritten after every batch (e.g. a folder that is committed while the run folder is not), so a
+    collection stopped part way loses at most one batch wherever it goes on; a mirror that holds other runs than
+    the start of this file is left as it is.
     """
     from cave.training.evaluate import score_episodes
     from cave.training.rewards import get_reward
@@ -82,10 +85,26 @@ def collect(cfg: Any, run_dir: Path, *, quiet: bool = True) -> list[dict[str, An
                        "trajectory": ep.trajectory.to_dict()}  # fmt: skip
                 f.write(json.dumps(row, default=str) + "\n")
                 rows.append(row)
+        if mirror is not None:
+            _extend(mirror, path.read_bytes())
         if not quiet:
             ok = sum(1 for r in rows if is_success(r["reward"]))
             print(f"teacher: {len(rows)} runs, {ok} successful ({time.perf_counter() - t0:.0f} s)", flush=True)
     return rows
+
+
+def _extend(mirror: Path, data: bytes) -> None:
+    """Write ``data`` to ``mirror`` unless ``mirror`` holds something that ``data`` does not start with.
+
+    >>> import tempfile
+    >>> m = Path(tempfile.mkdtemp()) / "kept.jsonl"
+    >>> _extend(m, b"a\\n"); _extend(m, b"a\\nb\\n"); _extend(m, b"c\\n"); m.read_bytes()
+    b'a\\nb\\n'
+    """
+    if mirror.is_file() and not data.startswith(mirror.read_bytes()):
+        return
+    mirror.parent.mkdir(parents=True, exist_ok=True)
+    mirror.write_bytes(data)
 
 
 # -- 2. keep -------------------------------------------------------------------------------------------------
@@ -174,9 +193,10 @@ def seed_teacher_runs(run_dir: Path, source: str | Path) -> int:
 
 
 def run_sft(cfg: Any, run_dir: str | Path | None = None, *, quiet: bool = False,
-            teacher_runs: str | Path | None = None) -> Path:  # fmt: skip
+            teacher_runs: str | Path | None = None, mirror: Path | None = None) -> Path:  # fmt: skip
     """Collect, keep, tokenize and fine-tune; returns the SFT run folder (a checkpoint at step 0). ``teacher_runs``:
-    a kept ``teacher.jsonl`` to start the collection from (``seed_teacher_runs``)."""
+    a kept ``teacher.jsonl`` to start the collection from (``seed_teacher_runs``); ``mirror``: where the
+    collection's runs are copied after each batch (``collect``)."""
     import numpy as np
     from cave.training.samples import build_samples
     from cave.training.trainer import save_checkpoint
@@ -191,7 +211,7 @@ def run_sft(cfg: Any, run_dir: str | Path | None = None, *, quiet: bool = False,
     run.mkdir(parents=True, exist_ok=True)
     if teacher_runs is not None:
         seed_teacher_runs(run, teacher_runs)
-    rows = collect(cfg, run, quiet=quiet)
+    rows = collect(cfg, run, quiet=quiet, mirror=mirror)
     kept = kept_calls(rows)
     if not kept:
         raise ValueError(

@@ -156,6 +156,38 @@ def test_the_warm_start_travels_as_its_teacher_runs(tiny_dir, tmp_path):
     assert weights_digest(folder) == digest and not asked
 
 
+def test_the_teacher_runs_are_kept_batch_by_batch_while_they_are_collected(tiny_dir, tmp_path):
+    # a collection stopped part way (a session's end) leaves its finished batches in OUT, and goes on from them
+    from cave.training.experiments.drmas_claim import warm_start
+    from cave.training.sft import TEACHER_RUNS
+
+    from tests.training.test_sft import sft_config, teacher
+
+    cfg = sft_config(tiny_dir, tmp_path)  # 3 problems x 2 samples, 2 problems a batch
+    kept, folder = tmp_path / "out" / TEACHER_RUNS, Path(cfg.sft.output_dir)
+    seen = []
+
+    def watching(messages):  # what OUT holds when the second batch's problem is asked
+        text = messages[-1]["content"]
+        if "Ben has" in text and "The solver's answer" not in text:
+            seen.append(len(kept.read_text().splitlines()) if kept.is_file() else 0)
+        return teacher(messages)
+
+    cfg.sft.teacher = {"backend": "scripted", "replies": watching}
+    warm_start(cfg, folder, kept)
+    assert seen == [4, 4]  # 2 samples of problem 2, each with the first batch's 4 runs in OUT already
+    full = kept.read_text()
+    assert full == (folder / TEACHER_RUNS).read_text() and len(full.splitlines()) == 6
+
+    # stopped after the first batch on another machine: only problem 2 is asked again, and OUT is extended
+    first = "".join(line + "\n" for line in full.splitlines()[:4])
+    kept.write_text(first)
+    shutil.rmtree(folder)
+    seen.clear()
+    warm_start(cfg, folder, kept)
+    assert seen == [4, 4] and kept.read_text().startswith(first) and len(kept.read_text().splitlines()) == 6
+
+
 def test_records_of_another_warm_start_stop_the_driver_before_anything_is_redone(tiny_dir, tmp_path, capsys):
     # a warm start rebuilt on another CPU fine-tunes to other weights: the records made from the first would all be
     # stale, and the driver would redo the warm eval and every run over them; it says so and runs nothing instead

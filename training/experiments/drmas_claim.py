@@ -389,13 +389,14 @@ def read_record(path: Path, *, warm_start: str, steps: int, limit: int, k: int, 
 
 def warm_start(cfg: Any, folder: Path, kept: Path, *, quiet: bool = True) -> None:
     """The warm start in ``folder`` built where it is gone (``cave train sft``), from the teacher runs kept in
-    ``kept`` when there are any (the same runs fine-tune to the same weights), and those runs kept there once it
-    exists, so that OUT carries the whole experiment to another machine."""
+    ``kept`` when there are any (the same runs fine-tune to the same weights; a collection stopped part way goes on
+    from them), and those runs kept there after each batch of the collection and once the warm start exists, so
+    that OUT carries the whole experiment to another machine."""
     from cave.training.sft import TEACHER_RUNS, run_sft
     from cave.training.trainer import latest_checkpoint
 
     if latest_checkpoint(folder) is None and cfg.sft is not None:
-        run_sft(cfg, folder, quiet=quiet, teacher_runs=kept if kept.is_file() else None)
+        run_sft(cfg, folder, quiet=quiet, teacher_runs=kept if kept.is_file() else None, mirror=kept)
     if not kept.is_file() and (folder / TEACHER_RUNS).is_file():
         kept.parent.mkdir(parents=True, exist_ok=True)
         kept.write_bytes((folder / TEACHER_RUNS).read_bytes())
