@@ -35,6 +35,7 @@ __all__ = [
     "TEACHER_RUNS",
     "collect",
     "end_of_turn_id",
+    "keep_copy",
     "kept_calls",
     "run_sft",
     "seed_teacher_runs",
@@ -86,25 +87,29 @@ def collect(cfg: Any, run_dir: Path, *, quiet: bool = True, mirror: Path | None 
                 f.write(json.dumps(row, default=str) + "\n")
                 rows.append(row)
         if mirror is not None:
-            _extend(mirror, path.read_bytes())
+            keep_copy(mirror, path)
         if not quiet:
             ok = sum(1 for r in rows if is_success(r["reward"]))
             print(f"teacher: {len(rows)} runs, {ok} successful ({time.perf_counter() - t0:.0f} s)", flush=True)
     return rows
 
 
-def _extend(mirror: Path, data: bytes) -> None:
-    """Write ``data`` to ``mirror`` unless ``mirror`` holds something that ``data`` does not start with.
+def keep_copy(copy: Path, source: Path) -> None:
+    """Copy ``source`` (a ``teacher.jsonl``) to ``copy`` unless ``copy`` holds runs that ``source`` does not start
+    with: a kept copy is extended as its collection goes on, never replaced by another collection's runs.
 
     >>> import tempfile
-    >>> m = Path(tempfile.mkdtemp()) / "kept.jsonl"
-    >>> _extend(m, b"a\\n"); _extend(m, b"a\\nb\\n"); _extend(m, b"c\\n"); m.read_bytes()
-    b'a\\nb\\n'
+    >>> d = Path(tempfile.mkdtemp()); src, kept = d / "runs.jsonl", d / "kept" / "runs.jsonl"
+    >>> for text in ("a\\n", "a\\nb\\n", "c\\n"):
+    ...     _ = src.write_text(text); keep_copy(kept, src)
+    >>> kept.read_text()
+    'a\\nb\\n'
     """
-    if mirror.is_file() and not data.startswith(mirror.read_bytes()):
+    data = source.read_bytes()
+    if copy.is_file() and not data.startswith(copy.read_bytes()):
         return
-    mirror.parent.mkdir(parents=True, exist_ok=True)
-    mirror.write_bytes(data)
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_bytes(data)
 
 
 # -- 2. keep -------------------------------------------------------------------------------------------------

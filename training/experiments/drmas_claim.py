@@ -392,14 +392,13 @@ def warm_start(cfg: Any, folder: Path, kept: Path, *, quiet: bool = True) -> Non
     ``kept`` when there are any (the same runs fine-tune to the same weights; a collection stopped part way goes on
     from them), and those runs kept there after each batch of the collection and once the warm start exists, so
     that OUT carries the whole experiment to another machine."""
-    from cave.training.sft import TEACHER_RUNS, run_sft
+    from cave.training.sft import TEACHER_RUNS, keep_copy, run_sft
     from cave.training.trainer import latest_checkpoint
 
     if latest_checkpoint(folder) is None and cfg.sft is not None:
         run_sft(cfg, folder, quiet=quiet, teacher_runs=kept if kept.is_file() else None, mirror=kept)
-    if not kept.is_file() and (folder / TEACHER_RUNS).is_file():
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_bytes((folder / TEACHER_RUNS).read_bytes())
+    if (folder / TEACHER_RUNS).is_file():  # a warm start that was there already, or a collection with nothing left
+        keep_copy(kept, folder / TEACHER_RUNS)
 
 
 def add_kernel_arguments(p: argparse.ArgumentParser) -> None:
