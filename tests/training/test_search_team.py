@@ -77,6 +77,20 @@ def test_stages_write_rows_per_hop_count_and_skip_what_is_done(tiny_dir, tmp_pat
     assert weights_digest(tmp_path / "sft") == digest and not (tmp_path / "rl").exists()
 
 
+def test_the_base_stage_can_cover_fewer_questions(tiny_dir, tmp_path):
+    """--base-limit: the base's rows cover the first N questions (its runs are the longest), the others all."""
+    config = tiny_yaml(tiny_dir, tmp_path / "search.yaml", save_final=False, output_dir="rl")
+    cfg = load_config(config)
+    out = tmp_path / "out"
+    out.mkdir()
+    rows = run_stages(cfg, ["base"], out, limit=3, k=1, by="steps", base_limit=2)
+    held_out = generate("math_word", "test", 4)[:2]
+    assert sum(r["problems"] for r in rows) == 2 == json.loads((out / "base.json").read_text())["problems"]
+    assert {r["steps"] for r in rows} == {ex["steps"] for ex in held_out}
+    with pytest.raises(ValueError, match="base_limit 4: give 1 to --limit"):
+        run_stages(cfg, ["base"], out, limit=3, k=1, by="steps", base_limit=4)
+
+
 def test_hop_rows_checks_the_eval_matches_the_problems():
     report = {"k": 1, "successes": [[True]], "greedy_successes": [True]}
     with pytest.raises(ValueError, match="covers 1 problems, not the 2 given"):

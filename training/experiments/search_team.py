@@ -2,6 +2,7 @@
 
     python -m cave.training.experiments.search_team                      # training/configs/search_smollm2.yaml
     python -m cave.training.experiments.search_team --stages base --limit 20 -k 1      # a quick look at the base
+    python -m cave.training.experiments.search_team -k 1 --base-limit 25    # the base's floor on 25 questions only
 
 For the config (default ``training/configs/search_smollm2.yaml``: router, search and answer on one SmolLM2), each
 stage is evaluated on the same first ``--limit`` questions of the test split (``-k`` sampled team runs and one
@@ -175,15 +176,22 @@ def run_stages(
     quiet: bool = True,
     dtype: str | None = None,
     portable: Sequence[str] | None = None,
+    base_limit: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Every stage in order; after each, ``OUT/summary.json`` and ``OUT/summary.md`` hold the rows so far."""
+    """Every stage in order; after each, ``OUT/summary.json`` and ``OUT/summary.md`` hold the rows so far. The
+    base stage is evaluated on the first ``base_limit`` of the ``limit`` questions when given: its runs are the
+    longest (an untrained model writes every call out to ``max_tokens`` and the router never stops early), and
+    each row says how many problems it covers."""
     from cave.training.evaluate import eval_examples
 
+    if base_limit is not None and not 1 <= base_limit <= limit:
+        raise ValueError(f"base_limit {base_limit}: give 1 to --limit ({limit}), the base's first questions")
     examples = eval_examples(cfg, "test", limit)
     rows: list[dict[str, Any]] = []
     for stage in stages:
-        report = stage_report(cfg, stage, out, limit=limit, k=k, quiet=quiet, dtype=dtype, portable=portable)
-        rows += hop_rows(stage, report, examples, by)
+        n = base_limit if stage == "base" and base_limit is not None else limit
+        report = stage_report(cfg, stage, out, limit=n, k=k, quiet=quiet, dtype=dtype, portable=portable)
+        rows += hop_rows(stage, report, examples[:n], by)
         (out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
         (out / "summary.md").write_text(table(rows, by) + "\n", encoding="utf-8")
         if not quiet:
@@ -203,6 +211,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--stages", nargs="+", choices=STAGES, default=list(STAGES), help="which stages (default all)")
     p.add_argument("--steps", type=int, help="RL steps (default: the config's)")
     p.add_argument("--limit", type=int, default=100, help="held-out test questions (default 100)")
+    p.add_argument("--base-limit", type=int, help="the base stage on only the first N of those questions (its "
+                   "runs are the longest; default: all of --limit)")  # fmt: skip
     p.add_argument("-k", type=int, default=4, help="sampled team runs per question (default 4), besides the greedy one")
     p.add_argument("--by", default="hops", help="the example field rows are split by (default hops)")
     p.add_argument("--eval-dtype", choices=["float32", "bfloat16"], help="run the evals in this dtype (default: "
@@ -228,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         portable = None if args.native_kernels else list(sys.argv[1:] if argv is None else argv)
         run_stages(cfg, args.stages, out, limit=args.limit, k=args.k, by=args.by, quiet=args.quiet,
-                   dtype=args.eval_dtype, portable=portable)  # fmt: skip
+                   dtype=args.eval_dtype, portable=portable, base_limit=args.base_limit)  # fmt: skip
     except TrainingStopped as e:
         print(f"search_team: {e}", file=sys.stderr)
         return 1
