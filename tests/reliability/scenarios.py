@@ -228,10 +228,13 @@ def llm_fault(fault: str, db_dir: str | None = None) -> dict[str, Any]:
     """Two good steps, then the backend misbehaves. Retries with backoff, then a clear error; the steps
     done so far are in the store. "flaky" recovers within the retries and the run succeeds."""
     replies = [code("a = 1", "print(a)"), code("b = a + 1", "print(b)"), code("final_answer(b + 1)")]
-    server = MisbehavingServer(replies, good=2, fault=fault, slow_s=2.0)
+    # Only "slow" needs the client's timeout to trip; every other fault gets a timeout no loaded CI machine
+    # reaches, so a good request that is merely late is not taken for a fault (CI once failed "flaky" this way).
+    timeout = 1.5 if fault == "slow" else 30.0
+    server = MisbehavingServer(replies, good=2, fault=fault, slow_s=5.0)
     llm = OpenAICompatible(
-        base_url=server.url, model="test", max_attempts=3, backoff_base=0.05, backoff_cap=0.2, timeout=0.7,
-        connect_timeout=0.7,
+        base_url=server.url, model="test", max_attempts=3, backoff_base=0.05, backoff_cap=0.2, timeout=timeout,
+        connect_timeout=timeout,
     )  # fmt: skip
     tmp = tempfile.mkdtemp(prefix="cave-llmfault-", dir=db_dir)
     store = Store(os.path.join(tmp, "cave.db"))

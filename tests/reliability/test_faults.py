@@ -27,7 +27,7 @@ def test_kernel_crashes_mid_episode_are_survived(mode):
 @pytest.mark.parametrize("fault", ["error500", "slow", "drop", "down"])
 def test_backend_faults_retry_then_fail_clearly_and_keep_the_steps(fault, tmp_path):
     r = scenarios.llm_fault(fault, db_dir=str(tmp_path))
-    assert r["status"] == "error" and r["stored_status"] == "error"
+    assert r["status"] == "error" and r["stored_status"] == "error", r["error"]
     assert r["steps_done"] == 2 and r["steps_stored"] == 2  # the trajectory so far is saved
     assert r["url"] in r["error"] and "gave up after 3 attempts" in r["error"]
     expected_requests = 1 if fault == "down" else 3  # "down": one request reached it before it stopped listening
@@ -43,7 +43,8 @@ def test_backend_garbage_fails_at_once_with_what_it_got(tmp_path):
 
 def test_backend_that_recovers_within_the_retries_finishes_the_run(tmp_path):
     r = scenarios.llm_fault("flaky", db_dir=str(tmp_path))
-    assert r["status"] == "success" and r["answer"] == 3 and r["steps_stored"] == 3
+    assert r["status"] == "success", r["error"]
+    assert r["answer"] == 3 and r["steps_stored"] == 3
     assert r["fault_requests"] == 3  # two 503s, then the good answer
 
 
