@@ -233,3 +233,23 @@ def test_portable_kernels_reach_the_child_and_the_fingerprint_is_repeatable(tiny
     assert kernels.run_portable(["-c", code]) == 0
     model = AutoModelForCausalLM.from_pretrained(tiny_dir)
     assert kernels.fingerprint(model) == kernels.fingerprint(model)
+
+
+def test_the_estimator_table_pairs_seeds_by_number_and_widens_the_interval_by_their_disagreement():
+    from cave.training.experiments.drmas_claim import estimator_table, seeded_difference
+
+    right, wrong = [[True] * 4] * 40, [[False] * 4] * 40
+    mixed = [[True] * 4] * 20 + [[False] * 4] * 20
+    # drmas wins by 0.5 on seed 0 and loses nothing on seed 1; grpo has seed 2 as well, which has no pair
+    reports = {
+        "drmas": [{"seed": 0, "successes": right}, {"seed": 1, "successes": mixed}],
+        "grpo": [{"seed": 0, "successes": mixed}, {"seed": 1, "successes": mixed}, {"seed": 2, "successes": wrong}],
+    }
+    s = seeded_difference([right, mixed], [mixed, mixed])
+    assert s["per_seed"] == [0.5, 0.0] and s["diff"] == 0.25
+    assert s["ci_low"] <= 0.0 < 0.25 < s["ci_high"]  # two seeds that disagree: the interval keeps 0
+    table = estimator_table(reports)
+    drmas = next(line for line in table.splitlines() if line.startswith("| drmas |"))
+    assert "+0.500, +0.000" in drmas  # paired on seeds 0 and 1, not on positions against grpo's three
+    with pytest.raises(ValueError, match="same seeds"):
+        seeded_difference([right], [])

@@ -51,6 +51,7 @@ __all__ = [
     "read_record",
     "role_gradients",
     "run_table",
+    "seeded_difference",
     "spike_counts",
     "summary_row",
     "train_resumable",
@@ -135,6 +136,45 @@ def paired_difference(a: Sequence[Sequence[bool]], b: Sequence[Sequence[bool]]) 
     return {"diff": sum(diffs) / len(diffs) if diffs else float("nan"), "ci_low": low, "ci_high": high}
 
 
+def seeded_difference(a: Sequence[Sequence[Sequence[bool]]], b: Sequence[Sequence[Sequence[bool]]], *,
+                      resamples: int = 2000, seed: int = 0) -> dict[str, Any]:  # fmt: skip
+    """avg@k of ``a`` minus ``b`` with the seeds as a source of variance too: ``a[s]`` and ``b[s]`` are seed ``s``'s
+    evals (per problem, its sampled runs) of the two estimators on the same problems. Returns each seed's paired
+    difference (``per_seed``), their mean, and a 95% interval from a two-level bootstrap (seeds with replacement,
+    then problems with replacement, one draw of problems for the whole resample, as the evals share them).
+    Pooling the seeds and resampling problems only (``paired_difference``) treats the seeds as fixed, so one lucky
+    seed can carry an interval clear of 0; this one is wider by what the seeds disagree.
+
+    Two seeds that agree (+0.5 each) against two that do not (+1.0 and 0.0): the same mean, one interval clear of 0:
+
+    >>> one, zero = [[True, True]] * 20, [[False, False]] * 20
+    >>> half = [[True, True]] * 10 + [[False, False]] * 10
+    >>> agree = seeded_difference([half, half], [zero, zero])
+    >>> split = seeded_difference([one, zero], [zero, zero])
+    >>> agree["diff"], split["diff"], agree["per_seed"], split["per_seed"]
+    (0.5, 0.5, [0.5, 0.5], [1.0, 0.0])
+    >>> agree["ci_low"] > 0, split["ci_low"] > 0
+    (True, False)
+    """
+    import numpy as np
+    from cave.training.evaluate import CI_LEVEL, per_problem
+
+    if len(a) != len(b) or not a:
+        raise ValueError(f"seeded differences need the same seeds on both sides: {len(a)} vs {len(b)}")
+    d = np.asarray([[x - y for x, y in zip(per_problem(sa, "avg"), per_problem(sb, "avg"), strict=True)]
+                    for sa, sb in zip(a, b, strict=True)])  # fmt: skip
+    rng = np.random.default_rng(seed)
+    n_seeds, n_problems = d.shape
+    seeds = rng.integers(0, n_seeds, size=(resamples, n_seeds))
+    problems = rng.integers(0, n_problems, size=(resamples, n_problems))
+    means = np.array([d[s][:, p].mean() for s, p in zip(seeds, problems, strict=True)])
+    tail = (1 - CI_LEVEL) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    per_seed = [round(float(x), 12) for x in d.mean(axis=1)]
+    return {"diff": round(float(d.mean()), 12), "per_seed": per_seed,
+            "ci_low": round(float(low), 12), "ci_high": round(float(high), 12)}  # fmt: skip
+
+
 def summary_row(estimator: str, seed: int, report: Mapping[str, Any], metrics: Sequence[Mapping[str, Any]],
                 clips: Mapping[str, float | None]) -> dict[str, Any]:  # fmt: skip
     """One finished run's row of ``summary.json``: its held-out eval (``report``: the EvalReport's dict) and its
@@ -192,16 +232,33 @@ def estimator_table(reports: Mapping[str, Sequence[Mapping[str, Any]]], baseline
     from cave.training.evaluate import bootstrap_ci, format_ci, per_problem
 
     pooled = {est: _pool_seeds(reps) for est, reps in reports.items() if reps}
-    lines = [f"| estimator | seeds | avg@k, seeds pooled [95% CI] | minus {baseline} [95% CI] |", "|---|---|---|---|"]
+    lines = [f"| estimator | seeds | avg@k, seeds pooled [95% CI] | minus {baseline} [95% CI over problems] | "
+             f"minus {baseline} per seed | [95% CI over seeds and problems] |", "|---|---|---|---|---|---|"]  # fmt: skip
     for est, runs in pooled.items():
         values = per_problem(runs, "avg")
         mean = sum(values) / len(values)
-        diff = "-"
+        diff = per_seed = over_seeds = "-"
         if est != baseline and baseline in pooled and len(pooled[baseline]) == len(runs):
             d = paired_difference(runs, pooled[baseline])
             diff = f"{d['diff']:+.3f}{format_ci([d['ci_low'], d['ci_high']])}"
-        lines.append(f"| {est} | {len(reports[est])} | {mean:.3f}{format_ci(bootstrap_ci(values))} | {diff} |")
+            pairs = _seed_pairs(reports[est], reports[baseline])
+            if len(pairs) >= 2:
+                s = seeded_difference([x for x, _ in pairs], [y for _, y in pairs])
+                per_seed = ", ".join(f"{x:+.3f}" for x in s["per_seed"])
+                over_seeds = format_ci([s["ci_low"], s["ci_high"]]).strip()
+        lines.append(f"| {est} | {len(reports[est])} | {mean:.3f}{format_ci(bootstrap_ci(values))} | {diff} | "
+                     f"{per_seed} | {over_seeds} |")  # fmt: skip
     return "\n".join(lines)
+
+
+def _seed_pairs(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list[tuple[Any, Any]]:
+    """The two estimators' evals on the seeds both have (a report without a ``seed`` key pairs by position)."""
+
+    def by_seed(reports: Sequence[Mapping[str, Any]]) -> dict[Any, Any]:
+        return {r.get("seed", i): r["successes"] for i, r in enumerate(reports)}
+
+    sa, sb = by_seed(a), by_seed(b)
+    return [(sa[s], sb[s]) for s in sa if s in sb]
 
 
 def _pool_seeds(reports: Sequence[Mapping[str, Any]]) -> list[list[bool]]:
@@ -480,7 +537,7 @@ def run_claim(cfg: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
                 path.write_text(json.dumps(record) + "\n", encoding="utf-8")
             report = record["report"]
             rows.append({**summary_row(estimator, seed, report, record["metrics"], clips), "warm_start": digest})
-            reports.setdefault(estimator, []).append(report)
+            reports.setdefault(estimator, []).append({**report, "seed": seed})
             write_summary(out, rows, reports, warm)
             say(f"{estimator} seed {seed}: avg@{args.k} {report[f'avg@{args.k}']:.3f} ({path})")
     return rows
