@@ -59,7 +59,7 @@ from cave.given import Given, in_process, private_copy
 from cave.history import answer_note, resume_messages
 from cave.llm.base import LLM, Message, Usage, create_backend
 from cave.review import contract as task_contract
-from cave.review import grouping, profile, prose, recovery, typed
+from cave.review import fired, grouping, profile, prose, recovery, typed
 from cave.review.acceptance import Acceptance, answer_notes
 from cave.review.checks import CheckSpec, averify, failed_checks_note
 from cave.review.feedback import Feedback
@@ -487,10 +487,10 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
         step.meta["blocks"] = cells.records
         step.observation = prompts.observation_message(cells.formatted, cells.skipped)
         if cut:
-            step.observation += "\n" + prompts.CUT_NOTE.format(max_tokens=self.max_tokens)
+            fired.note(step, "cut_off", prompts.CUT_NOTE.format(max_tokens=self.max_tokens))
         previous = recovery.last_code_step(traj)
         if previous is not None and previous.code == step.code and traj.status == "running":
-            step.observation += "\n" + self._repeat_note(step)  # greedy decoding loops; break the echo
+            fired.note(step, "repeat", self._repeat_note(step))  # greedy decoding loops; break the echo
         if traj.status == "running":
             messages.append({"role": "user", "content": await self._next_message(traj, step, cells.records)})
         step.duration = time.time() - t0
@@ -522,6 +522,9 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
             record = {"code": code, "execution": ex.to_dict(), "final": cell.final}
             if cell.notes:
                 record["notes"] = cell.notes
+            noted = fired.block_notes(ex, cell.notes)
+            if noted:  # what this block's result tells the model (how often each speaks is measured on held-out)
+                record["noted"] = noted
             cells.records.append(record)
             text = prompts.format_execution(ex, limit=self.observation_limit, notes=cell.notes)
             failures = await averify(self.runtime, self.checks) if cell.final and self.checks else []
@@ -531,6 +534,7 @@ class Agent(Compaction, Given, Replying, Feedback, Verifying):
                 rows = rows or grouping.messy_keys(cell.value)
                 if rows:  # "has 162 rows; expected exactly 12" says what, not why
                     text += f"\nNote: {rows}"
+                    record.setdefault("noted", []).append("checks_granularity")
                 record["checks"] = traj.meta["failed_checks"] = failures
             held, notes = None, ""
             marks = set(traj.meta)

@@ -45,7 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from cave.benchmarks.analyst.suite import agent_options
-    from cave.benchmarks.heldout.run import SUITE, accepts_verify, arun, format_report, full_report, suite_sha256
+    from cave.benchmarks.heldout.run import (
+        SUITE,
+        accepts_verify,
+        arun,
+        format_fired,
+        format_report,
+        full_report,
+        suite_sha256,
+    )
     from cave.benchmarks.heldout.tasks import TASKS
 
     args = build_parser().parse_args(argv)
@@ -101,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in sorted(k for k in rep if k.startswith("verify_") and k[7:].isdigit()):
         print()
         print(format_report(rep[key], f"the same runs with verify {key[7:]} (its first attempts)"))
+    print()
+    print(format_fired(rep, len(rows)))
     if out is not None:
         _write(out, {**meta, "done": len(rows), "complete": True, **rep})
         print(f"\ntotals written to {out}")

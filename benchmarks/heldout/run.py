@@ -25,6 +25,7 @@ from cave.benchmarks.heldout import generate as g
 from cave.benchmarks.heldout.tasks import TASKS, HeldoutTask
 
 from cave.llm.base import LLM
+from cave.review import fired
 
 SUITE = "heldout"
 HERE = Path(__file__).resolve().parent
@@ -106,6 +107,7 @@ async def arun(
         seconds=time.perf_counter() - t0,
         verify=None if verify is None else _verify_row(verify),
         holds=sorted({m for s in traj.steps for b in s.meta.get("blocks", ()) for m in b.get("held_by", ())}),
+        notes=fired.run_notes(traj.steps),
     )
     return row
 
@@ -122,21 +124,40 @@ def _verify_row(verify: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def hold_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per hold (the marks it leaves in a run's meta): the runs it fired in, and how many of those ended correct
-    and how many ``success`` (is the hold right where it speaks?); totals only."""
-    fired: dict[str, list[dict[str, Any]]] = {}
+def hold_totals(rows: list[dict[str, Any]], key: str = "holds") -> dict[str, Any]:
+    """Per hold (the marks it leaves in a run's meta), or per note with ``key="notes"`` (the names
+    ``cave.review.fired`` records): the runs it fired in, and how many of those ended correct and how many
+    ``success`` (is it right where it speaks?); totals only.
+
+    >>> hold_totals([{"notes": ["loop"], "correct": True, "status": "success"}, {"correct": False, "status": "x"}], "notes")
+    {'loop': {'runs': 1, 'correct': 1, 'success': 1}}
+    """
+    fired_in: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        for mark in r.get("holds") or ():
-            fired.setdefault(mark, []).append(r)
+        for mark in r.get(key) or ():
+            fired_in.setdefault(mark, []).append(r)
     return {
         mark: {
             "runs": len(rs),
             "correct": sum(r["correct"] for r in rs),
             "success": sum(r["status"] == "success" for r in rs),
         }
-        for mark, rs in sorted(fired.items())
+        for mark, rs in sorted(fired_in.items())
     }
+
+
+def format_fired(rep: dict[str, Any], rows: int) -> str:
+    """The holds' and notes' totals as a text table: per name, the runs it fired in, and of those the right and the
+    ``success`` ones; the ones that never fired are not listed (there is no list of every note to compare with)."""
+    lines = [f"holds and notes that fired ({rows} runs): runs / ended correct / ended success"]
+    for label in ("holds", "notes"):
+        fired_here = rep.get(label) or {}
+        width = max([14, *(len(k) for k in fired_here)])
+        lines += ["", f"{label}:"]
+        lines += [f"  {k:<{width}} {t['runs']:>4} {t['correct']:>4} {t['success']:>4}" for k, t in fired_here.items()]
+        if not fired_here:
+            lines.append("  (none)")
+    return "\n".join(lines)
 
 
 # -- totals --------------------------------------------------------------------------------------------------------
@@ -248,7 +269,7 @@ def verify_as(rows: list[dict[str, Any]], n: int) -> list[dict[str, Any]] | None
 def full_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """``report``, and where any run was verified the "verify off" view, the view of each smaller ``verify``, and
     where held answers that kept their problems were verified, the view without that (``kept_not_verified``)."""
-    out = {"verify_on": report(rows), "holds": hold_totals(rows)}
+    out = {"verify_on": report(rows), "holds": hold_totals(rows), "notes": hold_totals(rows, "notes")}
     if any(r.get("verify") for r in rows):
         out["verify_off"] = report(verify_off(rows))
         out["verified_runs"] = sum(bool(r.get("verify")) for r in rows)

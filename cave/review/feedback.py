@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cave import prompts
-from cave.review import failure_notes, imputing, prose, recovery, typed
+from cave.review import failure_notes, fired, imputing, prose, recovery, typed
 from cave.runtimes import value_notes
 from cave.trajectory import Step, Trajectory
 
@@ -49,35 +49,27 @@ class Feedback:
         """What the model reads after this step: the observation, its notes, and (stable layout) the state."""
         infos = await self.describe()
         if typed.only_displays(step.code or "") and not traj.called_final_answer:  # a typed dict shown, not answered
-            step.observation += "\n" + prompts.TYPED_DISPLAY_NOTE
+            fired.note(step, "typed_display", prompts.TYPED_DISPLAY_NOTE)
             step.meta["typed_display"] = True
         tables = self._given_tables()
-        missing = failure_notes.missing_file_note(step, tables)
-        if missing:  # the given tables are the data: not "the file does not exist" as an answer
-            step.observation += "\n" + missing
+        # the given tables are the data: not "the file does not exist" as an answer
+        fired.note(step, "missing_file", failure_notes.missing_file_note(step, tables))
         if step.execution is not None and value_notes.NAN_MARK in step.execution.stderr:
             dropped = imputing.nan_dropped(step.code or "")
-            if dropped:  # the note says to drop the NaN; the code that does it is what the 1.5B copies
-                step.observation += "\n" + imputing.NAN_FIX.format(code=dropped)
-        converted = failure_notes.text_values_note(step, records, tables)
-        if converted:  # durations or numbers written as text: the conversion, not "keep the numeric columns"
-            step.observation += "\n" + converted
-        unfiltered = failure_notes.missing_filter_note(traj.task, step, tables)
-        if unfiltered:  # a table about one stock has no symbol column to select that stock by
-            step.observation += "\n" + unfiltered
-        unknown = recovery.unknown_function_note(step, self._given_functions())
-        if unknown:  # then "none of them fits" in plain text is an answer, not prose after an error
-            step.observation += "\n" + unknown
+            # the note says to drop the NaN; the code that does it is what the 1.5B copies
+            fired.note(step, "nan_dropped", imputing.NAN_FIX.format(code=dropped) if dropped else None)
+        # durations or numbers written as text: the conversion, not "keep the numeric columns"
+        fired.note(step, "text_values", failure_notes.text_values_note(step, records, tables))
+        # a table about one stock has no symbol column to select that stock by
+        fired.note(step, "missing_filter", failure_notes.missing_filter_note(traj.task, step, tables))
+        # then "none of them fits" in plain text is an answer, not prose after an error
+        if fired.note(step, "unknown_function", recovery.unknown_function_note(step, self._given_functions())):
             step.meta["unknown_function"] = True
-        features = failure_notes.features_note(traj.task, step, tables)
-        if features:  # text reached a model: the columns the task names, encoded
-            step.observation += "\n" + features
-        fit = imputing.fit_note(traj.task, step, tables)
-        if fit:  # the error's hint drops rows with missing values: not those of the column the task fills
-            step.observation += "\n" + fit
-        loop = failure_notes.loop_note(traj, step, records, infos, tables)
-        if loop:
-            step.observation += "\n" + loop
+        # text reached a model: the columns the task names, encoded
+        fired.note(step, "features", failure_notes.features_note(traj.task, step, tables))
+        # the error's hint drops rows with missing values: not those of the column the task fills
+        fired.note(step, "fit", imputing.fit_note(traj.task, step, tables))
+        if fired.note(step, "loop", failure_notes.loop_note(traj, step, records, infos, tables)):
             step.meta["loop_note"] = True
         message = step.observation
         if self.prompt_layout == "stable":  # the state note travels in the message, not in the observation
