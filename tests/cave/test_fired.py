@@ -6,11 +6,11 @@ from __future__ import annotations
 import doctest
 import functools
 
-import cave.review.fired
 import pandas as pd
 from cave.benchmarks.heldout.run import format_fired, hold_totals
 from cave.runtimes.inprocess import InProcessRuntime
 
+import cave.review.fired
 from cave.agent import Agent as _Agent
 from cave.llm.base import Scripted
 
