@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-from cave.review.error_hints import error_hint, line_fix
+from cave.review.error_hints import error_help, error_hint
 from cave.review.guard import guard_code
 from cave.runtimes.base import Execution, VariableInfo
 
@@ -380,10 +380,7 @@ def format_execution(ex: Execution, *, limit: int = 4000, max_frames: int = 3, n
     elif ex.error is not None:
         # Errors get their own budget: the last frames and the message are what the model needs.
         tail.append(truncate_middle(trim_traceback(str(ex.error), max_frames), max(limit // 2, 400)))
-        hint = error_hint(ex.error.type, ex.error.message)
-        fixed = line_fix(ex.error.type, ex.error.message, str(ex.error))
-        if fixed and ex.error.type == "KeyError":  # a row label taken for a column: not a Series' label/position
-            hint = None
+        hint, fixed = error_help(ex.error.type, ex.error.message, str(ex.error))
         if fixed:  # the general hint's example is not the model's own line; a small model copies the line better
             hint = f"{hint}. Your line, rewritten: {fixed}" if hint else f"your line, rewritten: {fixed}"
         if hint:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["error_hint", "line_fix"]
+__all__ = ["error_help", "error_hint", "line_fix"]
 
 
 _NO_ATTR = re.compile(r"'(Series|Index)' object has no attribute '(\w+)'")
@@ -244,3 +244,19 @@ def _row_by_label(line: str) -> str:
         if j is not None and _PICKED.search(line[i + 1 : j]):
             return line[:i] + ".loc" + line[i:]
     return line
+
+
+def error_help(etype: str, message: str, traceback: str) -> tuple[str | None, str | None]:
+    """What an error's observation gets: the general hint and the failing line rewritten, either None. A row label
+    taken for a column (a KeyError with a rewritten line) gets the line only: the hint's reading of a Series'
+    label or position is not what went wrong there.
+
+    >>> error_help("NameError", "name 'pd' is not defined", "")
+    ('add `import pandas as pd` at the top of the code', None)
+    >>> hint, fixed = error_help("KeyError", "'2025-01-11'", 'File "<cell-2>", line 5\\n    p = sales[sales["d"].idxmax()]["product"]')
+    >>> hint, fixed is not None
+    (None, True)
+    """
+    fixed = line_fix(etype, message, traceback)
+    hint = None if fixed and etype == "KeyError" else error_hint(etype, message)
+    return hint, fixed

@@ -11,10 +11,10 @@ for notes, which only inform the model.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from cave.review.error_hints import error_hint, line_fix
+from cave.review.error_hints import error_help
 from cave.runtimes import aligned, coercion, matches, value_notes
 
 __all__ = ["RUNTIME_MARKS", "block_notes", "note", "run_notes", "runtime_notes"]
@@ -67,16 +67,14 @@ def runtime_notes(stderr: str) -> list[str]:
     return kinds
 
 
-def block_notes(execution: Any, guard_notes: Iterable[str] = ()) -> list[str]:
+def block_notes(execution: Any, guard_notes: Sequence[str] = ()) -> list[str]:
     """The names of the notes one block's result carries, as ``format_execution`` shows them to the model."""
     names = runtime_notes(execution.stderr or "")
     err = execution.error
     if err is not None and not execution.timed_out:
-        if error_hint(err.type, err.message):
-            names.append("error_hint")
-        if line_fix(err.type, err.message, str(err)):
-            names.append("line_fix")
-    if any(True for _ in guard_notes):
+        hint, fixed = error_help(err.type, err.message, str(err))
+        names += [name for name, text in (("error_hint", hint), ("line_fix", fixed)) if text]
+    if guard_notes:
         names.append("guard")
     return names
 

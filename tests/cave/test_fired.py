@@ -69,3 +69,19 @@ def test_the_harness_totals_holds_and_notes_per_name():
     table = format_fired({"holds": hold_totals(rows), "notes": notes}, len(rows))
     assert "3 runs" in table and "contract_holds" in table and "runtime.spelling" in table
     assert format_fired({}, 0).count("(none)") == 2
+
+
+def test_an_error_is_counted_with_the_help_its_observation_shows():
+    from cave.runtimes.base import ExecError, Execution
+
+    from cave import prompts
+
+    tb = 'File "<cell-2>", line 5\n    p = sales[sales["units"].idxmax()]["product"]\nKeyError: 3'
+    label = Execution(error=ExecError(type="KeyError", message="3", traceback=tb))  # both rules match this error
+    shown = prompts.format_execution(label)
+    # a row label taken for a column: the line rewritten, and not the general KeyError hint
+    assert "your line, rewritten" in shown and "pandas 3 reads" not in shown
+    assert cave.review.fired.block_notes(label) == ["line_fix"]
+    name = Execution(error=ExecError(type="NameError", message="name 'pd' is not defined"))
+    assert "Hint: add `import pandas as pd`" in prompts.format_execution(name)
+    assert cave.review.fired.block_notes(name, ["a guard note"]) == ["error_hint", "guard"]
