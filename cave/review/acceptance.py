@@ -33,13 +33,10 @@ from cave.review import (
     answers,
     bounds,
     conditions,
-    copied,
     entities,
     estimators,
-    every_row,
     grouping,
     held_notes,
-    imputing,
     in_place,
     misreadings,
     prose,
@@ -135,12 +132,6 @@ class Acceptance:
                 call = typed.typed_call(code)
                 fix = held_notes.TYPED_FIX.format(call=call) if call else ""
                 return held_notes.TYPED_NOTE.format(numbers=", ".join(numbers[:6]), fix=fix)
-        if self.review and not traj.meta.get("copied_asked") and not _computes(code):
-            copies = copied.wrong_columns(traj.task, value, typed.seen_text(traj))
-            if copies:  # once: the mean of Z in a printed describe() sent as that of X (a development task)
-                traj.meta["copied_asked"] = True
-                traj.meta["held_copied"] = [c.number for c in copies]
-                return copied.note(copies, next(iter(self.given_tables()), "df"))
         if self.review and not traj.meta.get("variables_asked"):
             wrong = await self._disagreements(value, code)
             if wrong:  # once: a typed value that the code's own variable of that name contradicts
@@ -159,12 +150,6 @@ class Acceptance:
                     "values": typed.plain_values(value),
                 }
                 return misread
-        if self.review and "dropped_from" not in traj.meta:
-            dropped = imputing.note(traj.task, _run_code(traj, code))
-            if dropped is not None:  # once: the rows the task says to fill were dropped from the table the answer reads
-                traj.meta["dropped_from"] = len(traj.steps) + 1  # code after this step is the fix
-                traj.meta["dropped_answer"] = repr(value)[:2000]
-                return dropped + await self._restored(" Run every step again on it.")
         if (
             self.review
             and not traj.meta.get("repeats_asked")
@@ -182,12 +167,6 @@ class Acceptance:
                     "distinct": found[0].distinct,
                 }
                 return entities.note(found)
-        if self.review and not traj.meta.get("every_row_asked"):
-            whole = every_row.whole(traj.task, _answering_code(traj, code), value, self.given_tables())
-            if whole:  # once: a count of a whole table from code that tests rows (a mask True on every row)
-                traj.meta["every_row_asked"] = True
-                fixed = every_row.mask_fix(traj.task, _answering_code(traj, code))
-                return every_row.note(whole, value, fixed)
         if self.review and not traj.meta.get("form_checked"):  # with checks too: they passed, the form is apart
             traj.meta["form_checked"] = True  # once: then the model's own call stands
             form = await asyncio.to_thread(answers.form_problems, traj.task, value, *self._form_tables())
@@ -343,19 +322,6 @@ class Acceptance:
         if traj.meta.get("bounds_asked"):
             unapplied = bounds.unapplied(traj.task, _run_code(traj, code))
             problems += [f"the answer still comes from code that does not apply {x.split(':')[0]}" for x in unapplied]
-        if traj.meta.get("held_copied"):
-            still = [c.number for c in copied.wrong_columns(traj.task, value, typed.seen_text(traj))]
-            kept = [n for n in still if n in traj.meta["held_copied"]]
-            if kept and not _computes(code):
-                problems.append(f"the answer still copies {', '.join(kept)} from another column than the task's")
-        if "dropped_from" in traj.meta:
-            after = [s.code for s in traj.steps[traj.meta["dropped_from"] :] if s.code] + [code]
-            problems += [
-                f"the answer still comes from code that {x.split('` ', 1)[-1]}"
-                for x in imputing.dropped_missing(traj.task, after)
-            ]
-            if repr(value)[:2000] == traj.meta.get("dropped_answer") and not _computes(code):
-                problems.append("the answer is still the one computed from the dropped rows")
         missing = answers.missing_keys(traj.task, value) if traj.meta.get("keys_asked") else []
         if missing:
             problems.append(f"the answer still has no {', '.join(map(repr, missing))}, which the task asks for")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from cave import prompts
-from cave.review import failure_notes, fired, imputing, prose, recovery, typed
+from cave.review import failure_notes, fired, nan_tests, prose, recovery, typed
 from cave.runtimes import value_notes
 from cave.trajectory import Step, Trajectory
 
@@ -55,9 +55,9 @@ class Feedback:
         # the given tables are the data: not "the file does not exist" as an answer
         fired.note(step, "missing_file", failure_notes.missing_file_note(step, tables))
         if step.execution is not None and value_notes.NAN_MARK in step.execution.stderr:
-            dropped = imputing.nan_dropped(step.code or "")
+            dropped = nan_tests.nan_dropped(step.code or "")
             # the note says to drop the NaN; the code that does it is what the 1.5B copies
-            fired.note(step, "nan_dropped", imputing.NAN_FIX.format(code=dropped) if dropped else None)
+            fired.note(step, "nan_dropped", nan_tests.NAN_FIX.format(code=dropped) if dropped else None)
         # durations or numbers written as text: the conversion, not "keep the numeric columns"
         fired.note(step, "text_values", failure_notes.text_values_note(step, records, tables))
         # a table about one stock has no symbol column to select that stock by
@@ -67,8 +67,6 @@ class Feedback:
             step.meta["unknown_function"] = True
         # text reached a model: the columns the task names, encoded
         fired.note(step, "features", failure_notes.features_note(traj.task, step, tables))
-        # the error's hint drops rows with missing values: not those of the column the task fills
-        fired.note(step, "fit", imputing.fit_note(traj.task, step, tables))
         if fired.note(step, "loop", failure_notes.loop_note(traj, step, records, infos, tables)):
             step.meta["loop_note"] = True
         message = step.observation

@@ -43,7 +43,7 @@ def note(step: Any, name: str, text: str | None) -> bool:
 
     >>> from types import SimpleNamespace as S
     >>> s = S(observation="Out: 3", meta={})
-    >>> note(s, "loop", "Note: the same cell again."), note(s, "fit", None), s.meta
+    >>> note(s, "loop", "Note: the same cell again."), note(s, "features", None), s.meta
     (True, False, {'noted': ['loop']})
     """
     if not text:
